@@ -1,0 +1,42 @@
+# make demo   set up .venv, run the embedded demo end to end, print where the maps and accuracy are
+# make test   set up .venv, run the test suite
+# make bench  set up .venv, run the benchmarks (ratios measured side by side)
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+RESULTS := results
+export PATH := $(BIN):$(PATH)
+
+.PHONY: setup demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# torch first, pinned: pip then takes the CPU build where one is provided locally
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[test]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+setup: $(STAMP)
+
+demo: setup
+	snakemake --profile profiles/local
+	snakemake --profile profiles/local --report $(RESULTS)/report.html
+	@echo
+	@echo "Maps (class and confidence COGs): $(CURDIR)/$(RESULTS)/maps/"
+	@echo "Accuracy per map: $(CURDIR)/$(RESULTS)/accuracy.tsv (details in $(RESULTS)/assessment/)"
+	@echo "Report: $(CURDIR)/$(RESULTS)/report.html"
+	@echo
+	@column -t -s "$$(printf '\t')" $(RESULTS)/accuracy.tsv 2>/dev/null || cat $(RESULTS)/accuracy.tsv
+
+test: setup
+	pytest
+
+bench: setup
+	python benchmarks/run.py
+
+lint: setup
+	snakemake --lint
+
+clean:
+	rm -rf $(RESULTS) resources/demo .snakemake

@@ -1,0 +1,67 @@
+"""Turn band time series with gaps into model input: fill gaps in time, standardise per band."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def fill_gaps(x: np.ndarray) -> np.ndarray:
+    """Linear interpolation over time of NaN steps per sample and band; ends take the nearest value.
+
+    x: (samples, steps, bands). A series with no value at all stays NaN.
+    """
+    n, t, b = x.shape
+    flat = np.moveaxis(x, 1, 2).reshape(-1, t)  # (samples*bands, steps)
+    valid = np.isfinite(flat)
+    out = flat.copy()
+    steps = np.arange(t)
+    # index of the previous and next valid step for every position
+    prev_idx = np.where(valid, steps, -1)
+    np.maximum.accumulate(prev_idx, axis=1, out=prev_idx)
+    next_idx = np.where(valid, steps, t)
+    next_idx = np.flip(np.minimum.accumulate(np.flip(next_idx, axis=1), axis=1), axis=1)
+    has_prev, has_next = prev_idx >= 0, next_idx < t
+    rows = np.arange(flat.shape[0])[:, None]
+    prev_val = flat[rows, np.clip(prev_idx, 0, t - 1)]
+    next_val = flat[rows, np.clip(next_idx, 0, t - 1)]
+    span = np.where(has_prev & has_next, next_idx - prev_idx, 1)
+    w = np.where(has_prev & has_next, (steps - prev_idx) / span, 0.0)
+    both = has_prev & has_next
+    out = np.where(valid, flat, np.where(both, prev_val + w * (next_val - prev_val),
+                                         np.where(has_prev, prev_val, np.where(has_next, next_val, np.nan))))
+    return np.moveaxis(out.reshape(n, b, t), 1, 2).astype(np.float32)
+
+
+@dataclass
+class Standardiser:
+    """Per-band mean and standard deviation, fitted on training samples, stored with the model."""
+
+    mean: np.ndarray
+    std: np.ndarray
+
+    @classmethod
+    def fit(cls, x: np.ndarray) -> "Standardiser":
+        mean = np.nanmean(x, axis=(0, 1))
+        std = np.nanstd(x, axis=(0, 1))
+        return cls(np.nan_to_num(mean).astype(np.float32), np.where(std > 0, std, 1.0).astype(np.float32))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return (x - self.mean) / self.std
+
+    def to_dict(self) -> dict:
+        return {"mean": self.mean.tolist(), "std": self.std.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Standardiser":
+        return cls(np.asarray(d["mean"], dtype=np.float32), np.asarray(d["std"], dtype=np.float32))
+
+
+def prepare(x: np.ndarray, standardise: Standardiser) -> tuple[np.ndarray, np.ndarray]:
+    """Model input (samples, steps, bands + 1): standardised gap-filled values plus an observed flag.
+
+    Also returns which samples have no observation at all (they get no prediction).
+    """
+    observed = np.isfinite(x).all(axis=2)
+    empty = ~observed.any(axis=1)
+    filled = np.nan_to_num(standardise(fill_gaps(x)), nan=0.0)
+    return np.concatenate([filled, observed[..., None].astype(np.float32)], axis=2), empty

@@ -1,0 +1,53 @@
+"""Classifiers of pixel time series. Each takes (samples, steps, features) arrays and class indices."""
+
+import importlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import LcflowError
+
+#: model name -> module holding a ``Model`` subclass named ``Model``
+REGISTRY = {"rf": "lcflow.models.rf", "lstm": "lcflow.models.lstm"}
+DEEP = ("lstm",)
+
+
+class Model(ABC):
+    """A classifier over prepared input (samples, steps, features) with classes 0..n-1."""
+
+    defaults: ClassVar[dict[str, Any]] = {}
+    weights_file: ClassVar[str]
+
+    def __init__(self, params: dict[str, Any], n_features: int, steps: int, n_classes: int):
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            raise LcflowError(f"unknown parameter(s) {unknown} for model {self.name}; known: {sorted(self.defaults)}")
+        self.params = {**self.defaults, **params}
+        self.n_features, self.steps, self.n_classes = n_features, steps, n_classes
+
+    @property
+    def name(self) -> str:
+        return type(self).__module__.rsplit(".", 1)[-1]
+
+    @abstractmethod
+    def fit(self, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None,
+            class_weight: np.ndarray) -> list[dict[str, float]]:
+        """Train; return one history row per epoch (or one row)."""
+
+    @abstractmethod
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Class probabilities (samples, classes)."""
+
+    @abstractmethod
+    def save(self, directory: Path) -> None: ...
+
+    @abstractmethod
+    def load_weights(self, directory: Path) -> None: ...
+
+
+def model_class(name: str) -> type[Model]:
+    if name not in REGISTRY:
+        raise LcflowError(f"unknown model {name!r}; known: {sorted(REGISTRY)}")
+    return importlib.import_module(REGISTRY[name]).Model

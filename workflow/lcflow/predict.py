@@ -1,0 +1,48 @@
+"""Apply a trained model to a whole cube, window by window: class map COG and confidence COG."""
+
+from pathlib import Path
+
+import numpy as np
+import rasterio
+
+from .cube import NODATA
+from .errors import LcflowError
+from .raster import Grid, cog_writer, read_tag
+from .trained import TrainedModel
+
+
+def cube_features(block: np.ndarray, steps: int, bands: list[str], cube_bands: list[str]) -> np.ndarray:
+    """(steps*bands, rows, cols) int16 cube block -> (pixels, steps, model bands) float with NaN gaps."""
+    n_cube = len(cube_bands)
+    arr = block.reshape(steps, n_cube, -1).astype(np.float32)
+    arr[arr == NODATA] = np.nan
+    pick = [cube_bands.index(b) for b in bands]
+    return np.transpose(arr[:, pick, :], (2, 0, 1))
+
+
+def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confidence: str | Path,
+        block: int = 256) -> None:
+    trained = TrainedModel.load(model_dir)
+    cube_bands = read_tag(cube, "bands")
+    steps = len(read_tag(cube, "time_steps"))
+    missing = [b for b in trained.bands if b not in cube_bands]
+    if missing or steps != trained.steps:
+        raise LcflowError(f"cube {cube} ({steps} steps, bands {cube_bands}) does not fit model {model_dir} "
+                          f"({trained.steps} steps, bands {trained.bands})")
+    grid = Grid.of(cube)
+    dtype = "uint8" if max(trained.classes) < 255 else "uint16"
+    nodata = 255 if dtype == "uint8" else 65535
+    tags = {"model": trained.model.name, "class_names": {str(k): v for k, v in trained.class_names.items()},
+            "class_codes": trained.classes}
+    with rasterio.open(cube) as src, \
+            cog_writer(out_map, grid, 1, dtype, nodata=nodata, colors=trained.class_colors, tags=tags,
+                       descriptions=["class"], resampling="mode") as dst_map, \
+            cog_writer(out_confidence, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": trained.model.name},
+                       descriptions=["confidence"], resampling="average") as dst_conf:
+        for win in grid.windows(block):
+            x = cube_features(src.read(window=win), steps, trained.bands, cube_bands)
+            codes, confidence, empty = trained.predict(x)
+            shape = (int(win.height), int(win.width))
+            dst_map.write(np.where(empty, nodata, codes).astype(dtype).reshape(shape), 1, window=win)
+            conf = np.where(empty, 255, np.round(confidence * 100)).astype(np.uint8)
+            dst_conf.write(conf.reshape(shape), 1, window=win)

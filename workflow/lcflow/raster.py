@@ -1,0 +1,123 @@
+"""GeoTIFF/COG writing and the tile grid every stage shares."""
+
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import rasterio
+import rasterio.shutil
+from affine import Affine
+from rasterio.crs import CRS
+from rasterio.windows import Window
+
+
+
+#: GDAL's COG driver writes pixel-interleaved files (time series in one read) from 3.11 on
+_COG_INTERLEAVE = tuple(int(v) for v in rasterio.__gdal_version__.split(".")[:2]) >= (3, 11)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A raster grid: CRS, affine transform, size. Stages agree on it instead of re-deriving it."""
+
+    crs: CRS
+    transform: Affine
+    width: int
+    height: int
+
+    @classmethod
+    def from_bounds(cls, crs: CRS | str | int, bounds: tuple[float, float, float, float], resolution: float) -> "Grid":
+        xmin, ymin, xmax, ymax = bounds
+        width = int(round((xmax - xmin) / resolution))
+        height = int(round((ymax - ymin) / resolution))
+        crs = CRS.from_epsg(crs) if isinstance(crs, int) else CRS.from_user_input(crs)
+        return cls(crs, Affine(resolution, 0, xmin, 0, -resolution, ymax), width, height)
+
+    @classmethod
+    def of(cls, path: str | Path) -> "Grid":
+        with rasterio.open(path) as ds:
+            return cls(ds.crs, ds.transform, ds.width, ds.height)
+
+    @property
+    def bounds(self) -> tuple[float, float, float, float]:
+        t = self.transform
+        return (t.c, t.f + t.e * self.height, t.c + t.a * self.width, t.f)
+
+    @property
+    def resolution(self) -> float:
+        return self.transform.a
+
+    def profile(self) -> dict[str, Any]:
+        return {"crs": self.crs, "transform": self.transform, "width": self.width, "height": self.height}
+
+    def windows(self, block: int) -> Iterator[Window]:
+        """Row-major square windows of at most ``block`` pixels a side covering the grid."""
+        for row in range(0, self.height, block):
+            for col in range(0, self.width, block):
+                yield Window(col, row, min(block, self.width - col), min(block, self.height - row))
+
+
+def colormap(colors: dict[int, tuple[int, int, int]]) -> dict[int, tuple[int, int, int, int]]:
+    return {int(k): (*v, 255) for k, v in colors.items()}
+
+
+@contextlib.contextmanager
+def cog_writer(
+    path: str | Path,
+    grid: Grid,
+    count: int,
+    dtype: str,
+    *,
+    nodata: float | None = None,
+    colors: dict[int, tuple[int, int, int]] | None = None,
+    tags: dict[str, Any] | None = None,
+    descriptions: list[str] | None = None,
+    resampling: str = "nearest",
+) -> Iterator[rasterio.io.DatasetWriter]:
+    """Open a tiled staging GeoTIFF for windowed writes; on success publish it as a COG at ``path``.
+
+    GDAL's COG driver copies the staging file with overviews (colour table, tags and band names go
+    along), then the copy is renamed into place: readers never see a partial file, and an error leaves
+    nothing behind. Non-string tag values are stored as JSON (read them with :func:`read_tag`).
+    """
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{final.name}.") as tmpdir:
+        stage, cog = Path(tmpdir) / "stage.tif", Path(tmpdir) / "cog.tif"
+        profile = dict(
+            driver="GTiff", dtype=dtype, count=count, nodata=nodata, tiled=True, blockxsize=256,
+            blockysize=256, compress="deflate", interleave="pixel" if count > 1 else "band",
+            BIGTIFF="IF_SAFER", **grid.profile(),
+        )
+        with rasterio.open(stage, "w", **profile) as dst:
+            if colors:
+                dst.write_colormap(1, colormap(colors))
+            if tags:
+                dst.update_tags(**{k: v if isinstance(v, str) else json.dumps(v) for k, v in tags.items()})
+            for i, d in enumerate(descriptions or [], start=1):
+                dst.set_band_description(i, d)
+            yield dst
+        rasterio.shutil.copy(
+            stage, cog, driver="COG", compress="DEFLATE", overview_resampling=resampling, blocksize=256,
+            BIGTIFF="IF_SAFER", **({"interleave": "PIXEL"} if count > 1 and _COG_INTERLEAVE else {}),
+        )
+        os.replace(cog, final)
+
+
+def write_cog(path: str | Path, data: np.ndarray, grid: Grid, **kwargs: Any) -> None:
+    """Write a whole (bands, rows, cols) or (rows, cols) array as a COG; options as :func:`cog_writer`."""
+    arr = data[np.newaxis] if data.ndim == 2 else data
+    with cog_writer(path, grid, arr.shape[0], arr.dtype.name, **kwargs) as dst:
+        dst.write(arr)
+
+
+def read_tag(path: str | Path, key: str) -> Any:
+    """A JSON tag written by :func:`write_cog`."""
+    with rasterio.open(path) as ds:
+        value = ds.tags().get(key)
+    return None if value is None else json.loads(value)

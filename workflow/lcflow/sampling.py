@@ -1,0 +1,84 @@
+"""Draw training samples from a tile-year: stratified by class, away from label boundaries, split by block.
+
+Pixels within ``boundary_px`` of another label are skipped (CORINE is wrong there most often);
+train/val/test are assigned per square block of ``block_px`` pixels, so neighbouring pixels never
+sit on both sides of an evaluation (spatial autocorrelation would inflate the scores).
+"""
+
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import rasterio
+from scipy import ndimage
+
+from . import samples as samples_table
+from .cube import NODATA
+from .errors import LcflowError
+from .raster import Grid, read_tag
+
+
+def eligible(labels: np.ndarray, nodata: int, boundary_px: int) -> np.ndarray:
+    """Labelled pixels with the same label everywhere within ``boundary_px``."""
+    ok = labels != nodata
+    if boundary_px > 0:
+        size = 2 * boundary_px + 1
+        ok &= ndimage.maximum_filter(labels, size=size, mode="nearest") == ndimage.minimum_filter(labels, size=size, mode="nearest")
+    return ok
+
+
+def block_splits(shape: tuple[int, int], block_px: int, fractions: dict[str, float], seed: int) -> np.ndarray:
+    """Split name per pixel, constant over square blocks, drawn with the given fractions."""
+    nby, nbx = -(-shape[0] // block_px), -(-shape[1] // block_px)
+    rng = np.random.default_rng(seed)
+    names = list(fractions)
+    p = np.array([fractions[n] for n in names], dtype=float)
+    per_block = rng.choice(len(names), size=(nby, nbx), p=p / p.sum())
+    full = np.repeat(np.repeat(per_block, block_px, axis=0), block_px, axis=1)[: shape[0], : shape[1]]
+    return np.array(names)[full]
+
+
+def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path, *, tile: str, year: int,
+        per_class: int = 500, min_valid_fraction: float = 0.5, boundary_px: int = 1, block_px: int = 32,
+        fractions: dict[str, float] | None = None, seed: int = 0) -> pd.DataFrame:
+    """Write the samples table of one tile-year and return it."""
+    fractions = fractions or {"train": 0.6, "val": 0.2, "test": 0.2}
+    grid = Grid.of(cube)
+    if Grid.of(labels) != grid or Grid.of(valid) != grid:
+        raise LcflowError(f"{labels}, {valid} and {cube} are not on the same grid")
+    with rasterio.open(labels) as ds:
+        lab = ds.read(1)
+        nodata = int(ds.nodata)
+    with rasterio.open(valid) as ds:
+        valid_fraction = (ds.read() > 0).mean(axis=0)
+    ok = eligible(lab, nodata, boundary_px) & (valid_fraction >= min_valid_fraction)
+    rng = np.random.default_rng(zlib.crc32(f"{seed}/{tile}/{year}".encode()))
+    picked = []
+    for c in np.unique(lab[ok]):
+        idx = np.flatnonzero(ok.ravel() & (lab.ravel() == c))
+        picked.append(rng.choice(idx, size=min(per_class, idx.size), replace=False))
+    if not picked:
+        raise LcflowError(f"tile {tile} {year}: no pixel qualifies for sampling (labels, valid fraction >= {min_valid_fraction})")
+    flat = np.sort(np.concatenate(picked))
+    rows, cols = np.unravel_index(flat, lab.shape)
+    with rasterio.open(cube) as ds:
+        names = list(ds.descriptions)
+        values = np.empty((flat.size, ds.count), dtype=np.float32)
+        for win in grid.windows(1024):
+            inside = (rows >= win.row_off) & (rows < win.row_off + win.height) & (cols >= win.col_off) & (cols < win.col_off + win.width)
+            if inside.any():
+                block = ds.read(window=win)
+                values[inside] = block[:, rows[inside] - int(win.row_off), cols[inside] - int(win.col_off)].T
+    values[values == NODATA] = np.nan
+    xs, ys = rasterio.transform.xy(grid.transform, rows, cols)
+    split = block_splits(lab.shape, block_px, fractions, zlib.crc32(f"{seed}/{tile}".encode()))[rows, cols]
+    frame = pd.DataFrame({"label": lab[rows, cols].astype(np.int32), "split": split, "tile": tile,
+                          "year": np.int32(year), "row": rows.astype(np.int32), "col": cols.astype(np.int32),
+                          "x": np.asarray(xs), "y": np.asarray(ys)})
+    frame = pd.concat([frame, pd.DataFrame(values, columns=names)], axis=1)
+    meta = {"time_steps": read_tag(cube, "time_steps"), "bands": read_tag(cube, "bands"),
+            "class_names": read_tag(labels, "class_names"), "class_colors": read_tag(labels, "class_colors"),
+            "crs": grid.crs.to_string(), "scale": 10000}
+    samples_table.write(frame, out, meta)
+    return frame

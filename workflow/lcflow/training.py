@@ -1,0 +1,114 @@
+"""``lcflow train`` and ``lcflow evaluate``: any model, from any samples table."""
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from . import samples as samples_table
+from .atomic import write_text
+from .errors import LcflowError
+from .features import Standardiser, prepare
+from .metrics import scores
+from .models import model_class
+from .nomenclature import clc_level
+from .trained import TrainedModel
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``key=value`` strings -> dict, values parsed as YAML scalars (``3``, ``0.1``, ``true``, ``null``)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise LcflowError(f"--set {pair!r}: expected key=value")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def _colors(table: samples_table.SampleTable, classes: list[int]) -> dict[int, tuple[int, int, int]]:
+    """Class colours from the table, else CORINE's where the codes are CLC codes, else a palette."""
+    given = {int(k): tuple(v) for k, v in table.meta.get("class_colors", {}).items() if v}
+    clc = {**clc_level(1).colors, **clc_level(2).colors, **clc_level(3).colors}
+    palette = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75),
+               (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207)]
+    return {c: given.get(c) or clc.get(c) or palette[i % len(palette)] for i, c in enumerate(classes)}
+
+
+def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: dict[str, Any] | None = None) -> dict:
+    """Train ``model_name`` on the train split, select on val, score on test; write the model directory."""
+    out = Path(out)
+    cls = model_class(model_name)
+    table = samples_table.read(sample_paths)
+    has_split = "split" in table.frame.columns
+    train_part = table.split("train")
+    val_part = table.split("val") if has_split else None
+    if len(train_part.frame) == 0:
+        raise LcflowError(f"samples table(s) {', '.join(map(str, sample_paths))}: no 'train' rows")
+    classes = train_part.classes
+    if len(classes) < 2:
+        raise LcflowError(f"samples table(s) {', '.join(map(str, sample_paths))}: the train split has one class only")
+    index = {c: i for i, c in enumerate(classes)}
+    x_raw = train_part.features()
+    standardise = Standardiser.fit(x_raw)
+    x, _ = prepare(x_raw, standardise)
+    y = train_part.frame["label"].map(index).to_numpy()
+    x_val = y_val = None
+    if val_part is not None and len(val_part.frame):
+        keep = val_part.frame["label"].isin(classes).to_numpy()
+        x_val = prepare(val_part.features(table.bands, table.steps)[keep], standardise)[0]
+        y_val = val_part.frame["label"][keep].map(index).to_numpy()
+    counts = np.bincount(y, minlength=len(classes)).astype(float)
+    class_weight = counts.sum() / (len(classes) * np.maximum(counts, 1))
+    model = cls(overrides or {}, x.shape[2], table.steps, len(classes))
+    history = model.fit(x, y, x_val, y_val, class_weight)
+    names = table.class_names()
+    trained = TrainedModel(model, table.bands, table.steps, classes, {c: names.get(c, str(c)) for c in classes},
+                           _colors(table, classes), standardise, table.meta.get("time_steps"))
+    trained.save(out)
+    _write_history(out / "history.csv", history)
+    metrics = {"model": model_name, "n_train": int(len(train_part.frame)),
+               "n_val": int(0 if x_val is None else len(x_val)), "params": model.params}
+    test_part = table.split("test") if has_split else None
+    if test_part is not None and len(test_part.frame):
+        metrics["test"] = evaluate_table(trained, test_part)
+    write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    return metrics
+
+
+def _write_history(path: Path, rows: list[dict]) -> None:
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=keys)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(path, buf.getvalue())
+
+
+def evaluate_table(trained: TrainedModel, table: samples_table.SampleTable) -> dict:
+    """Scores of a trained model on every row of ``table``; rows without any observation count as wrong."""
+    missing = [b for b in trained.bands if b not in table.bands]
+    if missing or table.steps < trained.steps:
+        raise LcflowError(f"samples table lacks what the model needs: bands {missing or trained.bands}, "
+                          f"{trained.steps} time steps (table has {table.bands}, {table.steps} steps)")
+    codes, _, empty = trained.predict(table.features(trained.bands, trained.steps))
+    codes = np.where(empty, -1, codes)
+    result = scores(table.frame["label"].to_numpy(), codes, trained.class_names)
+    result["n_without_observation"] = int(empty.sum())
+    return result
+
+
+def evaluate(model_dir: str | Path, sample_paths: list[str], out: str | Path) -> dict:
+    """``lcflow evaluate``: scores on the test split (or the whole table without a split column)."""
+    trained = TrainedModel.load(model_dir)
+    table = samples_table.read(sample_paths, min_classes=1)
+    part = table.split("test") if "split" in table.frame.columns else table
+    if len(part.frame) == 0:
+        raise LcflowError(f"samples table(s) {', '.join(map(str, sample_paths))}: no 'test' rows to evaluate")
+    result = {"model_dir": str(model_dir), "split": "test" if part is not table else "all", **evaluate_table(trained, part)}
+    write_text(out, json.dumps(result, indent=1))
+    return result

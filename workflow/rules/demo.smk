@@ -1,0 +1,24 @@
+if "demo" in config:
+    DEMO = config["demo"]
+
+    rule synth:
+        output:
+            catalog=f"{DEMO['out']}/catalog/catalog.json",
+            corine=f"{DEMO['out']}/corine/clc_demo_3035.tif",
+            truth=expand(f"{DEMO['out']}/truth/{{tile}}_{{year}}.tif", tile=TILES, year=YEARS),
+        log:
+            f"{R}/logs/synth.log",
+        params:
+            out=lambda wildcards, output: Path(output.catalog).parent.parent,
+            aoi=json.dumps({t: config["aoi"][t] for t in TILES}),
+            years=" ".join(map(str, YEARS)),
+            acquisitions=" ".join(map(str, DEMO.get("acquisitions", [12, 20]))),
+            mmu=DEMO.get("mmu_cells", 4),
+            change=DEMO.get("change_fraction", 0.03),
+            resolution=config["cube"]["resolution"],
+        conda:
+            ENV
+        shell:
+            "lcflow synth --out {params.out} --aoi {params.aoi:q} --years {params.years}"
+            " --acquisitions {params.acquisitions} --mmu-cells {params.mmu} --change-fraction {params.change}"
+            " --resolution {params.resolution} > {log} 2>&1"

@@ -1,0 +1,42 @@
+SAMPLE = config["sample"]
+
+
+rule labels:
+    input:
+        corine=LABELS["corine"],
+        grid=f"{R}/{{tile}}/{YEARS[0]}/cube.tif",
+    output:
+        f"{R}/{{tile}}/labels.tif",
+    log:
+        f"{R}/logs/labels/{{tile}}.log",
+    params:
+        nomenclature=nomenclature_args(),
+    conda:
+        ENV
+    shell:
+        "lcflow labels --corine {input.corine} --grid {input.grid} {params.nomenclature} --out {output} > {log} 2>&1"
+
+
+rule sample:
+    input:
+        cube=f"{R}/{{tile}}/{{year}}/cube.tif",
+        valid=f"{R}/{{tile}}/{{year}}/cube_valid.tif",
+        labels=f"{R}/{{tile}}/labels.tif",
+    output:
+        f"{R}/{{tile}}/{{year}}/samples.parquet",
+    log:
+        f"{R}/logs/sample/{{tile}}_{{year}}.log",
+    params:
+        per_class=SAMPLE["per_class"],
+        min_valid=SAMPLE["min_valid_fraction"],
+        boundary=SAMPLE["boundary_px"],
+        block=SAMPLE["block_px"],
+        fractions=json.dumps(SAMPLE["fractions"]),
+        seed=SAMPLE["seed"],
+    conda:
+        ENV
+    shell:
+        "lcflow sample --cube {input.cube} --valid {input.valid} --labels {input.labels}"
+        " --tile {wildcards.tile} --year {wildcards.year} --per-class {params.per_class}"
+        " --min-valid-fraction {params.min_valid} --boundary-px {params.boundary} --block-px {params.block}"
+        " --fractions {params.fractions:q} --seed {params.seed} --out {output} > {log} 2>&1"
