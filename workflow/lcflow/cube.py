@@ -42,8 +42,8 @@ def tile_grid(tile: str, items, resolution: float, bounds: list[float] | None) -
         a, _, x0, _, e, y0 = asset["proj:transform"][:6]
         h, w = asset["proj:shape"]
         bounds = [x0, y0 + e * h, x0 + a * w, y0]
-    item_epsg = items[0].properties.get("proj:epsg")
-    if item_epsg is not None and int(item_epsg) != epsg:
+    item_epsg = sentinel2.item_epsg(items[0].properties)
+    if item_epsg is not None and item_epsg != epsg:
         raise LcflowError(f"tile {tile}: items are in EPSG:{item_epsg}, the tile's zone is EPSG:{epsg}")
     return Grid.from_bounds(epsg, tuple(bounds), resolution)
 
@@ -110,7 +110,7 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
         for win in grid.windows(block):
             r0, c0 = int(win.row_off) - halo, int(win.col_off) - halo
             h, w = int(win.height) + 2 * halo, int(win.width) + 2 * halo
-            gb = GeoBox((h, w), grid.transform * grid.transform.translation(c0, r0), grid.crs)
+            gb = GeoBox((h, w), grid.transform @ grid.transform.translation(c0, r0), grid.crs)
             ds = odc.stac.load(by_time, bands=keys + [scl_key], geobox=gb, groupby="id",
                                resampling={"*": "bilinear", scl_key: "nearest"}, preserve_original_order=True)
             times = ds.time.values.astype("datetime64[us]")

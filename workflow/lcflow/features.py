@@ -24,7 +24,7 @@ def fill_gaps(x: np.ndarray) -> np.ndarray:
     rows = np.arange(flat.shape[0])[:, None]
     prev_val = flat[rows, np.clip(prev_idx, 0, t - 1)]
     next_val = flat[rows, np.clip(next_idx, 0, t - 1)]
-    span = np.where(has_prev & has_next, next_idx - prev_idx, 1)
+    span = np.maximum(next_idx - prev_idx, 1)  # 0 at observed steps, which keep their value
     w = np.where(has_prev & has_next, (steps - prev_idx) / span, 0.0)
     both = has_prev & has_next
     out = np.where(valid, flat, np.where(both, prev_val + w * (next_val - prev_val),

@@ -65,3 +65,11 @@ def boa_offset(properties: Mapping[str, Any]) -> int:
     if properties.get("earthsearch:boa_offset_applied") is True:
         return 0
     return BOA_ADD_OFFSET
+
+
+def item_epsg(properties: Mapping[str, Any]) -> int | None:
+    """EPSG code of an item's pixels: ``proj:epsg`` (projection extension 1.x) or ``proj:code`` (2.x)."""
+    if properties.get("proj:epsg") is not None:
+        return int(properties["proj:epsg"])
+    code = str(properties.get("proj:code") or "")
+    return int(code.split(":", 1)[1]) if code.upper().startswith("EPSG:") else None

@@ -1,0 +1,57 @@
+"""Shared fixtures: real catalogue responses and CORINE, and a small synthetic demo built once."""
+
+import json
+from pathlib import Path
+
+import pystac
+import pytest
+
+from lcflow import cube, labels, nomenclature, sampling, search
+from lcflow.synth.demo import make_demo
+
+DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).parents[1]
+SMALL_AOI = {"31UFT": [640000, 5760000, 641280, 5761280], "32ULC": [330000, 5700000, 331280, 5701280]}
+BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
+
+
+@pytest.fixture(scope="session")
+def earth_search_items() -> list[pystac.Item]:
+    d = json.loads((DATA / "stac_earth_search_v1_s2l2a_13TDE_20231008.json").read_text())
+    return [pystac.Item.from_dict(f) for f in d["features"]]
+
+
+@pytest.fixture(scope="session")
+def planetary_items() -> list[pystac.Item]:
+    d = json.loads((DATA / "stac_planetary_computer_s2l2a_35MNM_2020.geojson").read_text())
+    return [pystac.Item.from_dict(f) for f in d["features"]]
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory) -> Path:
+    """A small demo (128 x 128 px per tile, 2018-2019) written once per session."""
+    out = tmp_path_factory.mktemp("demo")
+    make_demo(out, SMALL_AOI, [2018, 2019])
+    return out
+
+
+@pytest.fixture(scope="session")
+def stages(demo, tmp_path_factory) -> dict[str, Path]:
+    """search -> cube -> labels -> sample for 31UFT 2018 and 2019 on the small demo."""
+    r = tmp_path_factory.mktemp("results")
+    paths = {}
+    for year in (2018, 2019):
+        d = r / "31UFT" / str(year)
+        search.run("31UFT", year, d / "items.json", catalog=str(demo / "catalog" / "catalog.json"))
+        cube.run(d / "items.json", "31UFT", year, d / "cube.tif", d / "cube_valid.tif", bands=BANDS,
+                 bounds=SMALL_AOI["31UFT"], block=64)
+        paths[f"cube{year}"], paths[f"valid{year}"], paths[f"items{year}"] = d / "cube.tif", d / "cube_valid.tif", d / "items.json"
+    labels.run(demo / "corine" / "clc_demo_3035.tif", paths["cube2018"], r / "31UFT" / "labels.tif", nomenclature.clc_level(2))
+    paths["labels"] = r / "31UFT" / "labels.tif"
+    for year in (2018, 2019):
+        out = r / "31UFT" / str(year) / "samples.parquet"
+        sampling.run(paths[f"cube{year}"], paths[f"valid{year}"], paths["labels"], out, tile="31UFT", year=year,
+                     per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16)
+        paths[f"samples{year}"] = out
+    paths["root"] = r
+    return paths

@@ -1,0 +1,87 @@
+import datetime as dt
+import json
+import shutil
+
+import numpy as np
+import pytest
+import rasterio
+
+from lcflow import cube
+from lcflow.errors import LcflowError
+
+from .conftest import BANDS, SMALL_AOI
+
+
+def test_time_grid():
+    edges, centres = cube.time_grid(2019, 12)
+    assert edges[0] == dt.datetime(2019, 1, 1) and edges[-1] == dt.datetime(2020, 1, 1)
+    assert len(centres) == 12 and centres[0].month == 1 and centres[6].month == 7
+    assert len(cube.time_grid(2020, 73)[1]) == 73
+
+
+def test_clear_mask_dilates_invalid_pixels():
+    scl = np.full((2, 7, 7), 4, dtype=np.uint8)
+    scl[0, 3, 3] = 9
+    mask = cube.clear_mask(scl, [9], dilation_px=1)
+    assert not mask[0, 3, 3] and not mask[0, 2, 3] and not mask[0, 3, 4]
+    assert mask[0, 2, 2] and mask[1].all()  # 4-connected growth, never across time
+    assert cube.clear_mask(scl, [9], 0).sum() == scl.size - 1
+
+
+def test_composite_is_median_of_clear_observations():
+    edges = [dt.datetime(2018, 1, 1), dt.datetime(2018, 7, 1), dt.datetime(2019, 1, 1)]
+    times = np.array(["2018-02-01", "2018-03-01", "2018-04-01", "2018-09-01"], dtype="datetime64[us]")
+    values = np.array([1.0, 5.0, 3.0, 7.0], dtype=np.float32).reshape(4, 1, 1, 1)
+    clear = np.array([True, True, True, False]).reshape(4, 1, 1)
+    out, counts = cube.composite(values, clear, times, edges)
+    assert out[0, 0, 0, 0] == 3.0 and counts[0, 0, 0] == 3
+    assert np.isnan(out[1, 0, 0, 0]) and counts[1, 0, 0] == 0
+
+
+def test_cube_layout(stages):
+    with rasterio.open(stages["cube2018"]) as ds:
+        assert ds.count == 12 * len(BANDS) and ds.dtypes[0] == "int16" and ds.nodata == -32768
+        assert ds.descriptions[0] == "B02_t00" and ds.descriptions[-1] == "B12_t11"
+        assert ds.crs.to_epsg() == 32631 and ds.bounds == tuple(SMALL_AOI["31UFT"]) and ds.res == (10, 10)
+        assert len(json.loads(ds.tags()["time_steps"])) == 12
+        data = ds.read()
+    with rasterio.open(stages["valid2018"]) as ds:
+        counts = ds.read()
+    assert ds.count == 12
+    # a composite has a value exactly where it had a clear observation
+    has_value = (data.reshape(12, len(BANDS), *data.shape[1:]) != -32768).all(axis=1)
+    assert np.array_equal(has_value, counts > 0)
+    valid = data[data != -32768]
+    assert 0 < np.median(valid) < 5000  # reflectance x 10000
+
+
+def test_harmonisation_removes_the_offset_once(stages, tmp_path):
+    """A copy of the scenes stored with baseline 04.00 and +1000 DN gives the same cube."""
+    items = json.loads(stages["items2018"].read_text())
+    for f in items["features"][:4]:
+        f["properties"]["s2:processing_baseline"] = "04.00"
+        for key, asset in f["assets"].items():
+            if key == "scl":
+                continue
+            dst = tmp_path / f["id"] / f"{key}.tif"
+            dst.parent.mkdir(exist_ok=True)
+            with rasterio.open(asset["href"]) as src:
+                profile, data = src.profile, src.read()
+            with rasterio.open(dst, "w", **{**profile, "driver": "GTiff"}) as out:
+                out.write(np.where(data > 0, data + 1000, 0).astype(data.dtype))
+            asset["href"] = str(dst)
+    manifest = tmp_path / "items.json"
+    manifest.write_text(json.dumps(items))
+    cube.run(manifest, "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=BANDS, bounds=SMALL_AOI["31UFT"], block=64)
+    with rasterio.open(tmp_path / "c.tif") as a, rasterio.open(stages["cube2018"]) as b:
+        assert np.array_equal(a.read(), b.read())
+
+
+def test_cube_errors(stages, tmp_path):
+    with pytest.raises(LcflowError, match="does not exist"):
+        cube.run(tmp_path / "none.json", "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=BANDS)
+    with pytest.raises(LcflowError, match="EPSG:32631"):
+        cube.run(stages["items2018"], "32ULC", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=BANDS)
+    with pytest.raises(LcflowError, match="B13"):
+        cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=["B13"])
+    assert not list(tmp_path.glob("*.tif"))
