@@ -22,6 +22,8 @@ def _message(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         extra = sorted(set(value) - set(error.schema.get("properties", {})))
         return f"unknown key {extra[0]!r} in {where}" if extra else error.message
+    if "propertyNames" in error.absolute_schema_path:
+        return f"{where}: key {value!r} is not a valid MGRS tile id"
     if error.validator == "pattern":
         kind = "MGRS tile id" if "C-HJ-NP-X" in error.validator_value else "value"
         return f"{where} = {value!r} is not a valid {kind} (pattern {error.validator_value})"
@@ -31,8 +33,6 @@ def _message(error: jsonschema.ValidationError) -> str:
         return f"{where}: {error.message}"
     if error.validator == "oneOf":
         return f"{where}: give exactly one of its alternatives ({error.message})"
-    if error.validator == "propertyNames":
-        return f"{where}: key {value!r} is not a valid MGRS tile id"
     return f"{where} = {value!r}: {error.message}"
 
 

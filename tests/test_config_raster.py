@@ -1,0 +1,61 @@
+import copy
+import datetime as dt
+
+import numpy as np
+import pytest
+import rasterio
+import yaml
+
+from lcflow import config
+from lcflow.errors import LcflowError
+from lcflow.raster import Grid, cog_writer
+
+from .conftest import ROOT
+
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def test_demo_config_is_valid():
+    config.check(DEMO, SCHEMA, ROOT)
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda c: c.update(colour="red"), "unknown key 'colour' in (top level)"),
+    (lambda c: c["sample"].update(per_klass=3), "unknown key 'per_klass' in sample"),
+    (lambda c: c["tiles"].append("31UFTX"), "tiles[2] = '31UFTX' is not a valid MGRS tile id"),
+    (lambda c: c["years"].append(2014), "years[2] = 2014"),
+    (lambda c: c["years"].append(2031), "years[2] = 2031 is outside 2015..2030"),
+    (lambda c: c["models"].append("svm"), "models[2] = 'svm' is not one of"),
+    (lambda c: c["labels"].update(level=4), "labels.level = 4 is not one of"),
+    (lambda c: c["aoi"].update({"99ZZZ": [0, 0, 1, 1]}), "aoi: key '99ZZZ' is not a valid MGRS tile id"),
+    (lambda c: c["labels"].update(mapping="nope.csv"), "labels.mapping = 'nope.csv': file does not exist"),
+    (lambda c: (c.pop("demo"), None), "stac.catalog = 'resources/demo/catalog/catalog.json': file does not exist"),
+    (lambda c: c["stac"].update(api="https://x"), "stac: give exactly one"),
+])
+def test_bad_config_is_named_in_one_line(change, message, tmp_path):
+    cfg = copy.deepcopy(DEMO)
+    change(cfg)
+    with pytest.raises(LcflowError) as err:
+        config.check(cfg, SCHEMA, tmp_path, today=dt.date(2030, 6, 1))
+    text = str(err.value)
+    assert "\n" not in text and message in text, text
+
+
+def test_grid_windows_cover_the_grid_once():
+    g = Grid.from_bounds(32631, (0, 0, 1000, 700), 10)
+    cover = np.zeros((g.height, g.width), int)
+    for w in g.windows(32):
+        cover[w.toslices()] += 1
+    assert (cover == 1).all()
+    assert g.bounds == (0, 0, 1000, 700)
+
+
+def test_a_failed_write_leaves_nothing(tmp_path):
+    g = Grid.from_bounds(32631, (0, 0, 640, 640), 10)
+    target = tmp_path / "out.tif"
+    with pytest.raises(RuntimeError):
+        with cog_writer(target, g, 1, "uint8") as dst:
+            dst.write(np.ones((1, 32, 32), np.uint8), window=rasterio.windows.Window(0, 0, 32, 32))
+            raise RuntimeError("interrupted")
+    assert list(tmp_path.iterdir()) == []

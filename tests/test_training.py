@@ -1,0 +1,110 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lcflow import samples, training
+from lcflow.cli import main
+from lcflow.errors import LcflowError
+from lcflow.trained import TrainedModel
+
+FAST = {"rf": {"n_estimators": 50}, "lstm": {"epochs": 8, "hidden_size": 32}}
+
+
+@pytest.fixture(scope="module")
+def toy_table(tmp_path_factory):
+    """Three classes with different seasonal curves in two bands, noisy, with gaps, split train/val/test."""
+    rng = np.random.default_rng(0)
+    n, steps = 600, 8
+    label = np.repeat([11, 21, 31], n // 3)
+    t = np.arange(steps)
+    curves = {11: np.full(steps, 0.2), 21: 0.2 + 0.5 * np.exp(-0.5 * ((t - 3) / 1.0) ** 2), 31: 0.3 + 0.3 * (t > 4)}
+    cols = {"label": label, "split": rng.choice(["train", "val", "test"], n, p=[0.6, 0.2, 0.2])}
+    for k in range(steps):
+        base = np.array([curves[c][k] for c in label])
+        cols[f"B04_t{k:02d}"] = 1000 * (0.3 - 0.5 * base + rng.normal(0, 0.03, n))
+        cols[f"B08_t{k:02d}"] = 1000 * (base + rng.normal(0, 0.03, n))
+    df = pd.DataFrame(cols)
+    gaps = rng.random((n, steps)) < 0.15
+    for k in range(steps):
+        df.loc[gaps[:, k], [f"B04_t{k:02d}", f"B08_t{k:02d}"]] = np.nan
+    path = tmp_path_factory.mktemp("toy") / "toy.parquet"
+    samples.write(df, path, {"class_names": {"11": "urban", "21": "arable", "31": "forest"}})
+    return path
+
+
+@pytest.mark.parametrize("model", ["rf", "lstm"])
+def test_train_evaluate_and_reload(model, toy_table, tmp_path):
+    out = tmp_path / model
+    metrics = training.train(model, [str(toy_table)], out, FAST[model])
+    assert {"model.json", "metrics.json", "history.csv"} <= {p.name for p in out.iterdir()}
+    majority = 1 / 3
+    assert metrics["test"]["overall_accuracy"] > majority + 0.5
+    history = pd.read_csv(out / "history.csv")
+    assert len(history) >= 1 and "val_accuracy" in history
+    result = training.evaluate(out, [str(toy_table)], tmp_path / "m.json")
+    written = json.loads((tmp_path / "m.json").read_text())
+    assert written["overall_accuracy"] == result["overall_accuracy"] == metrics["test"]["overall_accuracy"]
+    assert {"overall_accuracy", "kappa", "macro_f1", "per_class", "confusion_matrix"} <= set(written)
+    assert written["per_class"]["21"]["name"] == "arable"
+    trained = TrainedModel.load(out)
+    table = samples.read(toy_table)
+    codes_a, conf_a, _ = trained.predict(table.features())
+    codes_b, conf_b, _ = TrainedModel.load(out).predict(table.features())
+    assert np.array_equal(codes_a, codes_b) and np.allclose(conf_a, conf_b)
+    assert set(np.unique(codes_a)) <= {11, 21, 31} and ((conf_a > 0) & (conf_a <= 1)).all()
+
+
+def test_lstm_runs_repeat(toy_table, tmp_path):
+    a = training.train("lstm", [str(toy_table)], tmp_path / "a", {"epochs": 3, "hidden_size": 16})
+    b = training.train("lstm", [str(toy_table)], tmp_path / "b", {"epochs": 3, "hidden_size": 16})
+    assert a["test"]["overall_accuracy"] == b["test"]["overall_accuracy"]
+
+
+def test_table_without_split_trains_on_everything(toy_table, tmp_path):
+    df = pd.read_parquet(toy_table).drop(columns=["split"])
+    path = tmp_path / "nosplit.parquet"
+    df.to_parquet(path)
+    metrics = training.train("rf", [str(path)], tmp_path / "rf", FAST["rf"])
+    assert metrics["n_train"] == len(df) and "test" not in metrics
+    assert training.evaluate(tmp_path / "rf", [str(path)], tmp_path / "m.json")["n_samples"] == len(df)
+
+
+def test_training_errors(toy_table, tmp_path):
+    with pytest.raises(LcflowError, match="unknown model 'svm'"):
+        training.train("svm", [str(toy_table)], tmp_path / "x")
+    with pytest.raises(LcflowError, match="unknown parameter.*'trees'"):
+        training.train("rf", [str(toy_table)], tmp_path / "x", {"trees": 5})
+    with pytest.raises(LcflowError, match="expected key=value"):
+        training.parse_overrides(["epochs"])
+    assert training.parse_overrides(["epochs=3", "dropout=0.1", "bidirectional=false", "max_depth=null"]) == \
+        {"epochs": 3, "dropout": 0.1, "bidirectional": False, "max_depth": None}
+    with pytest.raises(LcflowError, match="not a trained model directory"):
+        training.evaluate(tmp_path, [str(toy_table)], tmp_path / "m.json")
+
+
+def test_evaluate_refuses_table_without_model_bands(toy_table, tmp_path):
+    training.train("rf", [str(toy_table)], tmp_path / "rf", FAST["rf"])
+    df = pd.read_parquet(toy_table).drop(columns=[f"B08_t{k:02d}" for k in range(8)])
+    path = tmp_path / "b04.parquet"
+    df.to_parquet(path)
+    with pytest.raises(LcflowError, match="lacks what the model needs: bands \\['B08'\\]"):
+        training.evaluate(tmp_path / "rf", [str(path)], tmp_path / "m.json")
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_cli_reports_bad_tables_in_one_line(toy_table, tmp_path, capsys):
+    df = pd.read_parquet(toy_table)
+    cases = {
+        "nolabel.parquet": (df.drop(columns=["label"]), "no 'label' column"),
+        "oneclass.parquet": (df.assign(label=21), "only 1 class"),
+        "missing.parquet": (df.drop(columns=["B04_t03"]), "missing band column(s) B04_t03"),
+    }
+    for name, (frame, message) in cases.items():
+        frame.to_parquet(tmp_path / name)
+        code = main(["train", "--model", "rf", "--samples", str(tmp_path / name), "--out", str(tmp_path / "m")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1
+        assert name in err[0] and message in err[0]
+    assert not (tmp_path / "m").exists()
