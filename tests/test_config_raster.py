@@ -59,3 +59,15 @@ def test_a_failed_write_leaves_nothing(tmp_path):
             dst.write(np.ones((1, 32, 32), np.uint8), window=rasterio.windows.Window(0, 0, 32, 32))
             raise RuntimeError("interrupted")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_write_keeps_the_previous_file_on_error(tmp_path):
+    from lcflow.atomic import atomic_path, write_text
+
+    target = tmp_path / "metrics.json"
+    write_text(target, "old")
+    with pytest.raises(ValueError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise ValueError("crash")
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
