@@ -4,17 +4,18 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml envs/build-horovod.sh | cksum | cut -d' ' -f1)
 RESULTS := results
 export PATH := $(BIN):$(PATH)
 
 .PHONY: setup demo test bench lint clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml envs/build-horovod.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned: pip then takes the CPU build where one is provided locally
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[test]'
+	envs/build-horovod.sh $(BIN)/python
 	rm -f $(VENV)/.installed-* && touch $@
 
 setup: $(STAMP)

@@ -9,7 +9,7 @@ from lcflow.cli import main
 from lcflow.errors import LcflowError
 from lcflow.trained import TrainedModel
 
-FAST = {"rf": {"n_estimators": 50}, "lstm": {"epochs": 8, "hidden_size": 32}}
+FAST = {"rf": {"n_estimators": 50}, "lstm": {"epochs": 8, "hidden_size": 32}, "tempcnn": {"epochs": 8, "filters": 16, "dense": 32}}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def toy_table(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("model", ["rf", "lstm"])
+@pytest.mark.parametrize("model", ["rf", "lstm", "tempcnn"])
 def test_train_evaluate_and_reload(model, toy_table, tmp_path):
     out = tmp_path / model
     metrics = training.train(model, [str(toy_table)], out, FAST[model])

@@ -1,8 +1,10 @@
 """``lcflow train`` and ``lcflow evaluate``: any model, from any samples table."""
 
 import csv
+import hashlib
 import io
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,14 @@ from .atomic import write_text
 from .errors import LcflowError
 from .features import Standardiser, prepare
 from .metrics import scores
+from .distributed import connect
 from .models import model_class
+from .models.torch_model import TorchModel
 from .nomenclature import clc_level
 from .trained import TrainedModel
+
+
+CHECKPOINT = "checkpoint.pt"
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
@@ -39,10 +46,26 @@ def _colors(table: samples_table.SampleTable, classes: list[int]) -> dict[int, t
     return {c: given.get(c) or clc.get(c) or palette[i % len(palette)] for i, c in enumerate(classes)}
 
 
+def fingerprint(model_name: str, sample_paths: list[str], params: dict[str, Any]) -> str:
+    """What identifies a training run, so a checkpoint is only resumed by the same run."""
+    h = hashlib.sha256(json.dumps([model_name, {k: v for k, v in params.items() if k != "threads"}], sort_keys=True).encode())
+    for p in sample_paths:
+        h.update(Path(p).read_bytes())
+    return h.hexdigest()
+
+
 def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: dict[str, Any] | None = None) -> dict:
-    """Train ``model_name`` on the train split, select on val, score on test; write the model directory."""
+    """Train ``model_name`` on the train split, select on val, score on test; write the model directory.
+
+    Under a parallel launcher every rank trains its shard of the data (deep models) and rank 0 alone
+    writes; a Random Forest is trained by rank 0 alone.
+    """
     out = Path(out)
     cls = model_class(model_name)
+    deep_model = issubclass(cls, TorchModel)
+    comm = connect()
+    if comm.rank != 0 and not deep_model:
+        return {}
     table = samples_table.read(sample_paths)
     has_split = "split" in table.frame.columns
     train_part = table.split("train")
@@ -65,18 +88,30 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
     counts = np.bincount(y, minlength=len(classes)).astype(float)
     class_weight = counts.sum() / (len(classes) * np.maximum(counts, 1))
     model = cls(overrides or {}, x.shape[2], table.steps, len(classes))
+    if deep_model:
+        out.mkdir(parents=True, exist_ok=True)
+        model.comm, model.checkpoint = comm, out / CHECKPOINT
+        model.fingerprint = fingerprint(model_name, sample_paths, model.params)
+    started = time.perf_counter()
     history = model.fit(x, y, x_val, y_val, class_weight)
+    if comm.rank != 0:
+        return {}
     names = table.class_names()
     trained = TrainedModel(model, table.bands, table.steps, classes, {c: names.get(c, str(c)) for c in classes},
                            _colors(table, classes), standardise, table.meta.get("time_steps"))
     trained.save(out)
     _write_history(out / "history.csv", history)
     metrics = {"model": model_name, "n_train": int(len(train_part.frame)),
-               "n_val": int(0 if x_val is None else len(x_val)), "params": model.params}
+               "n_val": int(0 if x_val is None else len(x_val)), "params": model.params,
+               "world_size": comm.size, "launcher": comm.name, "train_seconds": time.perf_counter() - started}
+    if deep_model:
+        metrics["global_batch"] = int(model.params["batch_size"]) * comm.size
+        metrics["samples_per_s"] = float(np.mean([r["samples_per_s"] for r in history]))
     test_part = table.split("test") if has_split else None
     if test_part is not None and len(test_part.frame):
         metrics["test"] = evaluate_table(trained, test_part)
     write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    (out / CHECKPOINT).unlink(missing_ok=True)  # finished: a later run starts afresh
     return metrics
 
 

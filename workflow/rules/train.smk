@@ -38,10 +38,12 @@ rule train:
         out=subpath(output.meta, parent=True),
     threads: workflow.cores
     resources:
-        # how the training processes start: the profile sets it (horovodrun, srun --mpi=pmix, ...)
+        # how the training processes start, and CPU threads each: the profile sets them
+        # (horovodrun -np N, srun --mpi=pmix ...); bare, it is one process using every core
         launcher="env",
+        threads_per_rank=workflow.cores,
     conda:
         ENV
     shell:
         "{resources.launcher} lcflow train --model {wildcards.model} --samples {input} --out {params.out}"
-        " {params.sets} --set threads={threads} > {log} 2>&1"
+        " {params.sets} --set threads={resources.threads_per_rank} > {log} 2>&1"

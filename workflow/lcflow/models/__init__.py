@@ -10,8 +10,8 @@ import numpy as np
 from ..errors import LcflowError
 
 #: model name -> module holding a ``Model`` subclass named ``Model``
-REGISTRY = {"rf": "lcflow.models.rf", "lstm": "lcflow.models.lstm"}
-DEEP = ("lstm",)
+REGISTRY = {"rf": "lcflow.models.rf", "lstm": "lcflow.models.lstm", "tempcnn": "lcflow.models.tempcnn"}
+DEEP = ("lstm", "tempcnn")
 
 
 class Model(ABC):

@@ -1,0 +1,76 @@
+"""Who this process is in a data-parallel job, and the collective operations training needs.
+
+Launched by ``horovodrun``, ``mpirun`` or ``srun --mpi=pmix``, lcflow trains with Horovod; started
+bare it is a single process and needs no Horovod at all. The launcher is configuration (a rule's
+``launcher`` resource), never code.
+"""
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+#: set by horovodrun (Gloo), mpirun (Open MPI) and srun --mpi=pmix / pmi2
+LAUNCH_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
+
+
+class Single:
+    """One process: every collective is the identity."""
+
+    name = "single"
+    rank, size, local_rank = 0, 1, 0
+
+    def allreduce_sum(self, values: np.ndarray) -> np.ndarray:
+        return np.asarray(values, dtype=np.float64)
+
+    def broadcast_object(self, obj: Any) -> Any:
+        return obj
+
+    def distributed_optimizer(self, optimizer: torch.optim.Optimizer, model: torch.nn.Module, fp16: bool):
+        return optimizer
+
+    def broadcast_parameters(self, model: torch.nn.Module) -> None:
+        pass
+
+
+class Horovod:
+    """horovod.torch: gradients averaged by allreduce (Gloo, MPI or NCCL), state broadcast from rank 0."""
+
+    name = "horovod"
+
+    def __init__(self) -> None:
+        import horovod.torch as hvd
+
+        hvd.init()
+        self.hvd = hvd
+        self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+        self._calls = 0
+
+    def allreduce_sum(self, values: np.ndarray) -> np.ndarray:
+        self._calls += 1
+        t = torch.as_tensor(np.asarray(values, dtype=np.float64))
+        return self.hvd.allreduce(t, op=self.hvd.Sum, name=f"lcflow.sum.{self._calls}").numpy()
+
+    def broadcast_object(self, obj: Any) -> Any:
+        # an explicit name: Horovod's default is the object's type, which differs where only rank 0 has one
+        self._calls += 1
+        return self.hvd.broadcast_object(obj, root_rank=0, name=f"lcflow.object.{self._calls}")
+
+    def distributed_optimizer(self, optimizer, model, fp16: bool):
+        compression = self.hvd.Compression.fp16 if fp16 else self.hvd.Compression.none
+        return self.hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                             compression=compression, op=self.hvd.Average)
+
+    def broadcast_parameters(self, model) -> None:
+        self.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+
+
+def launched() -> bool:
+    """True when a parallel launcher started this process."""
+    return any(v in os.environ for v in LAUNCH_VARIABLES)
+
+
+def connect() -> Single | Horovod:
+    """Horovod when launched in parallel, else a single process."""
+    return Horovod() if launched() else Single()
