@@ -115,3 +115,12 @@ def test_killed_training_resumes_from_its_checkpoint(samples, tmp_path):
     for (ka, va), (kb, vb) in zip(a.model.net.state_dict().items(), b.model.net.state_dict().items()):
         assert ka == kb and torch.equal(va, vb), ka
     assert np.allclose(history["val_accuracy"], pd.read_csv(reference / "history.csv")["val_accuracy"])
+
+
+@pytest.mark.parametrize("model,params", [("lstm", {"hidden_size": 32}), ("tempcnn", {"filters": 32, "dense": 64})])
+def test_deep_models_beat_the_majority_class_on_demo_samples(model, params, samples, tmp_path):
+    metrics = training.train(model, samples, tmp_path / model, {"epochs": 15, "threads": 1, **params})
+    test = metrics["test"]
+    majority = max(c["support"] for c in test["per_class"].values()) / test["n_samples"]
+    # labels are CORINE's (100 m, generalised), so agreement is capped well below 1; kappa is beyond chance
+    assert test["overall_accuracy"] > majority + 0.15 and test["kappa"] > 0.5, (test, majority)

@@ -1,0 +1,79 @@
+"""Data-parallel LSTM training on this machine: 2 ranks against 1, and Horovod against PyTorch DDP.
+
+The same worker (_dp_worker.py: model, data, per-worker batch, loop) runs bare (1 rank), under
+horovodrun with 2 ranks on Horovod's Gloo controller and on its MPI controller (Open MPI, what
+srun --mpi=pmix uses), and under torchrun with 2 DDP (Gloo) ranks, one thread per rank. The variants
+take turns, ``--repeat`` rounds, and the medians are compared: a shared 2-core machine is noisy.
+Prints steady-state samples/s, the scaling efficiency (2-rank rate / (2 x 1-rank rate)) and the
+Horovod/DDP ratios.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from lcflow import cube, labels, nomenclature, sampling, search
+from lcflow.synth.demo import make_demo
+
+HERE = Path(__file__).parent
+BIN = Path(sys.executable).parent
+AOI = {"31UFT": [640000, 5760000, 642560, 5762560]}
+BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
+
+
+def demo_samples(work: Path) -> list[str]:
+    make_demo(work / "demo", AOI, [2018])
+    search.run("31UFT", 2018, work / "items.json", catalog=str(work / "demo" / "catalog" / "catalog.json"))
+    cube.run(work / "items.json", "31UFT", 2018, work / "cube.tif", work / "valid.tif", bands=BANDS, bounds=AOI["31UFT"])
+    labels.run(work / "demo" / "corine" / "clc_demo_3035.tif", work / "cube.tif", work / "labels.tif", nomenclature.clc_level(2))
+    sampling.run(work / "cube.tif", work / "valid.tif", work / "labels.tif", work / "samples.parquet", tile="31UFT",
+                 year=2018, per_class=1500)
+    return [str(work / "samples.parquet")]
+
+
+def run(launcher: list[str], backend: str, samples: list[str]) -> dict:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
+    cmd = [*launcher, str(HERE / "_dp_worker.py"), "--backend", backend, "--samples", *samples]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    found = re.findall(r'\{"backend"[^}]*\}', out.stdout)  # launchers prefix lines with rank tags
+    return json.loads(found[-1])
+
+
+def main() -> None:
+    import argparse
+    import statistics
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    hvd = [str(BIN / "horovodrun"), "-np", "2", "-H", "localhost:2"]
+    variants = {
+        "1 rank": ([sys.executable], "single"),
+        "Horovod Gloo, 2 ranks": ([*hvd, "--gloo", sys.executable], "horovod"),
+        "Horovod MPI, 2 ranks": ([*hvd, "--mpi", "--mpi-args=--allow-run-as-root --oversubscribe", sys.executable], "horovod"),
+        "DDP Gloo, 2 ranks": ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"], "ddp"),
+    }
+    rates: dict[str, list[float]] = {k: [] for k in variants}
+    with tempfile.TemporaryDirectory() as tmp:
+        samples = demo_samples(Path(tmp))
+        for _ in range(args.repeat):
+            for name, (launcher, backend) in variants.items():
+                rates[name].append(run(launcher, backend, samples)["samples_per_s"])
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    print(f"LSTM (2 x 64, bidirectional), 128 samples per worker and step, 1 thread per rank, CPU; "
+          f"median of {args.repeat} alternating rounds")
+    for name, v in rates.items():
+        print(f"  {name:24s} {med[name]:8.0f} samples/s  (runs: {', '.join(f'{r:.0f}' for r in v)})")
+    one = med["1 rank"]
+    for name in ("Horovod Gloo, 2 ranks", "Horovod MPI, 2 ranks", "DDP Gloo, 2 ranks"):
+        print(f"  scaling efficiency {name:24s}: {med[name] / (2 * one):.2f}")
+    for name in ("Horovod Gloo, 2 ranks", "Horovod MPI, 2 ranks"):
+        print(f"  {name} / DDP: {med[name] / med['DDP Gloo, 2 ranks']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
