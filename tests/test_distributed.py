@@ -66,7 +66,7 @@ def test_logged_metrics_are_the_allreduced_ones(two_ranks):
     history = pd.read_csv(out / "history.csv")
     per_rank = {}
     for epoch, rank, loss_sum, correct, seen in re.findall(
-            r"epoch=(\d+) rank=(\d) loss_sum=([\d.]+) correct=(\d+) seen=(\d+)", log):
+            r"epoch=(\d+) rank=(\d) size=2 loss_sum=([\d.]+) correct=(\d+) seen=(\d+)", log):
         per_rank.setdefault(int(epoch), []).append((float(loss_sum), int(correct), int(seen)))
     assert len(per_rank) == len(history) == 6
     for _, row in history.iterrows():
@@ -124,3 +124,90 @@ def test_deep_models_beat_the_majority_class_on_demo_samples(model, params, samp
     majority = max(c["support"] for c in test["per_class"].values()) / test["n_samples"]
     # labels are CORINE's (100 m, generalised), so agreement is capped well below 1; kappa is beyond chance
     assert test["overall_accuracy"] > majority + 0.15 and test["kappa"] > 0.5, (test, majority)
+
+
+def _workers(root: int) -> list[int]:
+    """Training processes (python .../lcflow train) below ``root``; Horovod starts each in a session of its own."""
+    parent, command = {}, {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command[int(entry.name)] = (entry / "cmdline").read_bytes().split(b"\0")
+            parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+
+    def below_root(pid: int) -> bool:
+        while pid > 1:
+            pid = parent.get(pid, 0)
+            if pid == root:
+                return True
+        return False
+
+    return [pid for pid, cmd in command.items()
+            if len(cmd) > 2 and cmd[1].endswith(b"/lcflow") and cmd[2] == b"train" and below_root(pid)]
+
+
+def test_elastic_training_goes_on_when_a_worker_dies(samples, tmp_path):
+    # two names for this host: Horovod blacklists a host whose worker failed, with all its slots
+    hosts = tmp_path / "hosts.sh"
+    hosts.write_text("#!/bin/sh\necho localhost:1\necho 127.0.0.1:1\n")
+    hosts.chmod(0o755)
+    out, log = tmp_path / "lstm", tmp_path / "elastic.log"
+    cmd = [str(BIN / "horovodrun"), "-np", "2", "--min-np", "1", "--max-np", "2",
+           "--host-discovery-script", str(hosts), "--network-interface", "lo",
+           str(BIN / "lcflow"), "train", "--model", "lstm", "--samples", *samples, "--out", str(out),
+           *PARAMS, "--set", "epochs=14", "--set", "batch_size=64", "--set", "elastic=true"]
+    with log.open("w") as fh:
+        proc = subprocess.Popen(cmd, env=ENV, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        checkpoint = out / "checkpoint.pt"
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            if checkpoint.exists() and torch.load(checkpoint, weights_only=False)["progress"]["epoch"] >= 3:
+                break
+            time.sleep(0.05)
+        workers = _workers(proc.pid)
+        assert proc.poll() is None and len(workers) == 2, log.read_text()[-3000:]
+        os.kill(max(workers), signal.SIGKILL)
+        assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert "elastic reset: now 1 workers" in text
+    history = pd.read_csv(out / "history.csv")
+    assert history["epoch"].tolist() == list(range(1, 15))
+    assert history["workers"].iloc[0] == 2 and history["workers"].iloc[-1] == 1
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["world_size"] == 1 and metrics["test"]["overall_accuracy"] > 0.5
+    assert re.search(r"rank=0 size=1 final weights sha256=", text)
+
+
+def _fake_slurm(tmp_path: Path, nodelist: str) -> dict:
+    """squeue and scontrol stand-ins that print what Slurm prints for a job on ``nodelist``."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "squeue").write_text(f'#!/bin/sh\n[ "$*" = "-j 42 -h -o %N" ] && echo "{nodelist}"\n')
+    (bin_ / "scontrol").write_text('#!/bin/sh\n[ "$1 $2" = "show hostnames" ] || exit 3\n'
+                                   'echo "$3" | sed "s/\\[1-3\\]//" | while read p; do for i in 1 2 3; do echo "$p$i"; done; done\n')
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    return {**ENV, "PATH": f"{bin_}{os.pathsep}{ENV['PATH']}", "SLURM_JOB_ID": "42"}
+
+
+SLURM_HOSTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts" / "slurm_hosts.sh"
+
+
+def test_slurm_host_discovery_lists_the_jobs_nodes(tmp_path):
+    env = _fake_slurm(tmp_path, "jwb[1-3]")
+    out = subprocess.run([str(SLURM_HOSTS)], env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["jwb1", "jwb2", "jwb3"]
+
+
+def test_slurm_host_discovery_outside_a_job_says_so(tmp_path):
+    env = {k: v for k, v in ENV.items() if k != "SLURM_JOB_ID"}
+    out = subprocess.run([str(SLURM_HOSTS)], env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "SLURM_JOB_ID" in out.stderr

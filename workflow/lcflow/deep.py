@@ -6,6 +6,7 @@ restarted job resumes from it. Every random draw is seeded from (seed, epoch, ra
 run repeats an uninterrupted one.
 """
 
+import copy
 import hashlib
 import logging
 import time
@@ -40,6 +41,7 @@ class TrainConfig:
     threads: int = 0
     fp16_allreduce: bool = False
     amp: bool = True  # bfloat16 autocast, on GPU only
+    elastic: bool = False  # hvd.elastic: survive workers leaving (launch with horovodrun --min-np/--max-np)
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "TrainConfig":
@@ -70,6 +72,13 @@ def _seed(*parts: int) -> int:
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
 
 
+def learning_rate(cfg: TrainConfig, size: int, progress_epochs: float) -> float:
+    """Rate at a (fractional) epoch for ``size`` workers: scaled to the global batch, warm-up, cosine."""
+    lr = scaled_lr(cfg.learning_rate, cfg.batch_size * size, cfg.lr_reference_batch)
+    warmup = cfg.warmup_epochs if size > 1 else 0.0
+    return lr * lr_factor(progress_epochs, cfg.epochs, warmup, min(1.0, cfg.learning_rate / lr))
+
+
 def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None,
         class_weight: np.ndarray, cfg: TrainConfig, comm=None, checkpoint: Path | None = None,
         fingerprint: str = "") -> list[dict[str, float]]:
@@ -79,28 +88,16 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
         torch.set_num_threads(cfg.threads)
     device = device_for(comm.local_rank)
     net.to(device)
-    rank, size = comm.rank, comm.size
-    shard = np.random.default_rng(cfg.seed).permutation(len(x))[rank::size]
-    val_shard = np.arange(0 if x_val is None else len(x_val))[rank::size]
-    global_batch = cfg.batch_size * size
-    steps = max(1, -(-len(x) // global_batch))
-    lr = scaled_lr(cfg.learning_rate, global_batch, cfg.lr_reference_batch)
-    # wrap first, schedule the wrapped optimizer: Horovod builds a new optimizer object around the groups
-    optimizer = comm.distributed_optimizer(make_optimizer(cfg.optimizer, net.parameters(), lr, cfg.weight_decay,
-                                                          cfg.momentum), net, cfg.fp16_allreduce)
-    warmup = int(cfg.warmup_epochs * steps) if size > 1 else 0
-    start_fraction = min(1.0, cfg.learning_rate / lr) if lr > 0 else 1.0
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: lr_factor(s, cfg.epochs * steps, warmup, start_fraction))
+    # wrap first, then touch the state: Horovod builds a new optimizer object around the groups
+    optimizer = comm.distributed_optimizer(make_optimizer(cfg.optimizer, net.parameters(), cfg.learning_rate,
+                                                          cfg.weight_decay, cfg.momentum), net, cfg.fp16_allreduce)
     loss_fn = nn.CrossEntropyLoss(weight=torch.as_tensor(class_weight, dtype=torch.float32, device=device))
-    use_amp = cfg.amp and device.type == "cuda"
-    xt = torch.from_numpy(x[shard]).to(device)
-    yt = torch.from_numpy(y[shard].astype(np.int64)).to(device)
+    data = _Data(x, y, x_val, y_val, cfg.seed)
 
     saved = None
-    if rank == 0 and checkpoint is not None and checkpoint.exists():
+    if comm.rank == 0 and checkpoint is not None and checkpoint.exists():
         saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
-        if saved.get("fingerprint") != fingerprint or saved.get("world_size") != size:
+        if saved.get("fingerprint") != fingerprint or (saved.get("world_size") != comm.size and not cfg.elastic):
             log.info("checkpoint %s is of another run (samples, parameters or world size); starting afresh", checkpoint)
             saved = None
     saved = comm.broadcast_object(saved)  # every rank restores the same state the same way
@@ -108,61 +105,124 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     if saved is not None:
         net.load_state_dict(saved["net"])
         optimizer.load_state_dict(saved["optimizer"])
-        schedule.load_state_dict(saved["schedule"])
         progress = saved["progress"]
         log.info("resumed from checkpoint %s after epoch %d", checkpoint, progress["epoch"])
     comm.broadcast_parameters(net)
 
-    for epoch in range(progress["epoch"] + 1, cfg.epochs + 1):
-        net.train()
-        torch.manual_seed(_seed(cfg.seed, epoch, rank))
-        order = np.random.default_rng(_seed(cfg.seed, epoch, rank, 1)).permutation(len(shard))
-        start = time.perf_counter()
-        totals = np.zeros(3)  # loss sum, correct, seen
-        for batch in np.array_split(order, steps):
-            bi = torch.from_numpy(batch).to(device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
-                logits = net(xt[bi])
-                loss = loss_fn(logits.float(), yt[bi])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            totals += (loss.item() * len(batch), int((logits.argmax(1) == yt[bi]).sum()), len(batch))
-        log.info("epoch=%d rank=%d loss_sum=%.6f correct=%d seen=%d", epoch, rank, *totals)
-        loss_sum, correct, seen = comm.allreduce_sum(totals)
-        elapsed = comm.allreduce_sum(np.array([time.perf_counter() - start]))[0] / size
-        row = {"epoch": epoch, "loss": loss_sum / seen, "accuracy": correct / seen,
-               "learning_rate": schedule.get_last_lr()[0], "samples_per_s": seen / elapsed}
-        if x_val is not None and len(x_val):
-            local = np.zeros(3)  # correct, seen, negative log-likelihood
-            if len(val_shard):
-                proba, yv = predict_proba(net, x_val[val_shard], device), y_val[val_shard]
-                local[:] = ((proba.argmax(1) == yv).sum(), len(yv), -np.log(proba[np.arange(len(yv)), yv] + 1e-9).sum())
-            v_correct, v_seen, v_nll = comm.allreduce_sum(local)
-            row.update(val_accuracy=v_correct / v_seen, val_loss=v_nll / v_seen)
-            if row["val_accuracy"] > progress["best"]:
-                progress.update(best=row["val_accuracy"], waited=0,
-                                best_state={k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
-            else:
-                progress["waited"] += 1
+    def one_epoch(epoch: int) -> bool:
+        """Train and validate one epoch on the current world; False once training should stop."""
+        row = _train_epoch(net, optimizer, loss_fn, data, cfg, comm, device, epoch)
+        _validate(net, data, comm, device, epoch, row, progress)
         progress["history"].append(row)
         progress["epoch"] = epoch
-        if rank == 0 and checkpoint is not None:
-            _save_checkpoint(checkpoint, net, optimizer, schedule, progress, fingerprint, size)
-        if x_val is not None and len(x_val) and progress["waited"] >= cfg.patience:
+        if comm.rank == 0 and checkpoint is not None:
+            _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size)
+        if data.x_val is not None and len(data.x_val) and progress["waited"] >= cfg.patience:
             log.info("early stop after epoch %d (best val accuracy %.4f)", epoch, progress["best"])
-            break
+            return False
+        return True
+
+    if cfg.elastic and comm.name == "horovod":
+        progress = _fit_elastic(net, optimizer, progress, one_epoch, cfg, comm)
+    else:
+        for epoch in range(progress["epoch"] + 1, cfg.epochs + 1):
+            if not one_epoch(epoch):
+                break
     if progress["best_state"] is not None:
         net.load_state_dict(progress["best_state"])
     net.to("cpu")
-    log.info("rank=%d size=%d final weights sha256=%s", rank, size, state_checksum(net))
+    log.info("rank=%d size=%d final weights sha256=%s", comm.rank, comm.size, state_checksum(net))
     return progress["history"]
 
 
-def _save_checkpoint(path: Path, net, optimizer, schedule, progress, fingerprint: str, size: int) -> None:
-    state = {"net": net.state_dict(), "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
-             "progress": progress, "fingerprint": fingerprint, "world_size": size}
+def _fit_elastic(net, optimizer, progress: dict, one_epoch, cfg: TrainConfig, comm) -> dict:
+    """Epochs under ``hvd.elastic``: a worker that dies rolls the others back to the last committed
+    epoch, the world shrinks (or grows), shards and learning rate follow, and training goes on."""
+    hvd = comm.hvd
+    state = hvd.elastic.TorchState(model=net, optimizer=optimizer, progress=copy.deepcopy(progress))
+    state.register_reset_callbacks([lambda: log.info("elastic reset: now %d workers", hvd.size())])
+
+    @hvd.elastic.run
+    def loop(state):
+        while state.progress["epoch"] < cfg.epochs:
+            committed = copy.deepcopy(state.progress)  # after a reset: the last commit; never share its lists
+            progress.clear()
+            progress.update(committed)
+            go_on = one_epoch(progress["epoch"] + 1)
+            state.progress = dict(progress)
+            state.commit()
+            if not go_on:
+                break
+
+    loop(state)
+    return state.progress
+
+
+class _Data:
+    """The samples and a fixed global order; each rank's shard is taken for the world of the moment."""
+
+    def __init__(self, x, y, x_val, y_val, seed: int):
+        self.x, self.y, self.x_val, self.y_val = x, y.astype(np.int64), x_val, y_val
+        self.order = np.random.default_rng(seed).permutation(len(x))
+
+    def shard(self, rank: int, size: int) -> np.ndarray:
+        return self.order[rank::size]
+
+    def val_shard(self, rank: int, size: int) -> np.ndarray:
+        return np.arange(0 if self.x_val is None else len(self.x_val))[rank::size]
+
+
+def _train_epoch(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, comm, device, epoch: int) -> dict:
+    rank, size = comm.rank, comm.size
+    net.train()
+    torch.manual_seed(_seed(cfg.seed, epoch, rank))
+    shard = data.shard(rank, size)
+    xt, yt = torch.from_numpy(data.x[shard]).to(device), torch.from_numpy(data.y[shard]).to(device)
+    steps = max(1, -(-len(data.x) // (cfg.batch_size * size)))  # the same on every rank
+    order = np.random.default_rng(_seed(cfg.seed, epoch, rank, 1)).permutation(len(shard))
+    use_amp = cfg.amp and device.type == "cuda"
+    start = time.perf_counter()
+    totals = np.zeros(3)  # loss sum, correct, seen
+    for i, batch in enumerate(np.array_split(order, steps)):
+        lr = learning_rate(cfg, size, epoch - 1 + i / steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        bi = torch.from_numpy(batch).to(device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
+            logits = net(xt[bi])
+            loss = loss_fn(logits.float(), yt[bi])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        totals += (loss.item() * len(batch), int((logits.argmax(1) == yt[bi]).sum()), len(batch))
+    log.info("epoch=%d rank=%d size=%d loss_sum=%.6f correct=%d seen=%d", epoch, rank, size, *totals)
+    loss_sum, correct, seen = comm.allreduce_sum(totals, name=f"lcflow.train.{epoch}")
+    elapsed = comm.allreduce_sum(np.array([time.perf_counter() - start]), name=f"lcflow.time.{epoch}")[0] / size
+    return {"epoch": epoch, "loss": loss_sum / seen, "accuracy": correct / seen, "learning_rate": lr,
+            "samples_per_s": seen / elapsed, "workers": size}
+
+
+def _validate(net, data: _Data, comm, device, epoch: int, row: dict, progress: dict) -> None:
+    """Validation accuracy and loss summed over ranks; keeps the best weights in ``progress``."""
+    if data.x_val is None or not len(data.x_val):
+        return
+    shard = data.val_shard(comm.rank, comm.size)
+    local = np.zeros(3)  # correct, seen, negative log-likelihood
+    if len(shard):
+        proba, yv = predict_proba(net, data.x_val[shard], device), data.y_val[shard]
+        local[:] = ((proba.argmax(1) == yv).sum(), len(yv), -np.log(proba[np.arange(len(yv)), yv] + 1e-9).sum())
+    v_correct, v_seen, v_nll = comm.allreduce_sum(local, name=f"lcflow.val.{epoch}")
+    row.update(val_accuracy=v_correct / v_seen, val_loss=v_nll / v_seen)
+    if row["val_accuracy"] > progress["best"]:
+        progress.update(best=row["val_accuracy"], waited=0,
+                        best_state={k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
+    else:
+        progress["waited"] += 1
+
+
+def _save_checkpoint(path: Path, net, optimizer, progress, fingerprint: str, size: int) -> None:
+    state = {"net": net.state_dict(), "optimizer": optimizer.state_dict(), "progress": progress,
+             "fingerprint": fingerprint, "world_size": size}
     with atomic_path(path, suffix=".pt") as tmp:
         torch.save(state, tmp)
 

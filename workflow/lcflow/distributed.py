@@ -21,7 +21,7 @@ class Single:
     name = "single"
     rank, size, local_rank = 0, 1, 0
 
-    def allreduce_sum(self, values: np.ndarray) -> np.ndarray:
+    def allreduce_sum(self, values: np.ndarray, name: str = "") -> np.ndarray:
         return np.asarray(values, dtype=np.float64)
 
     def broadcast_object(self, obj: Any) -> Any:
@@ -44,13 +44,28 @@ class Horovod:
 
         hvd.init()
         self.hvd = hvd
-        self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
         self._calls = 0
 
-    def allreduce_sum(self, values: np.ndarray) -> np.ndarray:
-        self._calls += 1
+    # live, not cached: an elastic job changes them when workers leave or join
+    @property
+    def rank(self) -> int:
+        return self.hvd.rank()
+
+    @property
+    def size(self) -> int:
+        return self.hvd.size()
+
+    @property
+    def local_rank(self) -> int:
+        return self.hvd.local_rank()
+
+    def allreduce_sum(self, values: np.ndarray, name: str = "") -> np.ndarray:
+        """Sum over ranks; ``name`` must be the same on every rank (give one that survives a reset)."""
+        if not name:
+            self._calls += 1
+            name = f"lcflow.sum.{self._calls}"
         t = torch.as_tensor(np.asarray(values, dtype=np.float64))
-        return self.hvd.allreduce(t, op=self.hvd.Sum, name=f"lcflow.sum.{self._calls}").numpy()
+        return self.hvd.allreduce(t, op=self.hvd.Sum, name=name).numpy()
 
     def broadcast_object(self, obj: Any) -> Any:
         # an explicit name: Horovod's default is the object's type, which differs where only rank 0 has one
