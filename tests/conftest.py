@@ -55,3 +55,15 @@ def stages(demo, tmp_path_factory) -> dict[str, Path]:
         paths[f"samples{year}"] = out
     paths["root"] = r
     return paths
+
+
+@pytest.fixture(scope="session")
+def patch_samples(stages) -> dict[int, Path]:
+    """The patch variant (11 x 11 px) of the 31UFT samples, per year."""
+    out = {}
+    for year in (2018, 2019):
+        path = stages["root"] / "31UFT" / str(year) / "patches.parquet"
+        sampling.run(stages[f"cube{year}"], stages[f"valid{year}"], stages["labels"], path, tile="31UFT", year=year,
+                     per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16, patch_px=11)
+        out[year] = path
+    return out

@@ -32,6 +32,8 @@ def test_demo_config_is_valid():
     (lambda c: c["labels"].update(mapping="nope.csv"), "labels.mapping = 'nope.csv': file does not exist"),
     (lambda c: (c.pop("demo"), None), "stac.catalog = 'resources/demo/catalog/catalog.json': file does not exist"),
     (lambda c: c["stac"].update(api="https://x"), "stac: give exactly one"),
+    (lambda c: c["models"].append("resnet"), "models includes resnet, which trains on patches: set sample.patch_px"),
+    (lambda c: c["sample"].update(patch_px=10), "sample.patch_px = 10 must be odd"),
 ])
 def test_bad_config_is_named_in_one_line(change, message, tmp_path):
     cfg = copy.deepcopy(DEMO)

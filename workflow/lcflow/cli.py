@@ -63,7 +63,8 @@ def cmd_sample(a):
 
     frame = sampling.run(a.cube, a.valid, a.labels, a.out, tile=a.tile, year=a.year, per_class=a.per_class,
                          min_valid_fraction=a.min_valid_fraction, boundary_px=a.boundary_px, block_px=a.block_px,
-                         fractions=json.loads(a.fractions) if a.fractions else None, seed=a.seed)
+                         fractions=json.loads(a.fractions) if a.fractions else None, seed=a.seed,
+                         patch_px=a.patch_px)
     log.info("%d samples (%s) -> %s", len(frame), frame["split"].value_counts().to_dict(), a.out)
 
 
@@ -170,6 +171,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--block-px", type=int, default=32)
     p.add_argument("--fractions", help='JSON {"train": 0.6, "val": 0.2, "test": 0.2}')
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--patch-px", type=int, default=0, help="also store a patch of this (odd) size around each sample")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_sample)
 

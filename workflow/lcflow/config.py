@@ -8,6 +8,7 @@ import jsonschema
 import yaml
 
 from .errors import LcflowError
+from .models import PATCH as PATCH_MODELS
 
 
 def _where(path) -> str:
@@ -47,6 +48,13 @@ def check(config: dict[str, Any], schema_path: str | Path, base: str | Path = ".
     for i, year in enumerate(config["years"]):
         if year > this_year:
             raise LcflowError(f"config: years[{i}] = {year} is outside 2015..{this_year}")
+    patch_px = (config.get("sample") or {}).get("patch_px", 0)
+    if patch_px % 2 == 0 and patch_px:
+        raise LcflowError(f"config: sample.patch_px = {patch_px} must be odd (a patch is centred on its sample)")
+    for model in config["models"]:
+        if model in PATCH_MODELS and not patch_px:
+            raise LcflowError(f"config: models includes {model}, which trains on patches: set sample.patch_px "
+                              "(odd, at least 2 * (1 + 2 * blocks) + 1, e.g. 11)")
     aoi = config.get("aoi", {})
     for tile, bounds in aoi.items():
         if bounds[0] >= bounds[2] or bounds[1] >= bounds[3]:

@@ -65,3 +65,13 @@ def prepare(x: np.ndarray, standardise: Standardiser) -> tuple[np.ndarray, np.nd
     empty = ~observed.any(axis=1)
     filled = np.nan_to_num(standardise(fill_gaps(x)), nan=0.0)
     return np.concatenate([filled, observed[..., None].astype(np.float32)], axis=2), empty
+
+
+def prepare_patches(x: np.ndarray, standardise: Standardiser) -> tuple[np.ndarray, np.ndarray]:
+    """Patches (samples, steps, bands, rows, cols) -> (samples, steps * (bands + 1), rows, cols): every
+    pixel prepared as by :func:`prepare`, time steps stacked as channels. Also returns which pixels
+    have no observation at all, (samples, rows, cols)."""
+    n, t, b, h, w = x.shape
+    pixels, empty = prepare(np.moveaxis(x, (3, 4), (1, 2)).reshape(-1, t, b), standardise)
+    stacked = np.moveaxis(pixels.reshape(n, h, w, t * (b + 1)), 3, 1)
+    return np.ascontiguousarray(stacked), empty.reshape(n, h, w)

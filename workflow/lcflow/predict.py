@@ -1,9 +1,13 @@
-"""Apply a trained model to a whole cube, window by window: class map COG and confidence COG."""
+"""Apply a trained model to a whole cube, window by window: class map COG and confidence COG.
+
+Patch models read each window with a halo of context (nodata beyond the tile, as when sampling).
+"""
 
 from pathlib import Path
 
 import numpy as np
 import rasterio
+from rasterio.windows import Window
 
 from .cube import NODATA
 from .errors import LcflowError
@@ -11,13 +15,17 @@ from .raster import Grid, cog_writer, read_tag
 from .trained import TrainedModel
 
 
+def window_features(block: np.ndarray, steps: int, bands: list[str], cube_bands: list[str]) -> np.ndarray:
+    """(steps*bands, rows, cols) int16 cube block -> (steps, model bands, rows, cols) float with NaN gaps."""
+    arr = block.reshape(steps, len(cube_bands), *block.shape[1:]).astype(np.float32)
+    arr[arr == NODATA] = np.nan
+    return arr[:, [cube_bands.index(b) for b in bands]]
+
+
 def cube_features(block: np.ndarray, steps: int, bands: list[str], cube_bands: list[str]) -> np.ndarray:
     """(steps*bands, rows, cols) int16 cube block -> (pixels, steps, model bands) float with NaN gaps."""
-    n_cube = len(cube_bands)
-    arr = block.reshape(steps, n_cube, -1).astype(np.float32)
-    arr[arr == NODATA] = np.nan
-    pick = [cube_bands.index(b) for b in bands]
-    return np.transpose(arr[:, pick, :], (2, 0, 1))
+    arr = window_features(block, steps, bands, cube_bands)
+    return np.moveaxis(arr.reshape(*arr.shape[:2], -1), 2, 0)
 
 
 def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confidence: str | Path,
@@ -39,9 +47,11 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
                        descriptions=["class"], resampling="mode") as dst_map, \
             cog_writer(out_confidence, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": trained.model.name},
                        descriptions=["confidence"], resampling="average") as dst_conf:
+        h = trained.halo  # context a patch model needs around each pixel; nodata beyond the tile
         for win in grid.windows(block):
-            x = cube_features(src.read(window=win), steps, trained.bands, cube_bands)
-            codes, confidence, empty = trained.predict(x)
+            read = Window(win.col_off - h, win.row_off - h, win.width + 2 * h, win.height + 2 * h)
+            raw = src.read(window=read, boundless=h > 0, fill_value=NODATA)
+            codes, confidence, empty = trained.predict_window(window_features(raw, steps, trained.bands, cube_bands))
             shape = (int(win.height), int(win.width))
             dst_map.write(np.where(empty, nodata, codes).astype(dtype).reshape(shape), 1, window=win)
             conf = np.where(empty, 255, np.round(confidence * 100)).astype(np.uint8)

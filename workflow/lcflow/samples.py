@@ -4,6 +4,10 @@ One row per sample: integer ``label``; optional ``split`` (train/val/test), ``ti
 ``col``, ``x``, ``y``; one column per band and time step named ``{band}_t{index:02d}``. Time-step
 dates, class names and colours travel in the parquet schema metadata under the key ``lcflow``.
 NaN cells (missed observations) are normal.
+
+Patch variant: a ``patch`` column (fixed-size list of int16) holds the cube around each sample,
+``size`` x ``size`` pixels centred on it, laid out (band columns of the cube, row, col) with the
+band columns named in the metadata's ``patch.bands`` and missing values as ``patch.nodata``.
 """
 
 import json
@@ -24,6 +28,7 @@ from .sentinel2 import REFLECTANCE_BANDS
 BAND_COLUMN = re.compile(r"^(B\d[\dA])_t(\d{2})$")
 SPLITS = ("train", "val", "test")
 META_KEY = b"lcflow"
+PATCH = "patch"
 
 
 @dataclass
@@ -56,6 +61,27 @@ class SampleTable:
         if "split" not in self.frame.columns:
             return self
         return SampleTable(self.frame[self.frame["split"] == name].reset_index(drop=True), self.bands, self.steps, self.meta)
+
+    @property
+    def patch_size(self) -> int:
+        """Side of the patches in pixels; 0 for a table without them."""
+        return int(self.meta["patch"]["size"]) if PATCH in self.frame.columns else 0
+
+    def patches(self, bands: list[str] | None = None, steps: int | None = None) -> np.ndarray:
+        """Patches as (samples, time steps, bands, size, size) float32, NaN where nothing was observed."""
+        if not self.patch_size:
+            raise LcflowError("samples table has no patches (write it with sample.patch_px > 0)")
+        bands, steps = bands or self.bands, steps if steps is not None else self.steps
+        info = self.meta["patch"]
+        missing = [c for c in self.columns_for(bands, steps) if c not in info["bands"]]
+        if missing:
+            raise LcflowError(f"samples table patches lack band column(s) {_short(missing)}")
+        pick = [info["bands"].index(c) for c in self.columns_for(bands, steps)]
+        size = self.patch_size
+        raw = np.stack(self.frame[PATCH].to_numpy()).reshape(len(self.frame), len(info["bands"]), size, size)[:, pick]
+        out = raw.astype(np.float32)
+        out[raw == int(info["nodata"])] = np.nan
+        return out.reshape(len(self.frame), steps, len(bands), size, size)
 
     def class_names(self) -> dict[int, str]:
         names = {int(k): v for k, v in self.meta.get("class_names", {}).items()}
@@ -102,13 +128,22 @@ def check(frame: pd.DataFrame, where: str, meta: dict[str, Any] | None = None, m
     if n_classes < min_classes:
         raise LcflowError(f"{where}: only {n_classes} class ({frame['label'].iloc[0]}); at least {min_classes} needed")
     bands, steps = band_layout(list(frame.columns), where)
+    if PATCH in frame.columns:
+        info = (meta or {}).get("patch") or {}
+        if not {"size", "bands", "nodata"} <= set(info):
+            raise LcflowError(f"{where}: a 'patch' column needs patch size, bands and nodata in the metadata")
+        expected = len(info["bands"]) * int(info["size"]) ** 2
+        lengths = {len(v) for v in frame[PATCH].head(1000)}
+        if lengths != {expected}:
+            raise LcflowError(f"{where}: patches of {sorted(lengths)} values; {len(info['bands'])} band columns x "
+                              f"{info['size']}^2 pixels = {expected} expected")
     return SampleTable(frame.reset_index(drop=True), bands, steps, meta or {})
 
 
 def read(paths: str | Path | list[str | Path], min_classes: int = 2) -> SampleTable:
     """Read and check one or more tables (e.g. several tiles and years) as one."""
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    frames, meta = [], {}
+    frames, meta, patch_layouts = [], {}, set()
     for p in paths:
         p = Path(p)
         if not p.exists():
@@ -123,15 +158,24 @@ def read(paths: str | Path | list[str | Path], min_classes: int = 2) -> SampleTa
             meta.setdefault(key, {}).update(this.get(key, {}))
         for key, value in this.items():
             meta.setdefault(key, value)
+        patch_layouts.add(json.dumps(this.get("patch"), sort_keys=True) if PATCH in table.column_names else None)
         frames.append(table.to_pandas())
+    if len(patch_layouts) > 1:
+        raise LcflowError(f"samples tables {', '.join(map(str, paths))} mix patch layouts (or patches and none): "
+                          "write them all with the same sample.patch_px")
     where = str(paths[0]) if len(paths) == 1 else f"samples tables {', '.join(map(str, paths))}"
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     return check(frame, where, meta, min_classes)
 
 
-def write(frame: pd.DataFrame, path: str | Path, meta: dict[str, Any]) -> None:
-    """Write a samples table with its metadata, atomically."""
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+def write(frame: pd.DataFrame, path: str | Path, meta: dict[str, Any], patches: np.ndarray | None = None) -> None:
+    """Write a samples table with its metadata (and patches, int16, one row each), atomically."""
+    if patches is None and PATCH in frame.columns:
+        patches = np.stack(frame[PATCH].to_numpy())
+    table = pa.Table.from_pandas(frame.drop(columns=[PATCH], errors="ignore"), preserve_index=False)
+    if patches is not None:
+        flat = np.ascontiguousarray(patches, dtype=np.int16).reshape(len(frame), -1)
+        table = table.append_column(PATCH, pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), flat.shape[1]))
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: json.dumps(meta).encode()})
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)

@@ -2,7 +2,9 @@
 
 Pixels within ``boundary_px`` of another label are skipped (CORINE is wrong there most often);
 train/val/test are assigned per square block of ``block_px`` pixels, so neighbouring pixels never
-sit on both sides of an evaluation (spatial autocorrelation would inflate the scores).
+sit on both sides of an evaluation (spatial autocorrelation would inflate the scores). With
+``patch_px`` the table also carries the cube around each sample (the patch variant of the contract,
+for models that look at neighbours).
 """
 
 import zlib
@@ -11,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import rasterio
+from rasterio.windows import Window
 from scipy import ndimage
 
 from . import samples as samples_table
@@ -41,9 +44,11 @@ def block_splits(shape: tuple[int, int], block_px: int, fractions: dict[str, flo
 
 def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path, *, tile: str, year: int,
         per_class: int = 500, min_valid_fraction: float = 0.5, boundary_px: int = 1, block_px: int = 32,
-        fractions: dict[str, float] | None = None, seed: int = 0) -> pd.DataFrame:
+        fractions: dict[str, float] | None = None, seed: int = 0, patch_px: int = 0) -> pd.DataFrame:
     """Write the samples table of one tile-year and return it."""
     fractions = fractions or {"train": 0.6, "val": 0.2, "test": 0.2}
+    if patch_px < 0 or (patch_px and patch_px % 2 == 0):
+        raise LcflowError(f"sample patch_px {patch_px}: must be 0 (no patches) or odd, so a patch has a centre")
     grid = Grid.of(cube)
     if Grid.of(labels) != grid or Grid.of(valid) != grid:
         raise LcflowError(f"{labels}, {valid} and {cube} are not on the same grid")
@@ -62,14 +67,19 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
         raise LcflowError(f"tile {tile} {year}: no pixel qualifies for sampling (labels, valid fraction >= {min_valid_fraction})")
     flat = np.sort(np.concatenate(picked))
     rows, cols = np.unravel_index(flat, lab.shape)
+    half = patch_px // 2
     with rasterio.open(cube) as ds:
         names = list(ds.descriptions)
         values = np.empty((flat.size, ds.count), dtype=np.float32)
+        patches = np.empty((flat.size, ds.count, patch_px, patch_px), dtype=np.int16) if patch_px else None
         for win in grid.windows(1024):
             inside = (rows >= win.row_off) & (rows < win.row_off + win.height) & (cols >= win.col_off) & (cols < win.col_off + win.width)
             if inside.any():
+                r, c = rows[inside] - int(win.row_off), cols[inside] - int(win.col_off)
                 block = ds.read(window=win)
-                values[inside] = block[:, rows[inside] - int(win.row_off), cols[inside] - int(win.col_off)].T
+                values[inside] = block[:, r, c].T
+                if patch_px:
+                    patches[inside] = _patches(ds, win, half, r, c)
     values[values == NODATA] = np.nan
     xs, ys = rasterio.transform.xy(grid.transform, rows, cols)
     split = block_splits(lab.shape, block_px, fractions, zlib.crc32(f"{seed}/{tile}".encode()))[rows, cols]
@@ -80,5 +90,16 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
     meta = {"time_steps": read_tag(cube, "time_steps"), "bands": read_tag(cube, "bands"),
             "class_names": read_tag(labels, "class_names"), "class_colors": read_tag(labels, "class_colors"),
             "crs": grid.crs.to_string(), "scale": 10000}
-    samples_table.write(frame, out, meta)
+    if patch_px:
+        meta["patch"] = {"size": patch_px, "bands": names, "nodata": NODATA}
+    samples_table.write(frame, out, meta, patches=patches)
     return frame
+
+
+def _patches(ds, win: Window, half: int, r: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """(samples, bands, 2*half+1, 2*half+1) around window pixels (r, c); nodata beyond the raster."""
+    halo = Window(win.col_off - half, win.row_off - half, win.width + 2 * half, win.height + 2 * half)
+    block = ds.read(window=halo, boundless=True, fill_value=NODATA)
+    size = 2 * half + 1
+    views = np.lib.stride_tricks.sliding_window_view(block, (size, size), axis=(1, 2))  # (bands, rows, cols, p, p)
+    return np.moveaxis(views[:, r, c], 0, 1)

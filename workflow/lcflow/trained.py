@@ -13,7 +13,7 @@ import numpy as np
 
 from .atomic import write_text
 from .errors import LcflowError
-from .features import Standardiser, prepare
+from .features import Standardiser, prepare, prepare_patches
 from .models import Model, model_class
 
 META_FILE = "model.json"
@@ -30,15 +30,41 @@ class TrainedModel:
     standardise: Standardiser
     time_steps: list[str] | None = None
 
-    def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(samples, steps, bands) raw values -> class codes, confidence 0..1, and which had no data."""
-        if x.shape[1:] != (self.steps, len(self.bands)):
+    @property
+    def halo(self) -> int:
+        """Pixels of context each side that the model needs around a pixel (0 for pixel models)."""
+        return int(getattr(self.model, "halo", 0))
+
+    def _check_shape(self, x: np.ndarray) -> None:
+        if x.shape[1:3] != (self.steps, len(self.bands)):
             raise LcflowError(f"input has {x.shape[1]} steps x {x.shape[2]} bands; the model expects "
                               f"{self.steps} x {len(self.bands)} ({', '.join(self.bands)})")
-        prepared, empty = prepare(x, self.standardise)
+
+    def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Raw values -> class codes, confidence 0..1, and which had no data. ``x`` is (samples, steps,
+        bands) for pixel models, (samples, steps, bands, rows, cols) patches for patch models."""
+        self._check_shape(x)
+        if self.model.input_kind == "patch":
+            prepared, empty = prepare_patches(x, self.standardise)
+            empty = empty[:, empty.shape[1] // 2, empty.shape[2] // 2]
+        else:
+            prepared, empty = prepare(x, self.standardise)
         proba = self.model.predict_proba(prepared)
         best = proba.argmax(axis=1)
         return np.asarray(self.classes)[best], proba.max(axis=1), empty
+
+    def predict_window(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, bands, rows, cols) raw window with ``halo`` pixels of context each side -> codes,
+        confidence and no-data mask of the inner (rows - 2 halo, cols - 2 halo) pixels, row-major."""
+        h = self.halo
+        if not h:
+            t, b, rows, cols = x.shape
+            return self.predict(np.moveaxis(x.reshape(t, b, -1), 2, 0))
+        self._check_shape(x[None])
+        prepared, empty = prepare_patches(x[None], self.standardise)
+        proba = self.model.predict_dense(prepared[0])[:, h:-h, h:-h]
+        best = proba.argmax(axis=0).ravel()
+        return np.asarray(self.classes)[best], proba.max(axis=0).ravel(), empty[0, h:-h, h:-h].ravel()
 
     def save(self, directory: str | Path) -> None:
         directory = Path(directory)

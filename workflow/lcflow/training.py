@@ -14,7 +14,7 @@ import yaml
 from . import samples as samples_table
 from .atomic import write_text
 from .errors import LcflowError
-from .features import Standardiser, prepare
+from .features import Standardiser, prepare, prepare_patches
 from .metrics import scores
 from .distributed import connect
 from .models import model_class
@@ -67,6 +67,9 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
     if comm.rank != 0 and not deep_model:
         return {}
     table = samples_table.read(sample_paths)
+    if cls.input_kind == "patch" and not table.patch_size:
+        raise LcflowError(f"model {model_name} trains on patches: samples table(s) {', '.join(map(str, sample_paths))} "
+                          "have none (set sample.patch_px, e.g. 11)")
     has_split = "split" in table.frame.columns
     train_part = table.split("train")
     val_part = table.split("val") if has_split else None
@@ -76,18 +79,17 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
     if len(classes) < 2:
         raise LcflowError(f"samples table(s) {', '.join(map(str, sample_paths))}: the train split has one class only")
     index = {c: i for i, c in enumerate(classes)}
-    x_raw = train_part.features()
-    standardise = Standardiser.fit(x_raw)
-    x, _ = prepare(x_raw, standardise)
+    standardise = Standardiser.fit(train_part.features())
+    x = model_input(cls, train_part, standardise)
     y = train_part.frame["label"].map(index).to_numpy()
     x_val = y_val = None
     if val_part is not None and len(val_part.frame):
         keep = val_part.frame["label"].isin(classes).to_numpy()
-        x_val = prepare(val_part.features(table.bands, table.steps)[keep], standardise)[0]
+        x_val = model_input(cls, val_part, standardise)[keep]
         y_val = val_part.frame["label"][keep].map(index).to_numpy()
     counts = np.bincount(y, minlength=len(classes)).astype(float)
     class_weight = counts.sum() / (len(classes) * np.maximum(counts, 1))
-    model = cls(overrides or {}, x.shape[2], table.steps, len(classes))
+    model = cls(overrides or {}, len(table.bands) + 1, table.steps, len(classes))
     if deep_model:
         out.mkdir(parents=True, exist_ok=True)
         model.comm, model.checkpoint = comm, out / CHECKPOINT
@@ -115,6 +117,13 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
     return metrics
 
 
+def model_input(cls, part: samples_table.SampleTable, standardise: Standardiser) -> np.ndarray:
+    """What a model of class ``cls`` trains on: prepared pixel series, or prepared patches."""
+    if cls.input_kind == "patch":
+        return prepare_patches(part.patches(), standardise)[0]
+    return prepare(part.features(), standardise)[0]
+
+
 def _write_history(path: Path, rows: list[dict]) -> None:
     keys = list(dict.fromkeys(k for r in rows for k in r))
     buf = io.StringIO()
@@ -130,7 +139,11 @@ def evaluate_table(trained: TrainedModel, table: samples_table.SampleTable) -> d
     if missing or table.steps < trained.steps:
         raise LcflowError(f"samples table lacks what the model needs: bands {missing or trained.bands}, "
                           f"{trained.steps} time steps (table has {table.bands}, {table.steps} steps)")
-    codes, _, empty = trained.predict(table.features(trained.bands, trained.steps))
+    if trained.model.input_kind == "patch":
+        x = table.patches(trained.bands, trained.steps)
+    else:
+        x = table.features(trained.bands, trained.steps)
+    codes, _, empty = trained.predict(x)
     codes = np.where(empty, -1, codes)
     result = scores(table.frame["label"].to_numpy(), codes, trained.class_names)
     result["n_without_observation"] = int(empty.sum())

@@ -33,10 +33,11 @@ rule sample:
         block=SAMPLE["block_px"],
         fractions=json.dumps(SAMPLE["fractions"]),
         seed=SAMPLE["seed"],
+        patch=SAMPLE["patch_px"],
     conda:
         ENV
     shell:
         "lcflow sample --cube {input.cube} --valid {input.valid} --labels {input.labels}"
         " --tile {wildcards.tile} --year {wildcards.year} --per-class {params.per_class}"
         " --min-valid-fraction {params.min_valid} --boundary-px {params.boundary} --block-px {params.block}"
-        " --fractions {params.fractions:q} --seed {params.seed} --out {output} > {log} 2>&1"
+        " --fractions {params.fractions:q} --seed {params.seed} --patch-px {params.patch} --out {output} > {log} 2>&1"

@@ -10,14 +10,19 @@ import numpy as np
 from ..errors import LcflowError
 
 #: model name -> module holding a ``Model`` subclass named ``Model``
-REGISTRY = {"rf": "lcflow.models.rf", "lstm": "lcflow.models.lstm", "tempcnn": "lcflow.models.tempcnn"}
-DEEP = ("lstm", "tempcnn")
+REGISTRY = {"rf": "lcflow.models.rf", "lstm": "lcflow.models.lstm", "tempcnn": "lcflow.models.tempcnn",
+            "resnet": "lcflow.models.resnet"}
+DEEP = ("lstm", "tempcnn", "resnet")
+#: models that train on patches (the samples table's patch variant) instead of pixel series
+PATCH = ("resnet",)
 
 
 class Model(ABC):
-    """A classifier over prepared input (samples, steps, features) with classes 0..n-1."""
+    """A classifier over prepared input with classes 0..n-1: pixel series (samples, steps, features), or
+    for ``input_kind = "patch"`` patches (samples, steps * features, rows, cols)."""
 
     defaults: ClassVar[dict[str, Any]] = {}
+    input_kind: ClassVar[str] = "series"
     weights_file: ClassVar[str]
 
     def __init__(self, params: dict[str, Any], n_features: int, steps: int, n_classes: int):
