@@ -1,5 +1,7 @@
 import json
 
+from lcflow import launch
+
 R = config["results"]
 TILES = config["tiles"]
 YEARS = config["years"]

@@ -36,14 +36,17 @@ rule train:
     params:
         sets=lambda wc: model_sets(wc.model),
         out=subpath(output.meta, parent=True),
+        # how the training processes start, from the resources the profile sets (lcflow.launch):
+        # launcher="horovodrun -np N ..." locally; mpi="srun --mpi=pmix" with nodes, tasks_per_node
+        # and cpus_per_task under Slurm; bare, one process using every core
+        launcher=lambda wc, resources: launch.command(resources),
+        threads=lambda wc, resources: launch.threads_per_rank(resources),
     threads: workflow.cores
     resources:
-        # how the training processes start, and CPU threads each: the profile sets them
-        # (horovodrun -np N, srun --mpi=pmix ...); bare, it is one process using every core
         launcher="env",
         threads_per_rank=workflow.cores,
     conda:
         ENV
     shell:
-        "{resources.launcher} lcflow train --model {wildcards.model} --samples {input} --out {params.out}"
-        " {params.sets} --set threads={resources.threads_per_rank} > {log} 2>&1"
+        "{params.launcher} lcflow train --model {wildcards.model} --samples {input} --out {params.out}"
+        " {params.sets} --set threads={params.threads} > {log} 2>&1"

@@ -1,0 +1,29 @@
+"""Launch commands come from resources: bare, local Horovod, and MPI under Slurm with explicit counts."""
+
+import pytest
+
+from lcflow import launch
+from lcflow.errors import LcflowError
+
+
+def test_bare_rule_runs_one_process():
+    assert launch.command({}) == "env"
+    assert launch.threads_per_rank({"threads_per_rank": 2}) == 2
+
+
+def test_local_launcher_is_taken_as_given():
+    res = {"launcher": "horovodrun -np 2 -H localhost:2 --gloo", "threads_per_rank": 1}
+    assert launch.command(res) == res["launcher"] and launch.threads_per_rank(res) == 1
+
+
+def test_mpi_job_repeats_its_task_layout_to_srun():
+    res = {"mpi": "srun --mpi=pmix", "nodes": 2, "tasks_per_node": 4, "cpus_per_task": 12, "launcher": "env"}
+    assert launch.command(res) == "srun --mpi=pmix --nodes=2 --ntasks-per-node=4 --cpus-per-task=12"
+    assert launch.threads_per_rank(res) == 12
+    assert launch.command({"mpi": "srun --mpi=pmix", "tasks": 3}) == "srun --mpi=pmix --ntasks=3"
+
+
+@pytest.mark.parametrize("res", [{"mpi": "srun"}, {"mpi": "srun", "tasks": 2, "tasks_per_node": 2}])
+def test_mpi_job_without_one_task_count_is_refused(res):
+    with pytest.raises(LcflowError, match="rule train: an mpi job needs exactly one of"):
+        launch.command(res)
