@@ -9,6 +9,8 @@ run repeats an uninterrupted one.
 import copy
 import hashlib
 import logging
+import os
+import socket
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -87,6 +89,8 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     device = device_for(comm.local_rank)
+    log.info("rank=%d size=%d local_rank=%d node=%s device=%s", comm.rank, comm.size, comm.local_rank,
+             os.environ.get("SLURMD_NODENAME") or socket.gethostname(), device)
     net.to(device)
     # wrap first, then touch the state: Horovod builds a new optimizer object around the groups
     optimizer = comm.distributed_optimizer(make_optimizer(cfg.optimizer, net.parameters(), cfg.learning_rate,

@@ -1,5 +1,7 @@
 import json
 
+from snakemake.exceptions import WorkflowError
+
 from lcflow import launch
 
 R = config["results"]
@@ -10,6 +12,17 @@ DEEP_MODELS = [m for m in MODELS if m != "rf"]
 ENV = "../../envs/lcflow.yaml"
 LABELS = config["labels"]
 TRUTH = (config.get("assess") or {}).get("truth")
+
+
+def all_cores():
+    """Every core of a local run; a cluster run has no total, its profile sets threads per rule."""
+    try:
+        return workflow.cores
+    except WorkflowError:
+        return 1
+
+
+CORES = all_cores()
 
 
 wildcard_constraints:

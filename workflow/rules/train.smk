@@ -14,7 +14,7 @@ rule train_rf:
     params:
         sets=model_sets("rf"),
         out=subpath(output.meta, parent=True),
-    threads: workflow.cores
+    threads: CORES
     conda:
         ENV
     shell:
@@ -41,10 +41,10 @@ rule train:
         # and cpus_per_task under Slurm; bare, one process using every core
         launcher=lambda wc, resources: launch.command(resources),
         threads=lambda wc, resources: launch.threads_per_rank(resources),
-    threads: workflow.cores
+    threads: CORES
     resources:
         launcher="env",
-        threads_per_rank=workflow.cores,
+        threads_per_rank=CORES,
     conda:
         ENV
     shell:
