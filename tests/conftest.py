@@ -1,6 +1,10 @@
 """Shared fixtures: real catalogue responses and CORINE, and a small synthetic demo built once."""
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pystac
@@ -67,3 +71,27 @@ def patch_samples(stages) -> dict[int, Path]:
                      per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16, patch_px=11)
         out[year] = path
     return out
+
+
+def snakemake(workdir: Path, *args: str, profile: str = "local", env: dict | None = None,
+              timeout: int = 1500) -> subprocess.CompletedProcess:
+    """The demo workflow in ``workdir`` under a profile, with this interpreter's tools on PATH."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}
+    cmd = ["snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--profile", str(ROOT / "profiles" / profile),
+           "--configfile", str(ROOT / "config" / "config.yaml"), *(["--cores", "2"] if profile == "local" else []), *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Jobs per rule from Snakemake's "Job stats" table."""
+    table = output.split("Job stats:", 1)[1]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
+
+
+@pytest.fixture(scope="session")
+def local_demo_run(tmp_path_factory) -> Path:
+    """The demo DAG run once locally (profiles/local); its results directory."""
+    workdir = tmp_path_factory.mktemp("demo-run")
+    done = snakemake(workdir)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return workdir / "results"

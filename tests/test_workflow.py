@@ -2,10 +2,6 @@
 
 import csv
 import json
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,30 +11,15 @@ import yaml
 
 from lcflow import nomenclature
 
-from .conftest import ROOT
+from .conftest import ROOT, job_counts, snakemake
 
 pytestmark = pytest.mark.integration
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
 
-def snakemake(workdir: Path, *args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    cmd = ["snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--profile", str(ROOT / "profiles" / "local"),
-           "--configfile", str(ROOT / "config" / "config.yaml"), "--cores", "2", *args]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def job_counts(output: str) -> dict[str, int]:
-    table = output.split("Job stats:", 1)[1]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
-
-
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("demo-run")
-    done = snakemake(workdir)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return workdir / "results"
+def run(local_demo_run) -> Path:
+    return local_demo_run
 
 
 def test_maps_meet_the_accuracy_bar(run):

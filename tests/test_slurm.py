@@ -1,0 +1,170 @@
+"""The Slurm profile on a real Slurm started for the tests (tests/slurm/cluster.sh): munge, slurmctld
+and two virtual nodes on this host. Site values are overridden through LCFLOW_SLURM_* variables, the
+profile file itself is used as shipped."""
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+
+from .conftest import ROOT, job_counts, snakemake
+
+pytestmark = pytest.mark.integration
+CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
+SITE = {  # the test cluster: one partition, CPU-only nodes of 8 (virtual) CPUs, no accounting database
+    "LCFLOW_SLURM_ACCOUNT": "lcflow", "LCFLOW_SLURM_CPU_PARTITION": "debug", "LCFLOW_SLURM_GPU_PARTITION": "debug",
+    "LCFLOW_SLURM_GPUS_PER_NODE": "0", "LCFLOW_SLURM_TRAIN_NODES": "1", "LCFLOW_SLURM_TASKS_PER_NODE": "2",
+    "LCFLOW_SLURM_CPUS_PER_TASK": "1", "LCFLOW_SLURM_STATUS_COMMAND": "squeue",
+}
+FAST = ["--slurm-init-seconds-before-status-checks", "2"]
+
+
+def _why_no_slurm() -> str | None:
+    if os.geteuid() != 0:
+        return "starting slurmd needs root"
+    missing = [t for t in ("slurmctld", "slurmd", "munged", "sbatch", "srun") if not shutil.which(t) and
+               not Path("/usr/sbin", t).exists()]
+    if missing:
+        return f"Slurm is not installed ({', '.join(missing)} missing; Debian: slurm-wlm munge)"
+    if Path("/etc/slurm/slurm.conf").exists():
+        return "/etc/slurm/slurm.conf exists: jobs would find that cluster's configuration, not the test cluster's"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory) -> dict:
+    """Start the test cluster; the environment that reaches it. Stopped after the module."""
+    why = _why_no_slurm()
+    if why:
+        pytest.skip(why)
+    state = tmp_path_factory.mktemp("slurm")
+    started = subprocess.run([str(CLUSTER), "start", str(state)], capture_output=True, text=True, timeout=120)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        yield {"SLURM_CONF": str(state / "slurm.conf"), **SITE}
+    finally:
+        subprocess.run([str(CLUSTER), "stop", str(state)], capture_output=True, timeout=60)
+
+
+def _slurm(env: dict, *cmd: str, timeout: int = 60) -> str:
+    out = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def slurm_run(slurm, tmp_path_factory) -> Path:
+    """The demo DAG through profiles/slurm; its working directory."""
+    workdir = tmp_path_factory.mktemp("slurm-run")
+    done = snakemake(workdir, *FAST, profile="slurm", env=slurm, timeout=2400)
+    assert done.returncode == 0, done.stderr[-6000:]
+    (workdir / "snakemake.out").write_text(done.stdout + done.stderr)
+    return workdir
+
+
+def submitted(output: str) -> dict[str, str]:
+    """Slurm job id -> its job log path (rule and wildcards), as the executor reports them."""
+    return dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: (\S+)\)", output))
+
+
+def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, local_demo_run):
+    results = slurm_run / "results"
+    local = {r["map"]: r for r in csv.DictReader((local_demo_run / "accuracy.tsv").open(), delimiter="\t")}
+    remote = {r["map"]: r for r in csv.DictReader((results / "accuracy.tsv").open(), delimiter="\t")}
+    assert set(remote) == set(local) and len(remote) == 8
+    for name, row in remote.items():
+        if row["model"] == "rf":  # the forest is deterministic: the same map, pixel for pixel
+            with rasterio.open(results / "maps" / f"{name}.tif") as a, \
+                    rasterio.open(local_demo_run / "maps" / f"{name}.tif") as b:
+                np.testing.assert_array_equal(a.read(1), b.read(1))
+        else:  # two Horovod ranks either way, Gloo locally and MPI under Slurm: the same bar, within a tolerance
+            assert float(row["truth_OA"]) >= 0.90, row
+            assert abs(float(row["truth_OA"]) - float(local[name]["truth_OA"])) < 0.02, (row, local[name])
+    # every job was a Slurm job (their logs are removed once they succeed)
+    jobs = submitted((slurm_run / "snakemake.out").read_text())
+    counts = job_counts((slurm_run / "snakemake.out").read_text())
+    assert len(jobs) >= sum(n for rule, n in counts.items() if rule != "all"), (jobs, counts)  # retries add
+
+
+def test_training_is_one_slurm_job_with_two_horovod_ranks(slurm_run):
+    train_jobs = [log for log in submitted((slurm_run / "snakemake.out").read_text()).values() if "/rule_train/" in log]
+    assert len(train_jobs) == 1, train_jobs
+    log = (slurm_run / "results" / "logs" / "train" / "lstm.log").read_text()
+    ranks = set(re.findall(r"rank=(\d) size=2 local_rank=\d node=(n\d)", log))
+    assert {r for r, _ in ranks} == {"0", "1"}, log[:2000]
+    metrics = json.loads((slurm_run / "results" / "models" / "lstm" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["launcher"] == "horovod"
+
+
+def test_forcerun_of_one_stage_reruns_only_its_downstream(slurm_run, slurm):
+    dry = snakemake(slurm_run, "-n", "--forcerun", "train", profile="slurm", env=slurm, timeout=300)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert job_counts(dry.stdout + dry.stderr) == {"train": 1, "predict": 8, "assess": 8, "summary": 1, "all": 1}
+
+
+def test_training_spans_two_nodes(slurm_run, slurm):
+    """Rerun training alone as one job of 2 nodes x 2 tasks: four ranks, on n1 and n2."""
+    env = {**slurm, "LCFLOW_SLURM_TRAIN_NODES": "2"}
+    done = snakemake(slurm_run, *FAST, "--forcerun", "train", "--until", "train",
+                     "--config", "model_params={lstm: {epochs: 3, hidden_size: 32}}", profile="slurm", env=env,
+                     timeout=1200)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert job_counts(done.stdout + done.stderr) == {"train": 1}
+    log = (slurm_run / "results" / "logs" / "train" / "lstm.log").read_text()
+    placed = dict(re.findall(r"rank=(\d) size=4 local_rank=\d node=(n\d)", log))
+    assert set(placed) == {"0", "1", "2", "3"} and set(placed.values()) == {"n1", "n2"}, log[:3000]
+    (job,) = submitted(done.stdout + done.stderr)
+    shown = _slurm(slurm, "squeue", "-j", job, "-h", "-t", "all", "-o", "%D %T")
+    assert shown.split() == ["2", "COMPLETED"]
+
+
+@pytest.fixture
+def small_workflow(tmp_path) -> Path:
+    shutil.copy(ROOT / "tests" / "slurm" / "retry.smk", tmp_path / "Snakefile")
+    return tmp_path
+
+
+def _small(workdir: Path, env: dict, *args: str, timeout: int = 600, wait: bool = True):
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env}
+    cmd = ["snakemake", "-d", str(workdir), "-s", str(workdir / "Snakefile"), "--profile",
+           str(ROOT / "profiles" / "slurm"), *FAST, *args]
+    if wait:
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_a_failing_job_is_retried_with_more_memory(small_workflow, slurm):
+    done = _small(small_workflow, slurm)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (small_workflow / "attempts.txt").read_text().split() == ["attempt", "2000", "attempt", "4000"]
+    assert (small_workflow / "retried.txt").read_text() == "done\n"
+
+
+def test_a_cancelled_job_leaves_no_output(small_workflow, slurm):
+    proc = _small(small_workflow, slurm, "slow.txt", "--retries", "0", wait=False)
+    try:
+        job = None
+        deadline = time.time() + 180
+        while time.time() < deadline and job is None:
+            if (small_workflow / "slow.txt").exists():
+                listed = _slurm(slurm, "squeue", "-h", "-t", "running", "-o", "%i %k")
+                job = next((line.split()[0] for line in listed.splitlines() if "rule_slow" in line), None)
+            time.sleep(0.5)
+        assert job, "the slow job never ran"
+        _slurm(slurm, "scancel", job)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert f"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'" in out, out[-3000:]
+    assert not (small_workflow / "slow.txt").exists()
