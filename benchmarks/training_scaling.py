@@ -54,15 +54,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     hvd = [str(BIN / "horovodrun"), "-np", "2", "-H", "localhost:2"]
+    hvd_mpi = [*hvd, "--mpi", "--mpi-args=--allow-run-as-root --oversubscribe", sys.executable]
+    ddp = "DDP Gloo, 2 ranks"
     variants = {
         "1 rank": ([sys.executable], "single", {}),
         "Horovod Gloo, 2 ranks": ([*hvd, "--gloo", sys.executable], "horovod", {}),
-        "Horovod MPI, 2 ranks": ([*hvd, "--mpi", "--mpi-args=--allow-run-as-root --oversubscribe", sys.executable],
-                                 "horovod", {}),
-        "Horovod MPI yield, 2 ranks": ([*hvd, "--mpi", "--mpi-args=--allow-run-as-root --oversubscribe",
-                                        sys.executable], "horovod", {"OMPI_MCA_mpi_yield_when_idle": "1"}),
-        "DDP Gloo, 2 ranks": ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"],
-                              "ddp", {}),
+        "Horovod MPI, 2 ranks": (hvd_mpi, "horovod", {}),
+        "Horovod MPI yield, 2 ranks": (hvd_mpi, "horovod", {"OMPI_MCA_mpi_yield_when_idle": "1"}),
+        ddp: ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"], "ddp", {}),
     }
     rates: dict[str, list[float]] = {k: [] for k in variants}
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,8 +82,9 @@ def main() -> None:
     two_ranks = [name for name in variants if name != "1 rank"]
     for name in two_ranks:
         print(f"  scaling efficiency {name:27s}: {paired(name, '1 rank', 2.0)}")
-    for name in two_ranks[:-1]:
-        print(f"  {name} / DDP: {paired(name, 'DDP Gloo, 2 ranks')}")
+    for name in two_ranks:
+        if name != ddp:
+            print(f"  {name} / DDP: {paired(name, ddp)}")
 
 
 if __name__ == "__main__":
