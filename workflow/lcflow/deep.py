@@ -24,34 +24,34 @@ from .atomic import atomic_path
 from .distributed import Single
 from .errors import LcflowError
 from .optim import lr_factor, make_optimizer, scaled_lr
+from .params import TRAINING
 
 log = logging.getLogger("lcflow.train")
 
 
 @dataclass
 class TrainConfig:
-    epochs: int = 40
-    batch_size: int = 128  # per worker; the global batch is batch_size x workers
-    learning_rate: float = 0.003  # for lr_reference_batch samples per step
-    lr_reference_batch: int = 256
-    warmup_epochs: float = 2.0
-    optimizer: str = "adamw"
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    patience: int = 8
-    seed: int = 42
-    threads: int = 0
-    fp16_allreduce: bool = False
-    amp: bool = True  # bfloat16 autocast, on GPU only
-    elastic: bool = False  # hvd.elastic: survive workers leaving (launch with horovodrun --min-np/--max-np)
+    """How a deep model is trained; names, defaults and ranges in :data:`lcflow.params.TRAINING`."""
+
+    epochs: int
+    batch_size: int  # per worker; the global batch is batch_size x workers
+    learning_rate: float  # for lr_reference_batch samples per step
+    lr_reference_batch: int
+    warmup_epochs: float
+    optimizer: str
+    momentum: float
+    weight_decay: float
+    patience: int
+    seed: int
+    threads: int
+    fp16_allreduce: bool
+    amp: bool  # bfloat16 autocast, on GPU only
+    elastic: bool  # hvd.elastic: survive workers leaving (launch with horovodrun --min-np/--max-np)
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> "TrainConfig":
-        names = {f.name: f.type for f in fields(cls)}
-        return cls(**{k: v for k, v in params.items() if k in names})
-
-
-TRAIN_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
+    def from_params(cls, given: dict[str, Any]) -> "TrainConfig":
+        """From a model's parameters (checked, defaults filled in by :func:`lcflow.params.check`)."""
+        return cls(**{f.name: given.get(f.name, TRAINING[f.name].default) for f in fields(cls)})
 
 
 def device_for(local_rank: int) -> torch.device:
@@ -100,8 +100,15 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
 
     saved = None
     if comm.rank == 0 and checkpoint is not None and checkpoint.exists():
-        saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
-        if saved.get("fingerprint") != fingerprint or (saved.get("world_size") != comm.size and not cfg.elastic):
+        # weights_only: tensors and plain containers only, so a planted file cannot run code
+        try:
+            saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        except Exception as exc:  # not a checkpoint of ours, truncated, or holding other objects
+            log.warning("checkpoint %s cannot be read safely (%s); starting afresh", checkpoint,
+                        str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__)
+            saved = {}
+        if not isinstance(saved, dict) or saved.get("fingerprint") != fingerprint or \
+                (saved.get("world_size") != comm.size and not cfg.elastic):
             log.info("checkpoint %s is of another run (samples, parameters or world size); starting afresh", checkpoint)
             saved = None
     saved = comm.broadcast_object(saved)  # every rank restores the same state the same way
@@ -202,8 +209,8 @@ def _train_epoch(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, comm, d
     log.info("epoch=%d rank=%d size=%d loss_sum=%.6f correct=%d seen=%d", epoch, rank, size, *totals)
     loss_sum, correct, seen = comm.allreduce_sum(totals, name=f"lcflow.train.{epoch}")
     elapsed = comm.allreduce_sum(np.array([time.perf_counter() - start]), name=f"lcflow.time.{epoch}")[0] / size
-    return {"epoch": epoch, "loss": loss_sum / seen, "accuracy": correct / seen, "learning_rate": lr,
-            "samples_per_s": seen / elapsed, "workers": size}
+    return {"epoch": epoch, "loss": float(loss_sum / seen), "accuracy": float(correct / seen), "learning_rate": lr,
+            "samples_per_s": float(seen / elapsed), "workers": size}
 
 
 def _validate(net, data: _Data, comm, device, epoch: int, row: dict, progress: dict) -> None:
@@ -216,7 +223,7 @@ def _validate(net, data: _Data, comm, device, epoch: int, row: dict, progress: d
         proba, yv = predict_proba(net, data.x_val[shard], device), data.y_val[shard]
         local[:] = ((proba.argmax(1) == yv).sum(), len(yv), -np.log(proba[np.arange(len(yv)), yv] + 1e-9).sum())
     v_correct, v_seen, v_nll = comm.allreduce_sum(local, name=f"lcflow.val.{epoch}")
-    row.update(val_accuracy=v_correct / v_seen, val_loss=v_nll / v_seen)
+    row.update(val_accuracy=float(v_correct / v_seen), val_loss=float(v_nll / v_seen))
     if row["val_accuracy"] > progress["best"]:
         progress.update(best=row["val_accuracy"], waited=0,
                         best_state={k: v.detach().cpu().clone() for k, v in net.state_dict().items()})

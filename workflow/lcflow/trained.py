@@ -4,6 +4,7 @@
 and the parameters, so predicting on a cube or evaluating on a table needs nothing else.
 """
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,12 +12,20 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import write_text
+from .atomic import atomic_path, write_text
 from .errors import LcflowError
 from .features import Standardiser, prepare, prepare_patches
 from .models import Model, model_class
 
 META_FILE = "model.json"
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 @dataclass
@@ -67,13 +76,17 @@ class TrainedModel:
         return np.asarray(self.classes)[best], proba.max(axis=0).ravel(), empty[0, h:-h, h:-h].ravel()
 
     def save(self, directory: str | Path) -> None:
+        """Weights first (temporary name, then rename), then ``model.json`` with their checksum."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        self.model.save(directory)
+        weights = directory / self.model.weights_file
+        with atomic_path(weights) as tmp:
+            self.model.save_weights(tmp)
         meta = {"model": self.model.name, "params": self.model.params, "bands": self.bands, "steps": self.steps,
                 "classes": self.classes, "class_names": {str(k): v for k, v in self.class_names.items()},
                 "class_colors": {str(k): list(v) for k, v in self.class_colors.items()},
-                "standardisation": self.standardise.to_dict(), "time_steps": self.time_steps}
+                "standardisation": self.standardise.to_dict(), "time_steps": self.time_steps,
+                "weights": {"file": weights.name, "sha256": sha256(weights)}}
         write_text(directory / META_FILE, json.dumps(meta, indent=1))
 
     @classmethod
@@ -82,9 +95,19 @@ class TrainedModel:
         meta_path = directory / META_FILE
         if not meta_path.exists():
             raise LcflowError(f"{directory} is not a trained model directory (no {META_FILE})")
-        meta: dict[str, Any] = json.loads(meta_path.read_text())
-        model = model_class(meta["model"])(meta["params"], len(meta["bands"]) + 1, meta["steps"], len(meta["classes"]))
-        model.load_weights(directory)
+        try:
+            meta: dict[str, Any] = json.loads(meta_path.read_text())
+            model = model_class(meta["model"])(meta["params"], len(meta["bands"]) + 1, meta["steps"], len(meta["classes"]))
+            recorded = meta["weights"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise LcflowError(f"{meta_path} is not a model description written by lcflow train ({exc!r})") from exc
+        weights = directory / recorded["file"]
+        if not weights.exists():
+            raise LcflowError(f"model {directory}: weights file {weights.name} is missing")
+        if sha256(weights) != recorded["sha256"]:
+            raise LcflowError(f"model {directory}: {weights.name} is not the weights {META_FILE} was written with "
+                              "(checksum differs): retrain the model")
+        model.load_weights(weights)
         return cls(model, meta["bands"], meta["steps"], meta["classes"],
                    {int(k): v for k, v in meta["class_names"].items()},
                    {int(k): tuple(v) for k, v in meta["class_colors"].items()},

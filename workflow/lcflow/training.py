@@ -4,6 +4,7 @@ import csv
 import hashlib
 import io
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from . import params as model_params
 from . import samples as samples_table
 from .atomic import write_text
 from .errors import LcflowError
@@ -20,7 +22,9 @@ from .distributed import connect
 from .models import model_class
 from .models.torch_model import TorchModel
 from .nomenclature import clc_level
-from .trained import TrainedModel
+from .trained import META_FILE, TrainedModel
+
+log = logging.getLogger("lcflow.train")
 
 
 CHECKPOINT = "checkpoint.pt"
@@ -31,10 +35,26 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             raise LcflowError(f"--set {pair!r}: expected key=value")
-        out[key.strip()] = yaml.safe_load(value)
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            out[key.strip()] = value  # not a YAML scalar: the text itself, checked against the parameter
     return out
+
+
+def parse_params(text: str | None) -> dict[str, Any]:
+    """``--params``: a JSON object of parameters (how the workflow passes a model's configured ones)."""
+    if not text:
+        return {}
+    try:
+        given = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LcflowError(f"--params {text[:80]!r}: not a JSON object ({exc})") from exc
+    if not isinstance(given, dict):
+        raise LcflowError(f"--params {text[:80]!r}: not a JSON object of parameter names and values")
+    return given
 
 
 def _colors(table: samples_table.SampleTable, classes: list[int]) -> dict[int, tuple[int, int, int]]:
@@ -58,26 +78,29 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
     """Train ``model_name`` on the train split, select on val, score on test; write the model directory.
 
     Under a parallel launcher every rank trains its shard of the data (deep models) and rank 0 alone
-    writes; a Random Forest is trained by rank 0 alone.
+    writes; a Random Forest is trained by rank 0 alone. Everything is checked before the model
+    directory is touched; the directory is published as a set (see :func:`publish`).
     """
     out = Path(out)
     cls = model_class(model_name)
+    params = model_params.check(model_name, overrides, where="--set")
     deep_model = issubclass(cls, TorchModel)
     comm = connect()
     if comm.rank != 0 and not deep_model:
         return {}
+    names = ", ".join(map(str, sample_paths))
     table = samples_table.read(sample_paths)
     if cls.input_kind == "patch" and not table.patch_size:
-        raise LcflowError(f"model {model_name} trains on patches: samples table(s) {', '.join(map(str, sample_paths))} "
+        raise LcflowError(f"model {model_name} trains on patches: samples table(s) {names} "
                           "have none (set sample.patch_px, e.g. 11)")
     has_split = "split" in table.frame.columns
-    train_part = table.split("train")
-    val_part = table.split("val") if has_split else None
+    train_part = _observed(table.split("train"), "train", names)
+    val_part = _observed(table.split("val"), "val", names) if has_split else None
     if len(train_part.frame) == 0:
-        raise LcflowError(f"samples table(s) {', '.join(map(str, sample_paths))}: no 'train' rows")
+        raise LcflowError(f"samples table(s) {names}: no 'train' rows with an observation")
     classes = train_part.classes
     if len(classes) < 2:
-        raise LcflowError(f"samples table(s) {', '.join(map(str, sample_paths))}: the train split has one class only")
+        raise LcflowError(f"samples table(s) {names}: the train split has one class only")
     index = {c: i for i, c in enumerate(classes)}
     standardise = Standardiser.fit(train_part.features())
     x = model_input(cls, train_part, standardise)
@@ -89,7 +112,7 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
         y_val = val_part.frame["label"][keep].map(index).to_numpy()
     counts = np.bincount(y, minlength=len(classes)).astype(float)
     class_weight = counts.sum() / (len(classes) * np.maximum(counts, 1))
-    model = cls(overrides or {}, len(table.bands) + 1, table.steps, len(classes))
+    model = cls(params, len(table.bands) + 1, table.steps, len(classes))
     if deep_model:
         out.mkdir(parents=True, exist_ok=True)
         model.comm, model.checkpoint = comm, out / CHECKPOINT
@@ -98,23 +121,55 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
     history = model.fit(x, y, x_val, y_val, class_weight)
     if comm.rank != 0:
         return {}
-    names = table.class_names()
-    trained = TrainedModel(model, table.bands, table.steps, classes, {c: names.get(c, str(c)) for c in classes},
+    class_names = table.class_names()
+    trained = TrainedModel(model, table.bands, table.steps, classes, {c: class_names.get(c, str(c)) for c in classes},
                            _colors(table, classes), standardise, table.meta.get("time_steps"))
-    trained.save(out)
-    _write_history(out / "history.csv", history)
     metrics = {"model": model_name, "n_train": int(len(train_part.frame)),
                "n_val": int(0 if x_val is None else len(x_val)), "params": model.params,
                "world_size": comm.size, "launcher": comm.name, "train_seconds": time.perf_counter() - started}
     if deep_model:
         metrics["global_batch"] = int(model.params["batch_size"]) * comm.size
         metrics["samples_per_s"] = float(np.mean([r["samples_per_s"] for r in history]))
+    if x_val is not None and len(x_val):
+        metrics["val"] = _against_majority(trained, x_val, y_val, counts, "val")
     test_part = table.split("test") if has_split else None
     if test_part is not None and len(test_part.frame):
         metrics["test"] = evaluate_table(trained, test_part)
-    write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    publish(out, trained, history, metrics)
     (out / CHECKPOINT).unlink(missing_ok=True)  # finished: a later run starts afresh
     return metrics
+
+
+def _observed(part: samples_table.SampleTable, split: str, names: str) -> samples_table.SampleTable:
+    """Rows with at least one observation; the others are dropped, and the log says how many."""
+    seen = part.observed()
+    if not seen.all():
+        log.warning("samples table(s) %s: %d of %d %s rows have no observation at all and are left out",
+                    names, int((~seen).sum()), len(seen), split)
+    return part.rows(seen)
+
+
+def _against_majority(trained: TrainedModel, x_val: np.ndarray, y_val: np.ndarray, train_counts: np.ndarray,
+                      split: str) -> dict[str, float]:
+    """Validation accuracy beside the rate of always answering the commonest training class; a warning
+    when the model does not beat it."""
+    proba = trained.model.predict_proba(x_val)
+    accuracy = float((proba.argmax(1) == y_val).mean())
+    majority = float((y_val == int(np.argmax(train_counts))).mean())
+    if accuracy <= majority:
+        log.warning("%s does not beat the majority class on %s: overall accuracy %.4f, majority rate %.4f",
+                    trained.model.name, split, accuracy, majority)
+    return {"overall_accuracy": accuracy, "majority_rate": majority, "beats_majority": accuracy > majority,
+            "n_samples": int(len(y_val))}
+
+
+def publish(out: Path, trained: TrainedModel, history: list[dict], metrics: dict) -> None:
+    """Write the model directory as a set: ``model.json`` (which readers and the workflow take as the
+    sign of a finished model) is removed first and written last, and records the weights' checksum."""
+    (out / META_FILE).unlink(missing_ok=True)
+    _write_history(out / "history.csv", history)
+    write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    trained.save(out)
 
 
 def model_input(cls, part: samples_table.SampleTable, standardise: Standardiser) -> np.ndarray:
@@ -153,7 +208,7 @@ def evaluate_table(trained: TrainedModel, table: samples_table.SampleTable) -> d
 def evaluate(model_dir: str | Path, sample_paths: list[str], out: str | Path) -> dict:
     """``lcflow evaluate``: scores on the test split (or the whole table without a split column)."""
     trained = TrainedModel.load(model_dir)
-    table = samples_table.read(sample_paths, min_classes=1)
+    table = samples_table.read(sample_paths)
     part = table.split("test") if "split" in table.frame.columns else table
     if len(part.frame) == 0:
         raise LcflowError(f"samples table(s) {', '.join(map(str, sample_paths))}: no 'test' rows to evaluate")

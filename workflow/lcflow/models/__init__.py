@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .. import params as model_params
 from ..errors import LcflowError
 
 #: model name -> module holding a ``Model`` subclass named ``Model``
@@ -21,15 +22,11 @@ class Model(ABC):
     """A classifier over prepared input with classes 0..n-1: pixel series (samples, steps, features), or
     for ``input_kind = "patch"`` patches (samples, steps * features, rows, cols)."""
 
-    defaults: ClassVar[dict[str, Any]] = {}
     input_kind: ClassVar[str] = "series"
     weights_file: ClassVar[str]
 
     def __init__(self, params: dict[str, Any], n_features: int, steps: int, n_classes: int):
-        unknown = sorted(set(params) - set(self.defaults))
-        if unknown:
-            raise LcflowError(f"unknown parameter(s) {unknown} for model {self.name}; known: {sorted(self.defaults)}")
-        self.params = {**self.defaults, **params}
+        self.params = model_params.check(self.name, params)
         self.n_features, self.steps, self.n_classes = n_features, steps, n_classes
 
     @property
@@ -46,13 +43,15 @@ class Model(ABC):
         """Class probabilities (samples, classes)."""
 
     @abstractmethod
-    def save(self, directory: Path) -> None: ...
+    def save_weights(self, path: Path) -> None:
+        """Write the fitted weights to ``path`` (a temporary name; the caller renames it)."""
 
     @abstractmethod
-    def load_weights(self, directory: Path) -> None: ...
+    def load_weights(self, path: Path) -> None:
+        """Read weights written by :meth:`save_weights`, without running code stored in the file."""
 
 
 def model_class(name: str) -> type[Model]:
     if name not in REGISTRY:
-        raise LcflowError(f"unknown model {name!r}; known: {sorted(REGISTRY)}")
+        raise LcflowError(f"unknown model {name!r}; known: {', '.join(REGISTRY)}")
     return importlib.import_module(REGISTRY[name]).Model

@@ -24,8 +24,6 @@ class Network(nn.Module):
 
 
 class Model(TorchModel):
-    architecture = {"hidden_size": 64, "num_layers": 2, "bidirectional": True, "dropout": 0.2}
-
     def network(self) -> nn.Module:
         p = self.params
         return Network(self.n_features, self.n_classes, int(p["hidden_size"]), int(p["num_layers"]),

@@ -48,8 +48,6 @@ class Network(nn.Module):
 
 class Model(TorchModel):
     input_kind = "patch"
-    architecture = {"channels": 64, "blocks": 2, "dropout": 0.2}
-
     def network(self) -> nn.Module:
         p = self.params
         return Network(self.n_features * self.steps, self.n_classes, int(p["channels"]), int(p["blocks"]),

@@ -27,8 +27,6 @@ class Network(nn.Module):
 
 
 class Model(TorchModel):
-    architecture = {"filters": 64, "kernel_size": 5, "dense": 256, "dropout": 0.2}
-
     def network(self) -> nn.Module:
         p = self.params
         return Network(self.n_features, self.steps, self.n_classes, int(p["filters"]), int(p["kernel_size"]),

@@ -15,11 +15,6 @@ class TorchModel(Model):
     """A network over (samples, steps, features); trained by :func:`lcflow.deep.fit`."""
 
     weights_file = "model.pt"
-    architecture: dict = {}
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        cls.defaults = {**deep.TRAIN_DEFAULTS, **cls.architecture}
 
     #: set by the caller before fit: the data-parallel group, the checkpoint file, what identifies the run
     comm = None
@@ -44,10 +39,10 @@ class TorchModel(Model):
     def device(self) -> torch.device:
         return deep.device_for(0)
 
-    def save(self, directory: Path) -> None:
-        torch.save(self.net.state_dict(), directory / self.weights_file)
+    def save_weights(self, path: Path) -> None:
+        torch.save(self.net.state_dict(), path)
 
-    def load_weights(self, directory: Path) -> None:
+    def load_weights(self, path: Path) -> None:
         self.net = self.network()
-        self.net.load_state_dict(torch.load(directory / self.weights_file, map_location="cpu", weights_only=True))
+        self.net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         self.net.to(self.device)
