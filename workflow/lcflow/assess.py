@@ -82,10 +82,14 @@ def summarize(paths: list[str | Path], out: str | Path) -> str:
     """One line per assessment (tile, year, model, OA and kappa on test samples and on truth) as TSV."""
     lines = ["map\tmodel\ttest_OA\ttest_kappa\ttruth_OA\ttruth_kappa"]
     for p in sorted(map(Path, paths)):
-        r = json.loads(p.read_text())
+        try:
+            r = json.loads(p.read_text())
+            model = r["model"]
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise LcflowError(f"{p} is not an assessment written by lcflow assess ({type(exc).__name__}: {exc})") from exc
         t, g = r.get("test_samples", {}), r.get("truth", {})
         cells = [t.get("overall_accuracy"), t.get("kappa"), g.get("overall_accuracy"), g.get("kappa")]
-        lines.append("\t".join([p.stem, r["model"]] + ["" if v is None else f"{v:.4f}" for v in cells]))
+        lines.append("\t".join([p.stem, model] + ["" if v is None else f"{v:.4f}" for v in cells]))
     text = "\n".join(lines) + "\n"
     write_text(out, text)
     return text

@@ -7,6 +7,7 @@ so a full 10980 x 10980 tile never has to fit in memory.
 """
 
 import datetime as dt
+import logging
 import warnings
 from pathlib import Path
 
@@ -15,11 +16,14 @@ from odc.geo.geobox import GeoBox
 from scipy import ndimage
 
 from . import mgrs, sentinel2
+from .atomic import publish_together
 from .errors import LcflowError
-from .raster import Grid, cog_writer
+from .progress import Progress
+from .raster import Grid, staged_cog
 from .search import read_manifest
 
 NODATA = -32768
+log = logging.getLogger("lcflow.cube")
 
 
 def time_grid(year: int, steps: int) -> tuple[list[dt.datetime], list[dt.date]]:
@@ -35,17 +39,87 @@ def tile_grid(tile: str, items, resolution: float, bounds: list[float] | None) -
     """The tile's grid in its UTM CRS: the configured area, or the extent of its 10 m assets."""
     epsg = mgrs.tile_epsg(tile)
     if bounds is None:
-        key = sentinel2.asset_key(items[0].assets, "B02")
+        key = sentinel2.asset_key(items[0].assets, "B02", items[0].id)
         asset = items[0].assets[key].extra_fields
         if "proj:transform" not in asset or "proj:shape" not in asset:
             raise LcflowError(f"tile {tile}: item {items[0].id} has no proj:transform/proj:shape; set aoi.{tile}")
         a, _, x0, _, e, y0 = asset["proj:transform"][:6]
         h, w = asset["proj:shape"]
         bounds = [x0, y0 + e * h, x0 + a * w, y0]
-    item_epsg = sentinel2.item_epsg(items[0].properties)
-    if item_epsg is not None and item_epsg != epsg:
-        raise LcflowError(f"tile {tile}: items are in EPSG:{item_epsg}, the tile's zone is EPSG:{epsg}")
+    else:
+        mgrs.check_inside_tile(tile, bounds)
     return Grid.from_bounds(epsg, tuple(bounds), resolution)
+
+
+def check_items(items, tile: str, year: int, bands: list[str]) -> tuple[list[str], str]:
+    """Every item has every band and SCL under the same asset keys, in the tile's CRS; return the keys.
+
+    Checked for all items before any pixel is read: an item that odc-stac would otherwise drop or
+    misplace stops the job, named.
+    """
+    epsg = mgrs.tile_epsg(tile)
+    first = items[0]
+    keys = [sentinel2.asset_key(first.assets, b, first.id) for b in bands]
+    scl_key = sentinel2.asset_key(first.assets, "SCL", first.id)
+    for item in items:
+        for band, key in zip([*bands, "SCL"], [*keys, scl_key]):
+            if key not in item.assets:
+                raise LcflowError(f"tile {tile} {year}: item {item.id} has no {key!r} asset (band {band}); "
+                                  f"it has {', '.join(sorted(item.assets)) or 'none'}")
+        item_epsg = sentinel2.item_epsg(item.properties)
+        if item_epsg is not None and item_epsg != epsg:
+            raise LcflowError(f"tile {tile} {year}: item {item.id} is in EPSG:{item_epsg}, the tile's zone is "
+                              f"EPSG:{epsg}")
+    return keys, scl_key
+
+
+def _read_failure(exc: Exception, items, keys: list[str], tile: str, year: int, window: GeoBox) -> LcflowError:
+    """One line naming the item and asset whose read failed (the URL without its query: no signatures).
+
+    odc-stac's exception does not say which file failed, so each asset's part of the window is read
+    again, one by one, until one fails.
+    """
+    failed = _failing_asset(items, keys, window)
+    if failed is None:
+        return LcflowError(f"tile {tile} {year}: reading the scenes failed ({type(exc).__name__}: "
+                           f"{_first_line(str(exc), '')})")
+    item, key, error = failed
+    href = item.assets[key].href
+    return LcflowError(f"tile {tile} {year}: reading item {item.id} asset {key} ({href.split('?', 1)[0]}) failed: "
+                       f"{_first_line(_root_cause(error), href)}")
+
+
+def _root_cause(error: BaseException) -> str:
+    """GDAL's own words: rasterio's 'Read failed. See previous exception' wraps them as causes."""
+    while (error.__cause__ or error.__context__) is not None:
+        error = error.__cause__ or error.__context__
+    return str(error)
+
+
+def _failing_asset(items, keys: list[str], window: GeoBox):
+    """(item, asset key, error) of the first asset whose pixels in ``window`` cannot be read, or None."""
+    import rasterio
+    from rasterio.warp import transform_bounds
+    from rasterio.windows import from_bounds
+
+    bounds = window.boundingbox
+    for item in items:
+        for key in keys:
+            try:
+                with rasterio.open(item.assets[key].href) as src:
+                    left, bottom, right, top = transform_bounds(window.crs.to_wkt(), src.crs, *bounds)
+                    win = from_bounds(left, bottom, right, top, src.transform).round_offsets().round_lengths()
+                    src.read(1, window=win, boundless=True)
+            except Exception as error:  # the same errors odc-stac met, now with their file
+                return item, key, error
+    return None
+
+
+def _first_line(text: str, href: str) -> str:
+    line = (text.strip().splitlines() or [""])[0]
+    if href and "?" in href:
+        line = line.replace(href, href.split("?", 1)[0])
+    return line[:300]
 
 
 def clear_mask(scl: np.ndarray, invalid: list[int], dilation_px: int) -> np.ndarray:
@@ -85,8 +159,12 @@ def composite(values: np.ndarray, clear: np.ndarray, times: np.ndarray, edges: l
 def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_valid: str | Path, *,
         bands: list[str], resolution: float = 10.0, bounds: list[float] | None = None,
         invalid_scl: list[int] = list(sentinel2.DEFAULT_INVALID_SCL), dilation_px: int = 1,
-        steps: int = 12, block: int = 512) -> Grid:
-    """Composite the manifest's items of ``tile``/``year`` onto its grid; return the grid."""
+        steps: int = 12, block: int = 512, min_clear_fraction: float = 0.1) -> Grid:
+    """Composite the manifest's items of ``tile``/``year`` onto its grid; return the grid.
+
+    Refused, with nothing written, when fewer than ``min_clear_fraction`` of the composite cells
+    (pixel x time step) hold a clear observation: the year is all cloud, or the area has no data.
+    """
     import odc.stac
 
     sentinel2.check_bands(bands)
@@ -94,8 +172,7 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     if not items:
         raise LcflowError(f"manifest {manifest} lists no items")
     grid = tile_grid(tile, items, resolution, bounds)
-    keys = [sentinel2.asset_key(items[0].assets, b) for b in bands]
-    scl_key = sentinel2.asset_key(items[0].assets, "SCL")
+    keys, scl_key = check_items(items, tile, year, bands)
     by_time = sorted(items, key=lambda i: i.datetime)
     offsets = np.array([sentinel2.boa_offset(i.properties) for i in by_time], dtype=np.float32)
     edges, centres = time_grid(year, steps)
@@ -103,26 +180,45 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     tags = {"tile": tile, "year": str(year), "bands": bands, "time_steps": [c.isoformat() for c in centres],
             "scale": "10000", "invalid_scl": invalid_scl}
     halo = dilation_px
-    with cog_writer(out_cube, grid, steps * len(bands), "int16", nodata=NODATA, tags=tags,
-                    descriptions=names, resampling="average") as cube, \
-            cog_writer(out_valid, grid, steps, "uint8", tags={"time_steps": tags["time_steps"]},
-                       descriptions=[f"valid_t{k:02d}" for k in range(steps)]) as valid:
-        for win in grid.windows(block):
+    windows = list(grid.windows(block))
+    progress = Progress(log, f"cube {tile} {year}", grid.width * grid.height)
+    clear_cells = 0
+    with staged_cog(out_cube, grid, steps * len(bands), "int16", nodata=NODATA, tags=tags,
+                    descriptions=names, resampling="average") as staged_cube, \
+            staged_cog(out_valid, grid, steps, "uint8", tags={"time_steps": tags["time_steps"]},
+                       descriptions=[f"valid_t{k:02d}" for k in range(steps)]) as staged_valid:
+        cube, valid = staged_cube.dataset, staged_valid.dataset
+        for win in windows:
             r0, c0 = int(win.row_off) - halo, int(win.col_off) - halo
             h, w = int(win.height) + 2 * halo, int(win.width) + 2 * halo
             gb = GeoBox((h, w), grid.transform @ grid.transform.translation(c0, r0), grid.crs)
-            ds = odc.stac.load(by_time, bands=keys + [scl_key], geobox=gb, groupby="id",
-                               resampling={"*": "bilinear", scl_key: "nearest"}, preserve_original_order=True)
-            times = ds.time.values.astype("datetime64[us]")
+            try:
+                ds = odc.stac.load(by_time, bands=keys + [scl_key], geobox=gb, groupby="id",
+                                   resampling={"*": "bilinear", scl_key: "nearest"}, preserve_original_order=True)
+                times = ds.time.values.astype("datetime64[us]")
+                raw = np.stack([ds[k].values for k in keys], axis=1).astype(np.float32)  # (obs, bands, h, w)
+                scl = ds[scl_key].values
+            except Exception as exc:  # GDAL, HTTP or decoding errors of one asset: name it
+                raise _read_failure(exc, by_time, keys + [scl_key], tile, year, gb) from exc
             if len(times) != len(by_time):
                 raise LcflowError(f"{manifest}: {len(by_time)} items loaded as {len(times)} scenes")
-            raw = np.stack([ds[k].values for k in keys], axis=1).astype(np.float32)  # (obs, bands, h, w)
             raw[raw == 0] = np.nan
             raw -= offsets[:, None, None, None]
-            clear = clear_mask(ds[scl_key].values, invalid_scl, dilation_px) & np.isfinite(raw).all(axis=1)
+            clear = clear_mask(scl, invalid_scl, dilation_px) & np.isfinite(raw).all(axis=1)
             comp, counts = composite(raw, clear, times, edges)
             comp, counts = comp[..., halo:h - halo, halo:w - halo], counts[..., halo:h - halo, halo:w - halo]
+            clear_cells += int((counts > 0).sum())
             data = np.where(np.isfinite(comp), np.clip(np.round(comp), -32767, 32767), NODATA).astype(np.int16)
             cube.write(data.reshape(-1, *data.shape[2:]), window=win)
             valid.write(counts, window=win)
+            progress.add(1, len(windows), int(win.width * win.height))
+        share = clear_cells / (steps * grid.width * grid.height)
+        log.info("tile %s %s: %.1f %% of the composite cells hold a clear observation", tile, year, 100 * share)
+        if share < min_clear_fraction:
+            raise LcflowError(f"tile {tile} {year}: only {100 * share:.1f} % of the composite cells (pixel x time step) "
+                              f"hold a clear observation, under the floor of {100 * min_clear_fraction:g} % "
+                              "(cube.min_clear_fraction): the year is cloud-covered or the area has no data")
+        if share < 2 * min_clear_fraction:
+            log.warning("tile %s %s: only %.1f %% of the composite cells hold a clear observation", tile, year, 100 * share)
+        publish_together([(staged_valid.finish(), staged_valid.final), (staged_cube.finish(), staged_cube.final)])
     return grid

@@ -4,39 +4,56 @@ from pathlib import Path
 
 import numpy as np
 import rasterio
+import rasterio.errors
+from affine import Affine
+from rasterio.crs import CRS
 from rasterio.warp import Resampling, reproject, transform_bounds
-from rasterio.windows import from_bounds
+from rasterio.windows import Window, from_bounds
 
 from .errors import LcflowError
 from .nomenclature import Nomenclature, clc_codes_from_raster
 from .raster import Grid, write_cog
 
 
-def clc_on_grid(corine: str | Path, grid: Grid) -> np.ndarray:
+def corine_window_codes(corine: str | Path, crs, bounds, where: str) -> tuple[np.ndarray, Affine, CRS]:
+    """CLC level-3 codes of the CORINE cells covering ``bounds`` (in ``crs``), with a 2-cell margin;
+    their transform and CRS. Only that window is read; its values must be CORINE codes of one kind."""
+    corine = Path(corine)
+    if not corine.exists():
+        raise LcflowError(f"CORINE raster {corine} does not exist")
+    try:
+        src = rasterio.open(corine)
+    except rasterio.errors.RasterioIOError as exc:
+        raise LcflowError(f"CORINE raster {corine} cannot be read as a raster ({exc})") from exc
+    with src:
+        if src.crs is None:
+            raise LcflowError(f"CORINE raster {corine} has no CRS")
+        left, bottom, right, top = transform_bounds(crs, src.crs, *bounds, densify_pts=21)
+        win = from_bounds(left, bottom, right, top, src.transform).round_offsets().round_lengths()
+        if not _overlaps(win, src):
+            raise LcflowError(f"CORINE raster {corine} does not cover the area of {where} {list(bounds)} ({crs})")
+        col0, row0 = max(int(win.col_off) - 2, 0), max(int(win.row_off) - 2, 0)
+        col1 = min(int(win.col_off + win.width) + 2, src.width)
+        row1 = min(int(win.row_off + win.height) + 2, src.height)
+        win = Window(col0, row0, col1 - col0, row1 - row0)
+        try:
+            values = src.read(1, window=win)
+        except rasterio.errors.RasterioIOError as exc:
+            raise LcflowError(f"CORINE raster {corine}: reading the window of {where} failed ({exc})") from exc
+        codes = clc_codes_from_raster(values, src.nodata, where=f"{corine} in {where}")
+        return codes, src.window_transform(win), src.crs
+
+
+def clc_on_grid(corine: str | Path, grid: Grid, where: str = "the tile") -> np.ndarray:
     """CLC level-3 codes of a CORINE raster (grid or CLC codes, any CRS) on ``grid``; 0 outside classes.
 
     Categorical data: the CORINE cells are decoded first, then warped by nearest neighbour (the
     Sentinel-2 grid is finer), reading only the window that covers the tile.
     """
-    corine = Path(corine)
-    if not corine.exists():
-        raise LcflowError(f"CORINE raster {corine} does not exist")
-    with rasterio.open(corine) as src:
-        if src.crs is None:
-            raise LcflowError(f"CORINE raster {corine} has no CRS")
-        left, bottom, right, top = transform_bounds(grid.crs, src.crs, *grid.bounds, densify_pts=21)
-        win = from_bounds(left, bottom, right, top, src.transform).round_offsets().round_lengths()
-        win = win.intersection(rasterio.windows.Window(0, 0, src.width, src.height)) if _overlaps(win, src) else None
-        if win is None:
-            raise LcflowError(f"CORINE raster {corine} does not cover the tile area {grid.bounds} ({grid.crs})")
-        pad = rasterio.windows.Window(max(win.col_off - 2, 0), max(win.row_off - 2, 0), 0, 0)
-        win = rasterio.windows.Window(pad.col_off, pad.row_off,
-                                      min(win.width + 4, src.width - pad.col_off), min(win.height + 4, src.height - pad.row_off))
-        codes = clc_codes_from_raster(src.read(1, window=win))
-        transform = src.window_transform(win)
-        out = np.zeros((grid.height, grid.width), dtype=np.uint16)
-        reproject(codes, out, src_transform=transform, src_crs=src.crs, src_nodata=0,
-                  dst_transform=grid.transform, dst_crs=grid.crs, dst_nodata=0, resampling=Resampling.nearest)
+    codes, transform, crs = corine_window_codes(corine, grid.crs, grid.bounds, where)
+    out = np.zeros((grid.height, grid.width), dtype=np.uint16)
+    reproject(codes, out, src_transform=transform, src_crs=crs, src_nodata=0,
+              dst_transform=grid.transform, dst_crs=grid.crs, dst_nodata=0, resampling=Resampling.nearest)
     return out
 
 

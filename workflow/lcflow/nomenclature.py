@@ -46,14 +46,48 @@ def grid_to_clc_lut() -> np.ndarray:
     return lut
 
 
-def clc_codes_from_raster(values: np.ndarray) -> np.ndarray:
+#: values of a grid-coded raster that are no class: 48 no data, 49/50/255 unclassified; 0 a common fill
+GRID_NOT_A_CLASS = frozenset({0, CLC_NODATA_GRID, *CLC_UNCLASSIFIED_GRID})
+#: values of a CLC-coded raster that are no class: 990/995 unclassified land/water, 999 no data; 0 fill
+CLC_NOT_A_CLASS = frozenset({0, 990, 995, 999})
+
+
+def corine_coding(values: np.ndarray, nodata: float | None, where: str) -> str:
+    """``"grid"`` (codes 1..44) or ``"clc"`` (111..523), decided on every value present.
+
+    The two sets do not overlap, so a raster can only be one or the other: a mix, or a value that is
+    neither a class nor a documented no-class value, is refused with the values listed.
+    """
+    present = {int(v) for v in np.unique(values) if not (nodata is not None and v == nodata)}
+    grid = {e.grid_code for e in clc_legend()}
+    clc = {e.clc_code for e in clc_legend()}
+    as_grid, as_clc = present & grid, present & clc
+    if as_grid and as_clc:
+        raise LcflowError(f"{where}: the CORINE raster mixes grid codes (1..44: {_listed(as_grid)}) and CLC codes "
+                          f"(111..523: {_listed(as_clc)})")
+    coding = "clc" if as_clc else "grid"
+    unknown = present - (clc | CLC_NOT_A_CLASS if coding == "clc" else grid | GRID_NOT_A_CLASS)
+    if unknown:
+        kind = "CLC codes 111..523" if coding == "clc" else "grid codes 1..44"
+        raise LcflowError(f"{where}: value(s) {_listed(unknown)} of the CORINE raster are not CORINE codes "
+                          f"(read as {kind}; declare fill values as the raster's nodata)")
+    return coding
+
+
+def _listed(values: set[int], n: int = 10) -> str:
+    v = sorted(values)
+    return ", ".join(map(str, v[:n])) + (f" ... ({len(v)} values)" if len(v) > n else "")
+
+
+def clc_codes_from_raster(values: np.ndarray, nodata: float | None = None, where: str = "CORINE raster") -> np.ndarray:
     """CLC level-3 codes from a CORINE raster stored either as grid codes (1..44) or as CLC codes.
 
-    Everything that is not a class (48 nodata, 49/50/255 unclassified, 0, negative fill) becomes 0.
+    The coding is decided by :func:`corine_coding`; everything that is not a class becomes 0.
     """
     v = np.asarray(values).astype(np.int64)
-    valid_clc = np.isin(v, [e.clc_code for e in clc_legend()])
-    if valid_clc.any():
+    coding = corine_coding(v, nodata, where)
+    if coding == "clc":
+        valid_clc = np.isin(v, [e.clc_code for e in clc_legend()])
         return np.where(valid_clc, v, 0).astype(np.uint16)
     lut = grid_to_clc_lut()
     inside = (v >= 0) & (v <= 255)

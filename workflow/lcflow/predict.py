@@ -3,16 +3,22 @@
 Patch models read each window with a halo of context (nodata beyond the tile, as when sampling).
 """
 
+import logging
 from pathlib import Path
 
 import numpy as np
 import rasterio
+import rasterio.errors
 from rasterio.windows import Window
 
+from .atomic import publish_together
 from .cube import NODATA
 from .errors import LcflowError
-from .raster import Grid, cog_writer, read_tag
+from .progress import Progress
+from .raster import Grid, read_tag, staged_cog
 from .trained import TrainedModel
+
+log = logging.getLogger("lcflow.predict")
 
 
 def window_features(block: np.ndarray, steps: int, bands: list[str], cube_bands: list[str]) -> np.ndarray:
@@ -28,11 +34,24 @@ def cube_features(block: np.ndarray, steps: int, bands: list[str], cube_bands: l
     return np.moveaxis(arr.reshape(*arr.shape[:2], -1), 2, 0)
 
 
+def cube_layout(cube: str | Path) -> tuple[list[str], int]:
+    """Bands and number of time steps of a cube written by ``lcflow cube`` (from its tags)."""
+    try:
+        bands, steps = read_tag(cube, "bands"), read_tag(cube, "time_steps")
+    except (rasterio.errors.RasterioIOError, ValueError) as exc:
+        raise LcflowError(f"cube {cube} cannot be read as an lcflow cube ({exc})") from exc
+    if not isinstance(bands, list) or not isinstance(steps, list):
+        raise LcflowError(f"{cube} is not a cube written by lcflow cube (it has no 'bands' and 'time_steps' tags)")
+    return bands, len(steps)
+
+
 def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confidence: str | Path,
         block: int = 256) -> None:
+    """Write the class map and the confidence map of ``cube``, published together when both are done."""
+    if Path(out_map).resolve() == Path(out_confidence).resolve():
+        raise LcflowError(f"the map and the confidence map would be the same file {out_map}: name two files")
     trained = TrainedModel.load(model_dir)
-    cube_bands = read_tag(cube, "bands")
-    steps = len(read_tag(cube, "time_steps"))
+    cube_bands, steps = cube_layout(cube)
     missing = [b for b in trained.bands if b not in cube_bands]
     if missing or steps != trained.steps:
         raise LcflowError(f"cube {cube} ({steps} steps, bands {cube_bands}) does not fit model {model_dir} "
@@ -42,13 +61,16 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
     nodata = 255 if dtype == "uint8" else 65535
     tags = {"model": trained.model.name, "class_names": {str(k): v for k, v in trained.class_names.items()},
             "class_codes": trained.classes}
+    windows = list(grid.windows(block))
+    progress = Progress(log, f"predict {Path(cube).name}", grid.width * grid.height)
     with rasterio.open(cube) as src, \
-            cog_writer(out_map, grid, 1, dtype, nodata=nodata, colors=trained.class_colors, tags=tags,
-                       descriptions=["class"], resampling="mode") as dst_map, \
-            cog_writer(out_confidence, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": trained.model.name},
-                       descriptions=["confidence"], resampling="average") as dst_conf:
+            staged_cog(out_map, grid, 1, dtype, nodata=nodata, colors=trained.class_colors, tags=tags,
+                       descriptions=["class"], resampling="mode") as staged_map, \
+            staged_cog(out_confidence, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": trained.model.name},
+                       descriptions=["confidence"], resampling="average") as staged_conf:
+        dst_map, dst_conf = staged_map.dataset, staged_conf.dataset
         h = trained.halo  # context a patch model needs around each pixel; nodata beyond the tile
-        for win in grid.windows(block):
+        for win in windows:
             read = Window(win.col_off - h, win.row_off - h, win.width + 2 * h, win.height + 2 * h)
             raw = src.read(window=read, boundless=h > 0, fill_value=NODATA)
             codes, confidence, empty = trained.predict_window(window_features(raw, steps, trained.bands, cube_bands))
@@ -56,3 +78,5 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
             dst_map.write(np.where(empty, nodata, codes).astype(dtype).reshape(shape), 1, window=win)
             conf = np.where(empty, 255, np.round(confidence * 100)).astype(np.uint8)
             dst_conf.write(conf.reshape(shape), 1, window=win)
+            progress.add(1, len(windows), shape[0] * shape[1])
+        publish_together([(staged_conf.finish(), staged_conf.final), (staged_map.finish(), staged_map.final)])

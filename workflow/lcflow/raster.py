@@ -2,7 +2,6 @@
 
 import contextlib
 import json
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from affine import Affine
 from rasterio.crs import CRS
 from rasterio.windows import Window
 
+from .atomic import publish_together, remove_stale, staging_prefix
 
 
 #: GDAL's COG driver writes pixel-interleaved files (time series in one read) from 3.11 on
@@ -66,8 +66,28 @@ def colormap(colors: dict[int, tuple[int, int, int]]) -> dict[int, tuple[int, in
     return {int(k): (*v, 255) for k, v in colors.items()}
 
 
+class StagedCog:
+    """A GeoTIFF being written beside its final path, made a COG by :meth:`finish`, not yet published."""
+
+    def __init__(self, final: Path, tmpdir: Path, dataset: rasterio.io.DatasetWriter, count: int, resampling: str):
+        self.final, self.tmpdir, self.dataset = final, tmpdir, dataset
+        self._count, self._resampling = count, resampling
+
+    def finish(self) -> Path:
+        """Close the staging file and copy it as a COG with overviews; return the COG's temporary path."""
+        stage = Path(self.dataset.name)
+        self.dataset.close()
+        cog = self.tmpdir / "cog.tif"
+        rasterio.shutil.copy(
+            stage, cog, driver="COG", compress="DEFLATE", overview_resampling=self._resampling, blocksize=256,
+            BIGTIFF="IF_SAFER", **({"interleave": "PIXEL"} if self._count > 1 and _COG_INTERLEAVE else {}),
+        )
+        stage.unlink()
+        return cog
+
+
 @contextlib.contextmanager
-def cog_writer(
+def staged_cog(
     path: str | Path,
     grid: Grid,
     count: int,
@@ -78,35 +98,45 @@ def cog_writer(
     tags: dict[str, Any] | None = None,
     descriptions: list[str] | None = None,
     resampling: str = "nearest",
-) -> Iterator[rasterio.io.DatasetWriter]:
-    """Open a tiled staging GeoTIFF for windowed writes; on success publish it as a COG at ``path``.
+) -> Iterator[StagedCog]:
+    """A tiled staging GeoTIFF for windowed writes, in a hidden directory beside ``path`` that is removed
+    on leaving, success or not (and by the next writer, should a killed job leave it).
 
-    GDAL's COG driver copies the staging file with overviews (colour table, tags and band names go
-    along), then the copy is renamed into place: readers never see a partial file, and an error leaves
-    nothing behind. Non-string tag values are stored as JSON (read them with :func:`read_tag`).
+    Colour table, tags and band names go along into the COG; non-string tag values are stored as JSON
+    (read them with :func:`read_tag`).
     """
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{final.name}.") as tmpdir:
-        stage, cog = Path(tmpdir) / "stage.tif", Path(tmpdir) / "cog.tif"
+    remove_stale(final)
+    with tempfile.TemporaryDirectory(dir=final.parent, prefix=staging_prefix(final)) as tmpdir:
         profile = dict(
             driver="GTiff", dtype=dtype, count=count, nodata=nodata, tiled=True, blockxsize=256,
             blockysize=256, compress="deflate", interleave="pixel" if count > 1 else "band",
             BIGTIFF="IF_SAFER", **grid.profile(),
         )
-        with rasterio.open(stage, "w", **profile) as dst:
+        dst = rasterio.open(Path(tmpdir) / "stage.tif", "w", **profile)
+        try:
             if colors:
                 dst.write_colormap(1, colormap(colors))
             if tags:
                 dst.update_tags(**{k: v if isinstance(v, str) else json.dumps(v) for k, v in tags.items()})
             for i, d in enumerate(descriptions or [], start=1):
                 dst.set_band_description(i, d)
-            yield dst
-        rasterio.shutil.copy(
-            stage, cog, driver="COG", compress="DEFLATE", overview_resampling=resampling, blocksize=256,
-            BIGTIFF="IF_SAFER", **({"interleave": "PIXEL"} if count > 1 and _COG_INTERLEAVE else {}),
-        )
-        os.replace(cog, final)
+            yield StagedCog(final, Path(tmpdir), dst, count, resampling)
+        finally:
+            if not dst.closed:
+                dst.close()
+
+
+@contextlib.contextmanager
+def cog_writer(path: str | Path, grid: Grid, count: int, dtype: str, **options: Any) -> Iterator[rasterio.io.DatasetWriter]:
+    """Open a staging GeoTIFF for windowed writes; on success publish it as a COG at ``path``.
+
+    Readers never see a partial file, and an error leaves nothing behind. Options as :func:`staged_cog`.
+    """
+    with staged_cog(path, grid, count, dtype, **options) as staged:
+        yield staged.dataset
+        publish_together([(staged.finish(), staged.final)])
 
 
 def write_cog(path: str | Path, data: np.ndarray, grid: Grid, **kwargs: Any) -> None:

@@ -83,6 +83,13 @@ class SampleTable:
         out[raw == int(info["nodata"])] = np.nan
         return out.reshape(len(self.frame), steps, len(bands), size, size)
 
+    def observed(self) -> np.ndarray:
+        """Per row: True where at least one band value is present (a row of NaN only carries no signal)."""
+        return np.isfinite(self.features()).any(axis=(1, 2))
+
+    def rows(self, keep: np.ndarray) -> "SampleTable":
+        return SampleTable(self.frame[keep].reset_index(drop=True), self.bands, self.steps, self.meta)
+
     def class_names(self) -> dict[int, str]:
         names = {int(k): v for k, v in self.meta.get("class_names", {}).items()}
         return {c: names.get(c, str(c)) for c in self.classes}
@@ -120,6 +127,9 @@ def check(frame: pd.DataFrame, where: str, meta: dict[str, Any] | None = None, m
         raise LcflowError(f"{where}: no rows")
     if frame["label"].isna().any() or not pd.api.types.is_integer_dtype(frame["label"]):
         raise LcflowError(f"{where}: 'label' must be integer class codes without gaps")
+    outside = frame["label"][(frame["label"] < 0) | (frame["label"] > 65534)]
+    if len(outside):
+        raise LcflowError(f"{where}: label value(s) {sorted(set(outside.tolist()))[:5]} are not class codes 0..65534")
     if "split" in frame.columns:
         bad = sorted(set(frame["split"].astype(str)) - set(SPLITS))
         if bad:
@@ -128,6 +138,16 @@ def check(frame: pd.DataFrame, where: str, meta: dict[str, Any] | None = None, m
     if n_classes < min_classes:
         raise LcflowError(f"{where}: only {n_classes} class ({frame['label'].iloc[0]}); at least {min_classes} needed")
     bands, steps = band_layout(list(frame.columns), where)
+    columns = [f"{b}_t{k:02d}" for k in range(steps) for b in bands]
+    not_numbers = [c for c in columns if not pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])]
+    if not_numbers:
+        raise LcflowError(f"{where}: band column(s) {_short(not_numbers)} are not numeric "
+                          f"({frame[not_numbers[0]].dtype}); band values are numbers, NaN where missing")
+    infinite = np.isinf(frame[columns].to_numpy(dtype=np.float64, na_value=np.nan))
+    if infinite.any():
+        bad = [columns[i] for i in np.flatnonzero(infinite.any(axis=0))]
+        raise LcflowError(f"{where}: {int(infinite.sum())} infinite value(s) in band column(s) {_short(bad)}; "
+                          "missing observations are NaN")
     if PATCH in frame.columns:
         info = (meta or {}).get("patch") or {}
         if not {"size", "bands", "nodata"} <= set(info):

@@ -32,10 +32,14 @@ def eligible(labels: np.ndarray, nodata: int, boundary_px: int) -> np.ndarray:
 
 
 def block_splits(shape: tuple[int, int], block_px: int, fractions: dict[str, float], seed: int) -> np.ndarray:
-    """Split name per pixel, constant over square blocks, drawn with the given fractions."""
+    """Split name per pixel, constant over square blocks, drawn with the given fractions.
+
+    The splits are drawn in the order train, val, test whatever the order of ``fractions``: the same
+    configuration written with its keys in another order gives the same samples.
+    """
     nby, nbx = -(-shape[0] // block_px), -(-shape[1] // block_px)
     rng = np.random.default_rng(seed)
-    names = list(fractions)
+    names = [n for n in ("train", "val", "test") if n in fractions]
     p = np.array([fractions[n] for n in names], dtype=float)
     per_block = rng.choice(len(names), size=(nby, nbx), p=p / p.sum())
     full = np.repeat(np.repeat(per_block, block_px, axis=0), block_px, axis=1)[: shape[0], : shape[1]]
@@ -47,6 +51,12 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
         fractions: dict[str, float] | None = None, seed: int = 0, patch_px: int = 0) -> pd.DataFrame:
     """Write the samples table of one tile-year and return it."""
     fractions = fractions or {"train": 0.6, "val": 0.2, "test": 0.2}
+    unknown = sorted(set(fractions) - {"train", "val", "test"})
+    if unknown or any(not isinstance(v, (int, float)) or v < 0 for v in fractions.values()) or not fractions.get("train"):
+        raise LcflowError(f"sample fractions {fractions}: give train (> 0), val and test shares (>= 0)"
+                          + (f"; unknown split(s) {unknown}" if unknown else ""))
+    if abs(sum(fractions.values()) - 1) > 1e-6:
+        raise LcflowError(f"sample fractions {fractions} sum to {sum(fractions.values()):g}, not 1")
     if patch_px < 0 or (patch_px and patch_px % 2 == 0):
         raise LcflowError(f"sample patch_px {patch_px}: must be 0 (no patches) or odd, so a patch has a centre")
     grid = Grid.of(cube)

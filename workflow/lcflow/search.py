@@ -47,8 +47,14 @@ def from_catalog(catalog_path: str | Path) -> Iterable[pystac.Item]:
     path = Path(catalog_path)
     if not path.exists():
         raise LcflowError(f"STAC catalog {path} does not exist")
-    catalog = pystac.Catalog.from_file(str(path))
-    for item in catalog.get_items(recursive=True):
+    try:
+        catalog = pystac.Catalog.from_file(str(path))
+        items = list(catalog.get_items(recursive=True))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise LcflowError(f"STAC catalog {path} (or a file it links) is not JSON: {exc}") from exc
+    except (pystac.STACError, pystac.STACTypeError, KeyError, TypeError, ValueError, OSError) as exc:
+        raise LcflowError(f"STAC catalog {path} cannot be read as a STAC catalog ({type(exc).__name__}: {exc})") from exc
+    for item in items:
         item.make_asset_hrefs_absolute()
         yield item
 
@@ -78,8 +84,16 @@ def run(tile: str, year: int, out: str | Path, *, catalog: str | None = None, ap
     mgrs.check_tile(tile)
     if bool(catalog) == bool(api):
         raise LcflowError("give exactly one of a local STAC catalog (stac.catalog) or a STAC API URL (stac.api)")
-    source = from_catalog(catalog) if catalog else from_api(api, collection, tile, year, max_cloud_cover)
-    items = select(source, tile, year, max_cloud_cover)
+    if catalog:
+        items = select(from_catalog(catalog), tile, year, max_cloud_cover)
+    else:
+        try:
+            items = select(from_api(api, collection, tile, year, max_cloud_cover), tile, year, max_cloud_cover)
+        except LcflowError:
+            raise
+        except Exception as exc:  # pystac-client's APIError, connection errors, timeouts
+            raise LcflowError(f"STAC search of tile {tile} {year} at {api} (collection {collection}) failed: "
+                              f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}") from exc
     if not items:
         where = catalog or api
         raise LcflowError(f"no Sentinel-2 item for tile {tile} in {year} (cloud cover <= {max_cloud_cover}) in {where}")
@@ -93,4 +107,14 @@ def read_manifest(path: str | Path) -> list[pystac.Item]:
     path = Path(path)
     if not path.exists():
         raise LcflowError(f"manifest {path} does not exist")
-    return list(pystac.ItemCollection.from_file(str(path)))
+    try:
+        data = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LcflowError(f"manifest {path} is not JSON ({exc}); write it with lcflow search") from exc
+    if not isinstance(data, dict) or data.get("type") != "FeatureCollection":
+        raise LcflowError(f"manifest {path} is not a STAC ItemCollection (a GeoJSON FeatureCollection of items); "
+                          "write it with lcflow search")
+    try:
+        return list(pystac.ItemCollection.from_dict(data))
+    except (pystac.STACError, pystac.STACTypeError, KeyError, TypeError, ValueError) as exc:
+        raise LcflowError(f"manifest {path}: an item is not a valid STAC item ({type(exc).__name__}: {exc})") from exc

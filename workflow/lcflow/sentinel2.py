@@ -39,12 +39,14 @@ def check_bands(bands: list[str]) -> list[str]:
     return list(bands)
 
 
-def asset_key(assets: Mapping[str, Any], band: str) -> str:
+def asset_key(assets: Mapping[str, Any], band: str, item_id: str = "") -> str:
     """Asset key of ``band`` in an item: Earth Search style (``blue``) or band-named (``B02``, Planetary Computer)."""
     for key in (band, EARTH_SEARCH_KEYS[band], band.lower()):
         if key in assets:
             return key
-    raise LcflowError(f"item has no asset for band {band} (looked for {band!r}, {EARTH_SEARCH_KEYS[band]!r})")
+    which = f"item {item_id}" if item_id else "item"
+    raise LcflowError(f"{which} has no asset for band {band} (looked for {band!r}, {EARTH_SEARCH_KEYS[band]!r}; "
+                      f"it has {', '.join(sorted(assets)) or 'none'})")
 
 
 def boa_offset(properties: Mapping[str, Any]) -> int:

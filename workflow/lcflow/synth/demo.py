@@ -10,6 +10,7 @@ import pystac
 from rasterio.warp import transform_geom
 
 from .. import mgrs, nomenclature
+from ..errors import LcflowError
 from ..raster import Grid, write_cog
 from ..sentinel2 import BAND_RESOLUTION, EARTH_SEARCH_KEYS
 from . import clouds, corine, landscape, spectra
@@ -108,6 +109,12 @@ def make_demo(out: str | Path, aoi: dict[str, list[float]], years: list[int], re
               acquisitions: tuple[int, int] = (12, 20), mmu_cells: int = 4, change_fraction: float = 0.03) -> None:
     """Write catalog/, corine/clc_demo_3035.tif and truth/{tile}_{year}.tif under ``out``."""
     out = Path(out)
+    for tile, bounds in aoi.items():
+        if not isinstance(bounds, list) or len(bounds) != 4 or bounds[0] >= bounds[2] or bounds[1] >= bounds[3]:
+            raise LcflowError(f"demo aoi of {tile} = {bounds!r} is not [xmin, ymin, xmax, ymax]")
+        if bounds[2] - bounds[0] != bounds[3] - bounds[1]:
+            raise LcflowError(f"demo aoi of {tile} = {bounds} must be square")
+        mgrs.check_inside_tile(tile, bounds)
     for sub in ("catalog", "truth", "corine"):
         shutil.rmtree(out / sub, ignore_errors=True)
     first, second = years[0], years[-1]
@@ -125,8 +132,6 @@ def make_demo(out: str | Path, aoi: dict[str, list[float]], years: list[int], re
         grid = Grid.from_bounds(mgrs.tile_epsg(tile), tuple(bounds), resolution)
         rng = np.random.default_rng(_seed("landscape", tile))
         land = landscape.generate(rng, grid.width, change_fraction)
-        if grid.width != grid.height:
-            raise ValueError(f"demo AOI of {tile} must be square")
         truths = {y: (land.before if y == first else land.after) for y in years}
         for year, truth in truths.items():
             write_cog(out / "truth" / f"{tile}_{year}.tif", truth, grid, nodata=0, colors=legend,

@@ -1,0 +1,35 @@
+"""Progress of long work in the log: how much is done, at what rate, and how long is left."""
+
+import logging
+import time
+
+
+class Progress:
+    """Counts units of work (windows, pixels) and logs a line every ``every`` seconds and at the end."""
+
+    def __init__(self, log: logging.Logger, what: str, total: int, unit: str = "px", every: float = 30.0):
+        self.log, self.what, self.total, self.unit, self.every = log, what, total, unit, every
+        self.started = self.last = time.monotonic()
+        self.steps = self.amount = 0
+
+    def add(self, steps: int, total_steps: int, amount: int) -> None:
+        """``steps`` more done of ``total_steps`` (windows), covering ``amount`` more units (pixels)."""
+        self.steps += steps
+        self.amount += amount
+        now = time.monotonic()
+        if now - self.last >= self.every or self.steps >= total_steps:
+            self.last = now
+            elapsed = max(now - self.started, 1e-9)
+            rate = self.amount / elapsed
+            left = (self.total - self.amount) / rate if rate > 0 else float("inf")
+            self.log.info("%s: %d/%d windows, %.0f %s/s, %s elapsed, %s left", self.what, self.steps, total_steps,
+                          rate, self.unit, _duration(elapsed), _duration(left))
+
+
+def _duration(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "?"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
