@@ -10,12 +10,20 @@ from lcflow.errors import LcflowError
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The demo's config only when no --configfile is given: a user's config replaces it, never merges into it.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+CONFIG_SOURCES = workflow.overwrite_configfiles or workflow.configfiles
 try:
-    lcflow_config.check(config, SCHEMA)
+    lcflow_config.check(
+        config,
+        SCHEMA,
+        origins=lcflow_config.Origins(CONFIG_SOURCES, workflow.config_settings.config),
+    )
 except LcflowError as exc:
     raise SystemExit(f"lcflow: {exc}") from None
 validate(config, str(SCHEMA))

@@ -1,8 +1,15 @@
-"""``lcflow <stage>``: every stage of the workflow as a command, the same on a laptop, in a test, in a Slurm job."""
+"""``lcflow <stage>``: every stage of the workflow as a command, the same on a laptop, in a test, in a Slurm job.
+
+Errors end a command with one line naming what failed (file, item, tile, column, parameter) and a
+non-zero exit: 2 for bad input, 1 for anything unexpected. The traceback goes to the log at debug
+level (``-v``), which is how the workflow's rules run every command.
+"""
 
 import argparse
 import json
 import logging
+import math
+import signal
 import sys
 from pathlib import Path
 
@@ -10,13 +17,83 @@ from .errors import LcflowError
 
 log = logging.getLogger("lcflow")
 
-
-def _floats(text: str) -> list[float]:
-    return [float(v) for v in text.split(",")]
+BAD_INPUT, FAILED = 2, 1
 
 
-def _ints(text: str) -> list[int]:
-    return [int(v) for v in text.split(",")] if text else []
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line, like every other error of lcflow."""
+
+    def error(self, message: str):
+        self.exit(BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown after each option; descriptions and epilogs keep their line breaks."""
+
+
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} must be at least {low}")
+        return value
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a number > 0")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} must be within 0..1")
+    return value
+
+
+def _bounds(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected four numbers xmin,ymin,xmax,ymax") from None
+    if len(values) != 4 or not all(map(math.isfinite, values)):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected four numbers xmin,ymin,xmax,ymax, got {len(values)}")
+    if values[0] >= values[2] or values[1] >= values[3]:
+        raise argparse.ArgumentTypeError(f"{text!r}: xmin must be below xmax and ymin below ymax")
+    return values
+
+
+def _scl_classes(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")] if text else []
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected SCL classes 0..11 separated by commas") from None
+    bad = [v for v in values if not 0 <= v <= 11]
+    if bad:
+        raise argparse.ArgumentTypeError(f"SCL class(es) {bad} outside 0..11")
+    return values
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a JSON object")
+    return value
 
 
 def _nomenclature(args):
@@ -28,8 +105,7 @@ def _nomenclature(args):
 def cmd_synth(a):
     from .synth.demo import make_demo
 
-    aoi = json.loads(a.aoi)
-    make_demo(a.out, aoi, a.years, resolution=a.resolution, acquisitions=tuple(a.acquisitions),
+    make_demo(a.out, a.aoi, a.years, resolution=a.resolution, acquisitions=tuple(a.acquisitions),
               mmu_cells=a.mmu_cells, change_fraction=a.change_fraction)
     log.info("demo data written under %s", a.out)
 
@@ -43,11 +119,11 @@ def cmd_search(a):
 
 
 def cmd_cube(a):
-    from . import cube
+    from . import cube, sentinel2
 
-    grid = cube.run(a.items, a.tile, a.year, a.out, a.valid, bands=a.bands.split(","), resolution=a.resolution,
-                    bounds=_floats(a.bounds) if a.bounds else None, invalid_scl=_ints(a.invalid_scl),
-                    dilation_px=a.dilation_px, steps=a.time_steps, block=a.block)
+    grid = cube.run(a.items, a.tile, a.year, a.out, a.valid, bands=sentinel2.check_bands(a.bands.split(",")),
+                    resolution=a.resolution, bounds=a.bounds, invalid_scl=a.invalid_scl, dilation_px=a.dilation_px,
+                    steps=a.time_steps, block=a.block, min_clear_fraction=a.min_clear_fraction)
     log.info("%s %s: cube %d x %d px (%s) -> %s", a.tile, a.year, grid.width, grid.height, grid.crs, a.out)
 
 
@@ -63,15 +139,15 @@ def cmd_sample(a):
 
     frame = sampling.run(a.cube, a.valid, a.labels, a.out, tile=a.tile, year=a.year, per_class=a.per_class,
                          min_valid_fraction=a.min_valid_fraction, boundary_px=a.boundary_px, block_px=a.block_px,
-                         fractions=json.loads(a.fractions) if a.fractions else None, seed=a.seed,
-                         patch_px=a.patch_px)
+                         fractions=a.fractions, seed=a.seed, patch_px=a.patch_px)
     log.info("%d samples (%s) -> %s", len(frame), frame["split"].value_counts().to_dict(), a.out)
 
 
 def cmd_train(a):
     from . import training
 
-    metrics = training.train(a.model, a.samples, a.out, training.parse_overrides(a.set or []))
+    params = {**training.parse_params(a.params), **training.parse_overrides(a.set or [])}
+    metrics = training.train(a.model, a.samples, a.out, params)
     test = metrics.get("test")
     log.info("%s trained -> %s%s", a.model, a.out,
              f"; test OA {test['overall_accuracy']:.4f}, kappa {test['kappa']:.4f}" if test else "")
@@ -107,121 +183,183 @@ def cmd_summarize(a):
     sys.stdout.write(assess.summarize(a.assessments, a.out))
 
 
+def cmd_check_config(a):
+    from . import config
+
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "Snakefile").exists():
+        raise LcflowError("check-config needs lcflow installed from its repository (pip install -e .)")
+    files = a.configfile or [root / config.DEFAULT_CONFIG]
+    merged = config.merge(files)
+    config.check(merged, root / "workflow" / "schemas" / "config.schema.yaml", base=a.directory,
+                 origins=config.Origins(files))
+    print(f"config OK: {len(merged['tiles'])} tile(s) x {len(merged['years'])} year(s), models {', '.join(merged['models'])}")
+
+
 def _nomenclature_args(p):
-    p.add_argument("--level", type=int, default=2, help="CORINE level 1, 2 or 3 (default 2)")
-    p.add_argument("--mapping", help="custom nomenclature CSV (clc_code,class_code,class_name[,red,green,blue])")
+    p.add_argument("--level", type=int, choices=(1, 2, 3), default=2, help="CORINE level of the classes")
+    p.add_argument("--mapping", help="custom nomenclature CSV (clc_code,class_code,class_name[,red,green,blue]) "
+                                     "instead of a level")
+
+
+def _model_epilog() -> str:
+    from . import params
+
+    return "model parameters (--set KEY=VALUE):\n" + "\n".join(
+        f"{model}:\n{params.describe(model)}" for model in params.MODELS)
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="lcflow", description=__doc__)
-    ap.add_argument("-v", "--verbose", action="store_true")
-    sub = ap.add_subparsers(dest="command", required=True)
+    from .models import REGISTRY
 
-    p = sub.add_parser("synth", help="write the synthetic demo: STAC catalog of scenes, CORINE, truth")
-    p.add_argument("--out", required=True)
-    p.add_argument("--aoi", required=True, help='JSON {"31UFT": [xmin, ymin, xmax, ymax], ...} in each tile\'s UTM CRS')
-    p.add_argument("--years", type=int, nargs="+", required=True)
-    p.add_argument("--resolution", type=float, default=10.0)
-    p.add_argument("--acquisitions", type=int, nargs=2, default=[12, 20], metavar=("MIN", "MAX"))
-    p.add_argument("--mmu-cells", type=int, default=4)
-    p.add_argument("--change-fraction", type=float, default=0.03)
+    ap = _Parser(prog="lcflow", description=__doc__, formatter_class=_Help)
+    ap.add_argument("-v", "--verbose", action="store_true", help="debug messages, and the traceback of an error")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+
+    def command(name: str, help: str, **kw) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, formatter_class=_Help, **kw)
+
+    p = command("synth", "write the synthetic demo: STAC catalog of scenes, CORINE, truth")
+    p.add_argument("--out", required=True, help="directory of the demo data")
+    p.add_argument("--aoi", required=True, type=_json_object,
+                   help='JSON {"31UFT": [xmin, ymin, xmax, ymax], ...} in each tile\'s UTM CRS')
+    p.add_argument("--years", type=int, nargs="+", required=True, help="years of scenes (the first has CORINE)")
+    p.add_argument("--resolution", type=_positive_float, default=10.0, help="metres per pixel of the 10 m bands")
+    p.add_argument("--acquisitions", type=_int_at_least(1), nargs=2, default=[12, 20], metavar=("MIN", "MAX"),
+                   help="fewest and most acquisitions a year")
+    p.add_argument("--mmu-cells", type=_int_at_least(1), default=4, help="minimum mapping unit of CORINE, 100 m cells")
+    p.add_argument("--change-fraction", type=_share, default=0.03, help="share of the area that changes class")
     p.set_defaults(func=cmd_synth)
 
-    p = sub.add_parser("search", help="STAC search of one tile and year -> items.json manifest")
-    p.add_argument("--tile", required=True)
-    p.add_argument("--year", type=int, required=True)
-    p.add_argument("--catalog", help="local static STAC catalog.json")
-    p.add_argument("--api", help="STAC API root URL")
-    p.add_argument("--collection", default="sentinel-2-l2a")
-    p.add_argument("--max-cloud-cover", type=float, default=100.0)
-    p.add_argument("--out", required=True)
+    p = command("search", "STAC search of one tile and year -> items.json manifest")
+    p.add_argument("--tile", required=True, help="MGRS tile id, e.g. 31UFT")
+    p.add_argument("--year", type=int, required=True, help="calendar year")
+    p.add_argument("--catalog", help="local static STAC catalog.json (or give --api)")
+    p.add_argument("--api", help="STAC API root URL (or give --catalog)")
+    p.add_argument("--collection", default="sentinel-2-l2a", help="collection to search")
+    p.add_argument("--max-cloud-cover", type=float, default=100.0, help="skip scenes with more cloud, percent")
+    p.add_argument("--out", required=True, help="manifest to write (a STAC ItemCollection)")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("cube", help="cloud-masked composites on a regular time grid")
-    p.add_argument("--items", required=True)
-    p.add_argument("--tile", required=True)
-    p.add_argument("--year", type=int, required=True)
-    p.add_argument("--bands", default="B02,B03,B04,B05,B06,B07,B08,B8A,B11,B12")
-    p.add_argument("--resolution", type=float, default=10.0)
-    p.add_argument("--bounds", help="xmin,ymin,xmax,ymax in the tile's CRS (default: the whole tile)")
-    p.add_argument("--invalid-scl", default="0,1,3,8,9,10")
-    p.add_argument("--dilation-px", type=int, default=1)
-    p.add_argument("--time-steps", type=int, default=12)
-    p.add_argument("--block", type=int, default=512)
-    p.add_argument("--out", required=True)
+    p = command("cube", "cloud-masked composites on a regular time grid")
+    p.add_argument("--items", required=True, help="manifest written by lcflow search")
+    p.add_argument("--tile", required=True, help="MGRS tile id")
+    p.add_argument("--year", type=int, required=True, help="calendar year of the time grid")
+    p.add_argument("--bands", default="B02,B03,B04,B05,B06,B07,B08,B8A,B11,B12", help="Sentinel-2 bands, comma-separated")
+    p.add_argument("--resolution", type=_positive_float, default=10.0, help="metres per pixel")
+    p.add_argument("--bounds", type=_bounds, help="xmin,ymin,xmax,ymax in the tile's CRS (default: the whole tile)")
+    p.add_argument("--invalid-scl", type=_scl_classes, default="0,1,3,8,9,10", help="SCL classes masked out")
+    p.add_argument("--dilation-px", type=_int_at_least(0), default=1, help="grow the invalid mask by this many pixels")
+    p.add_argument("--time-steps", type=_int_at_least(1), default=12, help="composites per calendar year")
+    p.add_argument("--block", type=_int_at_least(16), default=512, help="processing window, pixels a side")
+    p.add_argument("--min-clear-fraction", type=_share, default=0.1,
+                   help="refuse a cube whose share of composite cells with a clear observation is lower")
+    p.add_argument("--out", required=True, help="cube GeoTIFF (COG) to write")
     p.add_argument("--valid", required=True, help="output: valid-observation count per time step")
     p.set_defaults(func=cmd_cube)
 
-    p = sub.add_parser("labels", help="CORINE on the tile grid, in the configured nomenclature")
-    p.add_argument("--corine", required=True)
+    p = command("labels", "CORINE on the tile grid, in the configured nomenclature")
+    p.add_argument("--corine", required=True, help="CORINE raster: grid codes 1..44 or CLC codes, any CRS")
     p.add_argument("--grid", required=True, help="a raster on the tile grid (the cube)")
     _nomenclature_args(p)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="class raster (COG) to write")
     p.set_defaults(func=cmd_labels)
 
-    p = sub.add_parser("sample", help="samples table of one tile-year")
-    p.add_argument("--cube", required=True)
-    p.add_argument("--valid", required=True)
-    p.add_argument("--labels", required=True)
-    p.add_argument("--tile", required=True)
-    p.add_argument("--year", type=int, required=True)
-    p.add_argument("--per-class", type=int, default=500)
-    p.add_argument("--min-valid-fraction", type=float, default=0.5)
-    p.add_argument("--boundary-px", type=int, default=1)
-    p.add_argument("--block-px", type=int, default=32)
-    p.add_argument("--fractions", help='JSON {"train": 0.6, "val": 0.2, "test": 0.2}')
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--patch-px", type=int, default=0, help="also store a patch of this (odd) size around each sample")
-    p.add_argument("--out", required=True)
+    p = command("sample", "samples table of one tile-year")
+    p.add_argument("--cube", required=True, help="cube written by lcflow cube")
+    p.add_argument("--valid", required=True, help="its valid-observation counts")
+    p.add_argument("--labels", required=True, help="class raster written by lcflow labels")
+    p.add_argument("--tile", required=True, help="MGRS tile id")
+    p.add_argument("--year", type=int, required=True, help="year of the cube")
+    p.add_argument("--per-class", type=_int_at_least(1), default=500, help="samples per class at most")
+    p.add_argument("--min-valid-fraction", type=_share, default=0.5,
+                   help="share of time steps with a clear composite a pixel needs")
+    p.add_argument("--boundary-px", type=_int_at_least(0), default=1, help="skip pixels this close to another label")
+    p.add_argument("--block-px", type=_int_at_least(1), default=32, help="side of the blocks splits are drawn by")
+    p.add_argument("--fractions", type=_json_object, help='JSON {"train": 0.6, "val": 0.2, "test": 0.2}, summing to 1')
+    p.add_argument("--seed", type=int, default=0, help="sampling and split seed")
+    p.add_argument("--patch-px", type=_int_at_least(0), default=0, help="also store a patch of this (odd) size around each sample")
+    p.add_argument("--out", required=True, help="samples table (parquet) to write")
     p.set_defaults(func=cmd_sample)
 
-    p = sub.add_parser("train", help="train a model on samples table(s)")
-    p.add_argument("--model", required=True)
-    p.add_argument("--samples", required=True, nargs="+")
+    p = command("train", "train a model on samples table(s)", epilog=_model_epilog())
+    p.add_argument("--model", required=True, choices=list(REGISTRY), help="model to train")
+    p.add_argument("--samples", required=True, nargs="+", help="samples table(s), parquet")
     p.add_argument("--out", required=True, help="model directory")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="model parameter (repeatable)")
+    p.add_argument("--params", help="model parameters as a JSON object (as the workflow passes them)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="a model parameter, over --params (repeatable; the list is below)")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("evaluate", help="score a trained model on samples table(s)")
-    p.add_argument("--model-dir", required=True)
-    p.add_argument("--samples", required=True, nargs="+")
-    p.add_argument("--out", required=True, help="metrics JSON")
+    p = command("evaluate", "score a trained model on samples table(s)")
+    p.add_argument("--model-dir", required=True, help="directory written by lcflow train")
+    p.add_argument("--samples", required=True, nargs="+", help="samples table(s): the test rows, or all without a split")
+    p.add_argument("--out", required=True, help="metrics JSON to write")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("predict", help="map a whole cube")
-    p.add_argument("--model-dir", required=True)
-    p.add_argument("--cube", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--confidence", required=True)
-    p.add_argument("--block", type=int, default=256)
+    p = command("predict", "map a whole cube")
+    p.add_argument("--model-dir", required=True, help="directory written by lcflow train")
+    p.add_argument("--cube", required=True, help="cube written by lcflow cube")
+    p.add_argument("--out", required=True, help="class map (COG) to write")
+    p.add_argument("--confidence", required=True, help="confidence map (COG, percent) to write")
+    p.add_argument("--block", type=_int_at_least(16), default=256, help="prediction window, pixels a side")
     p.set_defaults(func=cmd_predict)
 
-    p = sub.add_parser("assess", help="accuracy of a map on test samples (and truth)")
-    p.add_argument("--model-dir", required=True)
-    p.add_argument("--samples", required=True)
-    p.add_argument("--map", required=True)
-    p.add_argument("--truth")
+    p = command("assess", "accuracy of a map on test samples (and truth)")
+    p.add_argument("--model-dir", required=True, help="directory written by lcflow train")
+    p.add_argument("--samples", required=True, help="samples table of the map's tile-year")
+    p.add_argument("--map", required=True, help="class map written by lcflow predict")
+    p.add_argument("--truth", help="truth raster of CLC level-3 codes on the map's grid")
     _nomenclature_args(p)
-    p.add_argument("--figure")
-    p.add_argument("--out", required=True)
+    p.add_argument("--figure", help="confusion matrix PNG to write")
+    p.add_argument("--out", required=True, help="assessment JSON to write")
     p.set_defaults(func=cmd_assess)
 
-    p = sub.add_parser("summarize", help="table of all assessments")
-    p.add_argument("--assessments", nargs="+", required=True)
-    p.add_argument("--out", required=True)
+    p = command("summarize", "table of all assessments")
+    p.add_argument("--assessments", nargs="+", required=True, help="assessment JSON files")
+    p.add_argument("--out", required=True, help="TSV to write")
     p.set_defaults(func=cmd_summarize)
+
+    p = command("check-config", "check a workflow configuration as the workflow does before any job")
+    p.add_argument("--configfile", nargs="+", help="config file(s), merged in order (default: config/config.yaml "
+                                                    "of this checkout)")
+    p.add_argument("--directory", default=".", help="directory the config's relative paths start from")
+    p.set_defaults(func=cmd_check_config)
     return ap
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _terminate(signum, frame):
+    """SIGTERM (Slurm's scancel, Snakemake cancelling a job) unwinds like an error: staging files go."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error already written in one line
+        return exc.code if isinstance(exc.code, int) else BAD_INPUT
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         args.func(args)
     except LcflowError as exc:
-        print(f"lcflow {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        log.debug("%s failed", args.command, exc_info=True)
+        print(f"lcflow {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return BAD_INPUT
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # a library's error: one line here, the traceback in the log (-v)
+        log.debug("%s failed", args.command, exc_info=True)
+        hint = "" if args.verbose else " (run with -v for the traceback)"
+        print(f"lcflow {args.command}: error: {type(exc).__name__}: {_one_line(str(exc))[:500]}{hint}", file=sys.stderr)
+        return FAILED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
 
 

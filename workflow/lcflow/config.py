@@ -1,14 +1,101 @@
-"""Check the workflow configuration before any job runs, and say in one line what is wrong."""
+"""Check the workflow configuration before any job runs, and say in one line what is wrong and where.
+
+Everything that can be known from the config and its input files is checked here: the schema, years,
+model parameters (the tables ``lcflow train`` uses), sample fractions, each ``aoi`` against its MGRS
+tile, the CORINE codes inside each tile, the local STAC catalog. When several config files are
+merged, an error names the file (or ``--config``) that set the value at fault.
+"""
 
 import datetime as dt
+import json
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
+from . import mgrs
+from . import params as model_params
 from .errors import LcflowError
 from .models import PATCH as PATCH_MODELS
+
+DEFAULT_CONFIG = "config/config.yaml"
+
+
+class Origins:
+    """Which source set each config value: the last config file that has the key, or ``--config``."""
+
+    def __init__(self, files: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None):
+        self.files = [Path(f) for f in files]
+        self.loaded = [load_file(f) for f in self.files]
+        self.overrides = dict(overrides or {})
+
+    def of(self, path: Sequence[str | int]) -> str | None:
+        if _has(self.overrides, path):
+            return "--config"
+        for f, data in zip(reversed(self.files), reversed(self.loaded)):
+            if _has(data, path):
+                return str(f)
+        return None
+
+
+def _has(data: Any, path: Sequence[str | int]) -> bool:
+    """True when ``data`` holds the leading mapping keys of ``path`` (list indices end the walk)."""
+    keys = [p for p in path if not isinstance(p, int)] if path else []
+    if not keys:
+        return False
+    node = data
+    for k in path:
+        if isinstance(k, int):
+            return True
+        if not isinstance(node, Mapping) or k not in node:
+            return False
+        node = node[k]
+    return True
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """One YAML (or JSON) config file as a mapping, or one line saying why it is not one."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise LcflowError(f"config file {path}: cannot be read ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise LcflowError(f"config file {path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise LcflowError(f"config file {path}: expected a mapping of keys, found {type(data).__name__}")
+    return data
+
+
+def merge(files: Sequence[str | Path]) -> dict[str, Any]:
+    """Config files merged in order, later keys over earlier ones (as Snakemake merges them)."""
+    out: dict[str, Any] = {}
+    for f in files:
+        _update(out, load_file(f))
+    return out
+
+
+def _update(base: dict, new: Mapping) -> None:
+    for k, v in new.items():
+        if isinstance(v, Mapping) and isinstance(base.get(k), dict):
+            _update(base[k], v)
+        else:
+            base[k] = v
+
+
+class _Bad(Exception):
+    """A config value at fault: its key path and the message."""
+
+    def __init__(self, path: Sequence[str | int], message: str):
+        super().__init__(message)
+        self.path, self.message = tuple(path), message
 
 
 def _where(path) -> str:
@@ -37,44 +124,99 @@ def _message(error: jsonschema.ValidationError) -> str:
     return f"{where} = {value!r}: {error.message}"
 
 
-def check(config: dict[str, Any], schema_path: str | Path, base: str | Path = ".", today: dt.date | None = None) -> None:
-    """Raise :class:`LcflowError` naming the first bad key and value: schema, year range, input files."""
+def check(config: dict[str, Any], schema_path: str | Path, base: str | Path = ".", today: dt.date | None = None,
+          origins: Origins | None = None) -> None:
+    """Raise :class:`LcflowError` naming the first bad key and value (and, given ``origins``, its file)."""
+    try:
+        _check(config, schema_path, Path(base), today)
+    except _Bad as bad:
+        source = origins.of(bad.path) if origins else None
+        raise LcflowError(f"config: {bad.message}" + (f" (set in {source})" if source else "")) from None
+
+
+def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: dt.date | None) -> None:
     schema = yaml.safe_load(Path(schema_path).read_text())
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
-        raise LcflowError(f"config: {_message(errors[0])}")
+        raise _Bad(errors[0].absolute_path, _message(errors[0]))
     this_year = (today or dt.date.today()).year
     for i, year in enumerate(config["years"]):
         if year > this_year:
-            raise LcflowError(f"config: years[{i}] = {year} is outside 2015..{this_year}")
-    patch_px = (config.get("sample") or {}).get("patch_px", 0)
+            raise _Bad(("years", i), f"years[{i}] = {year} is outside 2015..{this_year}")
+    sample = config.get("sample") or {}
+    patch_px = sample.get("patch_px", 0)
     if patch_px % 2 == 0 and patch_px:
-        raise LcflowError(f"config: sample.patch_px = {patch_px} must be odd (a patch is centred on its sample)")
-    for model in config["models"]:
+        raise _Bad(("sample", "patch_px"), f"sample.patch_px = {patch_px} must be odd (a patch is centred on its sample)")
+    for i, model in enumerate(config["models"]):
         if model in PATCH_MODELS and not patch_px:
-            raise LcflowError(f"config: models includes {model}, which trains on patches: set sample.patch_px "
-                              "(odd, at least 2 * (1 + 2 * blocks) + 1, e.g. 11)")
+            raise _Bad(("models", i), f"models includes {model}, which trains on patches: set sample.patch_px "
+                       "(odd, at least 2 * (1 + 2 * blocks) + 1, e.g. 11)")
+    fractions = sample.get("fractions")
+    if fractions and not math.isclose(sum(fractions.values()), 1.0, abs_tol=1e-6):
+        raise _Bad(("sample", "fractions"), f"sample.fractions = {fractions} sum to {sum(fractions.values()):g}, not 1")
+    for model, given in (config.get("model_params") or {}).items():
+        try:
+            model_params.check(model, given, where=f"model_params.{model}")
+        except model_params.ParamError as exc:
+            raise _Bad(("model_params", model) + ((exc.key,) if exc.key else ()), str(exc)) from None
     aoi = config.get("aoi", {})
     for tile, bounds in aoi.items():
         if bounds[0] >= bounds[2] or bounds[1] >= bounds[3]:
-            raise LcflowError(f"config: aoi.{tile} = {bounds} is not [xmin, ymin, xmax, ymax]")
+            raise _Bad(("aoi", tile), f"aoi.{tile} = {bounds} is not [xmin, ymin, xmax, ymax]")
+        if tile not in config["tiles"]:
+            raise _Bad(("aoi", tile), f"aoi.{tile}: {tile} is not one of tiles {config['tiles']} "
+                       "(a misspelt aoi key would leave its tile to be processed whole)")
+        try:
+            mgrs.check_inside_tile(tile, bounds)
+        except LcflowError as exc:
+            raise _Bad(("aoi", tile), f"aoi.{tile} = {bounds}: {exc}") from None
     if "demo" in config:
         missing = [t for t in config["tiles"] if t not in aoi]
         if missing:
-            raise LcflowError(f"config: demo needs aoi for every tile; aoi.{missing[0]} is missing")
+            raise _Bad(("aoi",), f"demo needs aoi for every tile; aoi.{missing[0]} is missing")
     produced = demo_outputs(config)
-    base = Path(base)
-    inputs = {"stac.catalog": config["stac"].get("catalog"), "labels.corine": config["labels"].get("corine"),
-              "labels.mapping": config["labels"].get("mapping")}
+    inputs = {("stac", "catalog"): config["stac"].get("catalog"), ("labels", "corine"): config["labels"].get("corine"),
+              ("labels", "mapping"): config["labels"].get("mapping")}
     truth = (config.get("assess") or {}).get("truth")
+    for path, value in inputs.items():
+        if value and value not in produced and not (base / value).exists():
+            raise _Bad(path, f"{_where(path)} = {value!r}: file does not exist")
     if truth:
         for tile in config["tiles"]:
             for year in config["years"]:
-                inputs[f"assess.truth ({tile} {year})"] = truth.format(tile=tile, year=year)
-    for key, path in inputs.items():
-        if path and path not in produced and not (base / path).exists():
-            raise LcflowError(f"config: {key} = {path!r}: file does not exist")
+                p = truth.format(tile=tile, year=year)
+                if p not in produced and not (base / p).exists():
+                    raise _Bad(("assess", "truth"), f"assess.truth ({tile} {year}) = {p!r}: file does not exist")
+    catalog = config["stac"].get("catalog")
+    if catalog and catalog not in produced:
+        _check_catalog(base / catalog)
+    corine = config["labels"]["corine"]
+    if corine not in produced:
+        _check_corine(base / corine, config)
+
+
+def _check_catalog(path: Path) -> None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _Bad(("stac", "catalog"), f"stac.catalog = {str(path)!r} is not a JSON STAC catalog ({exc})") from None
+    if not isinstance(data, dict) or data.get("type") not in ("Catalog", "Collection"):
+        raise _Bad(("stac", "catalog"), f"stac.catalog = {str(path)!r} is not a STAC catalog (its type is "
+                   f"{data.get('type') if isinstance(data, dict) else type(data).__name__!r}, not Catalog or Collection)")
+
+
+def _check_corine(path: Path, config: dict[str, Any]) -> None:
+    """The CORINE raster's values inside each configured tile area are CORINE codes of one kind."""
+    from .labels import corine_window_codes
+
+    aoi = config.get("aoi") or {}
+    for tile in config["tiles"]:
+        area = aoi.get(tile) or mgrs.tile_bounds(tile)
+        try:
+            corine_window_codes(path, mgrs.tile_epsg(tile), area, where=f"tile {tile}")
+        except LcflowError as exc:
+            raise _Bad(("labels", "corine"), f"labels.corine: {exc}") from None
 
 
 def demo_outputs(config: dict[str, Any]) -> set[str]:

@@ -1,4 +1,5 @@
 import json
+import shlex
 
 from snakemake.exceptions import WorkflowError
 
@@ -31,22 +32,26 @@ wildcard_constraints:
     model=r"[a-z][a-z0-9_]*",
 
 
+# Values from the config reach a job as data: paths and values in a rule's shell are quoted ({x:q}),
+# options built here are quoted with shlex; launcher strings, from the profiles, are the only command
+# lines.
+
+
 def nomenclature_args():
     """CLI options naming the label nomenclature, shared by labels and assess."""
     mapping = LABELS.get("mapping")
-    return f"--mapping {mapping}" if mapping else f"--level {LABELS.get('level', 2)}"
+    return f"--mapping {shlex.quote(mapping)}" if mapping else f"--level {int(LABELS.get('level', 2))}"
 
 
-def model_sets(model):
-    """--set options for a model's configured parameters."""
-    params = (config.get("model_params") or {}).get(model) or {}
-    return " ".join(f"--set {k}={json.dumps(v)}" for k, v in params.items())
+def model_params(model):
+    """A model's configured parameters as one JSON argument (checked before any job ran)."""
+    return json.dumps((config.get("model_params") or {}).get(model) or {})
 
 
 def aoi_args(wildcards):
     """--bounds of the configured area of a tile; none processes the whole tile."""
     bounds = (config.get("aoi") or {}).get(wildcards.tile)
-    return f"--bounds {','.join(map(str, bounds))}" if bounds else ""
+    return f"--bounds {shlex.quote(','.join(map(str, bounds)))}" if bounds else ""
 
 
 def truth_input(wildcards):

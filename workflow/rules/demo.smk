@@ -19,6 +19,6 @@ if "demo" in config:
         conda:
             ENV
         shell:
-            "lcflow synth --out {params.out} --aoi {params.aoi:q} --years {params.years}"
+            "lcflow -v synth --out {params.out:q} --aoi {params.aoi:q} --years {params.years}"
             " --acquisitions {params.acquisitions} --mmu-cells {params.mmu} --change-fraction {params.change}"
-            " --resolution {params.resolution} > {log} 2>&1"
+            " --resolution {params.resolution} > {log:q} 2>&1"

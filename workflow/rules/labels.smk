@@ -14,7 +14,8 @@ rule labels:
     conda:
         ENV
     shell:
-        "lcflow labels --corine {input.corine} --grid {input.grid} {params.nomenclature} --out {output} > {log} 2>&1"
+        "lcflow -v labels --corine {input.corine:q} --grid {input.grid:q} {params.nomenclature}"
+        " --out {output:q} > {log:q} 2>&1"
 
 
 rule sample:
@@ -37,7 +38,7 @@ rule sample:
     conda:
         ENV
     shell:
-        "lcflow sample --cube {input.cube} --valid {input.valid} --labels {input.labels}"
+        "lcflow -v sample --cube {input.cube:q} --valid {input.valid:q} --labels {input.labels:q}"
         " --tile {wildcards.tile} --year {wildcards.year} --per-class {params.per_class}"
         " --min-valid-fraction {params.min_valid} --boundary-px {params.boundary} --block-px {params.block}"
-        " --fractions {params.fractions:q} --seed {params.seed} --patch-px {params.patch} --out {output} > {log} 2>&1"
+        " --fractions {params.fractions:q} --seed {params.seed} --patch-px {params.patch} --out {output:q} > {log:q} 2>&1"

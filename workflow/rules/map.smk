@@ -13,8 +13,8 @@ rule predict:
     conda:
         ENV
     shell:
-        "lcflow predict --model-dir {params.model_dir} --cube {input.cube} --out {output.map}"
-        " --confidence {output.confidence} --block {params.block} > {log} 2>&1"
+        "lcflow -v predict --model-dir {params.model_dir:q} --cube {input.cube:q} --out {output.map:q}"
+        " --confidence {output.confidence:q} --block {params.block} > {log:q} 2>&1"
 
 
 rule assess:
@@ -36,13 +36,13 @@ rule assess:
         f"{R}/logs/assess/{{tile}}_{{year}}_{{model}}.log",
     params:
         model_dir=subpath(input.model, parent=True),
-        truth=lambda wc, input: f"--truth {input.truth}" if "truth" in input.keys() else "",
+        truth=lambda wc, input: f"--truth {shlex.quote(input.truth)}" if "truth" in input.keys() else "",
         nomenclature=nomenclature_args(),
     conda:
         ENV
     shell:
-        "lcflow assess --model-dir {params.model_dir} --samples {input.samples} --map {input.map}"
-        " {params.truth} {params.nomenclature} --out {output.json} --figure {output.figure} > {log} 2>&1"
+        "lcflow -v assess --model-dir {params.model_dir:q} --samples {input.samples:q} --map {input.map:q}"
+        " {params.truth} {params.nomenclature} --out {output.json:q} --figure {output.figure:q} > {log:q} 2>&1"
 
 
 rule summary:
@@ -55,4 +55,4 @@ rule summary:
     conda:
         ENV
     shell:
-        "lcflow summarize --assessments {input} --out {output} > {log} 2>&1"
+        "lcflow -v summarize --assessments {input:q} --out {output:q} > {log:q} 2>&1"

@@ -10,14 +10,14 @@ rule search:
     log:
         f"{R}/logs/search/{{tile}}_{{year}}.log",
     params:
-        source=f"--catalog {STAC['catalog']}" if STAC.get("catalog") else f"--api {STAC['api']}",
+        source=f"--catalog {shlex.quote(STAC['catalog'])}" if STAC.get("catalog") else f"--api {shlex.quote(STAC['api'])}",
         collection=STAC.get("collection", "sentinel-2-l2a"),
         clouds=STAC.get("max_cloud_cover", 100),
     conda:
         ENV
     shell:
-        "lcflow search --tile {wildcards.tile} --year {wildcards.year} {params.source}"
-        " --collection {params.collection} --max-cloud-cover {params.clouds} --out {output} > {log} 2>&1"
+        "lcflow -v search --tile {wildcards.tile} --year {wildcards.year} {params.source}"
+        " --collection {params.collection:q} --max-cloud-cover {params.clouds} --out {output:q} > {log:q} 2>&1"
 
 
 rule cube:
@@ -36,10 +36,11 @@ rule cube:
         steps=CUBE["time_steps"],
         block=CUBE["block_px"],
         resolution=CUBE["resolution"],
+        min_clear=CUBE.get("min_clear_fraction", 0.1),
     conda:
         ENV
     shell:
-        "lcflow cube --items {input} --tile {wildcards.tile} --year {wildcards.year} --bands {params.bands}"
-        " --resolution {params.resolution} {params.bounds} --invalid-scl {params.invalid}"
+        "lcflow -v cube --items {input:q} --tile {wildcards.tile} --year {wildcards.year} --bands {params.bands:q}"
+        " --resolution {params.resolution} {params.bounds} --invalid-scl {params.invalid:q}"
         " --dilation-px {params.dilation} --time-steps {params.steps} --block {params.block}"
-        " --out {output.cube} --valid {output.valid} > {log} 2>&1"
+        " --min-clear-fraction {params.min_clear} --out {output.cube:q} --valid {output.valid:q} > {log:q} 2>&1"

@@ -6,19 +6,20 @@ rule train_rf:
         ALL_SAMPLES,
     output:
         meta=f"{R}/models/rf/model.json",
-        weights=f"{R}/models/rf/model.joblib",
+        weights=f"{R}/models/rf/model.skops",
         metrics=f"{R}/models/rf/metrics.json",
         history=f"{R}/models/rf/history.csv",
     log:
         f"{R}/logs/train/rf.log",
     params:
-        sets=model_sets("rf"),
+        model_params=model_params("rf"),
         out=subpath(output.meta, parent=True),
     threads: CORES
     conda:
         ENV
     shell:
-        "lcflow train --model rf --samples {input} --out {params.out} {params.sets} --set n_jobs={threads} > {log} 2>&1"
+        "lcflow -v train --model rf --samples {input:q} --out {params.out:q} --params {params.model_params:q}"
+        " --set n_jobs={threads} > {log:q} 2>&1"
 
 
 rule train:
@@ -34,7 +35,7 @@ rule train:
     wildcard_constraints:
         model="|".join(DEEP_MODELS) or "none",
     params:
-        sets=lambda wc: model_sets(wc.model),
+        model_params=lambda wc: model_params(wc.model),
         out=subpath(output.meta, parent=True),
         # how the training processes start, from the resources the profile sets (lcflow.launch):
         # launcher="horovodrun -np N ..." locally; mpi="srun --mpi=pmix" with nodes, tasks_per_node
@@ -48,5 +49,5 @@ rule train:
     conda:
         ENV
     shell:
-        "{params.launcher} lcflow train --model {wildcards.model} --samples {input} --out {params.out}"
-        " {params.sets} --set threads={params.threads} > {log} 2>&1"
+        "{params.launcher} lcflow -v train --model {wildcards.model} --samples {input:q} --out {params.out:q}"
+        " --params {params.model_params:q} --set threads={params.threads} > {log:q} 2>&1"
