@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pystac
 import pytest
+import yaml
 
 from lcflow import cube, labels, nomenclature, sampling, search
 from lcflow.synth.demo import make_demo
@@ -74,12 +75,31 @@ def patch_samples(stages) -> dict[int, Path]:
 
 
 def snakemake(workdir: Path, *args: str, profile: str = "local", env: dict | None = None,
-              timeout: int = 1500) -> subprocess.CompletedProcess:
-    """The demo workflow in ``workdir`` under a profile, with this interpreter's tools on PATH."""
+              timeout: int = 1500, configfile: Path | list[Path] | None = None) -> subprocess.CompletedProcess:
+    """The workflow in ``workdir`` under a profile (the demo config unless other files are given, merged
+    in order), with this interpreter's tools on PATH."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}
     cmd = ["snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--profile", str(ROOT / "profiles" / profile),
-           "--configfile", str(ROOT / "config" / "config.yaml"), *(["--cores", "2"] if profile == "local" else []), *args]
+           "--configfile", *map(str, configfile if isinstance(configfile, list) else [configfile or ROOT / "config" / "config.yaml"]),
+           *(["--cores", "2"] if profile == "local" else []), *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+#: directory names that a shell would split or run if a rule did not quote them
+HOSTILE_RESULTS = "rés ults'$(touch FILE);x"
+HOSTILE_RESOURCES = "resources ü'x"
+
+
+def demo_config(path: Path, results: str = HOSTILE_RESULTS, resources: str = HOSTILE_RESOURCES) -> Path:
+    """The demo config with its results and demo-data directories renamed; written to ``path``."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["results"] = results
+    cfg["demo"]["out"] = resources
+    cfg["stac"]["catalog"] = f"{resources}/catalog/catalog.json"
+    cfg["labels"]["corine"] = f"{resources}/corine/clc_demo_3035.tif"
+    cfg["assess"]["truth"] = f"{resources}/truth/{{tile}}_{{year}}.tif"
+    path.write_text(yaml.safe_dump(cfg, allow_unicode=True))
+    return path
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -90,8 +110,9 @@ def job_counts(output: str) -> dict[str, int]:
 
 @pytest.fixture(scope="session")
 def local_demo_run(tmp_path_factory) -> Path:
-    """The demo DAG run once locally (profiles/local); its results directory."""
+    """The demo DAG run once locally (profiles/local), with results and demo data in directories whose
+    names hold a space, a quote, a non-ASCII letter, ``$(...)`` and ``;``; its results directory."""
     workdir = tmp_path_factory.mktemp("demo-run")
-    done = snakemake(workdir)
+    done = snakemake(workdir, configfile=demo_config(workdir / "demo.yaml"))
     assert done.returncode == 0, done.stderr[-4000:]
-    return workdir / "results"
+    return workdir / HOSTILE_RESULTS

@@ -58,6 +58,9 @@ def test_block_splits_are_constant_per_block():
     blocks = s.reshape(8, 8, 8, 8).transpose(0, 2, 1, 3).reshape(64, 64)
     assert all(len(set(b)) == 1 for b in blocks)
     assert {"train", "val", "test"} == set(np.unique(s))
+    # a config whose keys come in another order (YAML dumpers sort them) draws the same splits
+    again = sampling.block_splits((64, 64), 8, {"test": 0.2, "train": 0.6, "val": 0.2}, seed=1)
+    assert np.array_equal(s, again)
 
 
 def test_samples_table_matches_rasters(stages):

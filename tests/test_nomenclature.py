@@ -32,12 +32,23 @@ def test_grid_codes_and_clc_codes_are_both_accepted():
     grid = np.array([[1, 12, 44], [48, 49, 255]])
     assert nm.clc_codes_from_raster(grid).tolist() == [[111, 211, 523], [0, 0, 0]]
     clc = np.array([[111, 211, 523], [0, 4294967295, 990]], dtype=np.uint32)
-    assert nm.clc_codes_from_raster(clc).tolist() == [[111, 211, 523], [0, 0, 0]]
+    assert nm.clc_codes_from_raster(clc, nodata=4294967295).tolist() == [[111, 211, 523], [0, 0, 0]]
+
+
+@pytest.mark.parametrize("values,message", [
+    ([[12, 12, 99]], "value(s) 99 of the CORINE raster are not CORINE codes (read as grid codes"),
+    ([[12, 23, 112]], "mixes grid codes (1..44: 12, 23) and CLC codes (111..523: 112)"),
+    ([[111, 211, 4294967295]], "value(s) 4294967295 of the CORINE raster are not CORINE codes (read as CLC codes"),
+])
+def test_values_that_are_not_corine_codes_are_listed(values, message):
+    with pytest.raises(LcflowError) as err:
+        nm.clc_codes_from_raster(np.array(values, dtype=np.int64), where="c.tif")
+    assert str(err.value).startswith("c.tif: ") and message in str(err.value)
 
 
 def test_real_corine_subset_decodes():
     with rasterio.open(DATA / "clc_lanjaron_epsg3042.tif") as ds:
-        codes = nm.clc_codes_from_raster(ds.read(1))
+        codes = nm.clc_codes_from_raster(ds.read(1), ds.nodata)
     present = set(np.unique(codes).tolist()) - {0}
     assert present <= {e.clc_code for e in nm.clc_legend()} and len(present) > 10
 

@@ -1,7 +1,10 @@
 """The demo DAG through Snakemake, in a scratch directory: accuracy bars, map format, reruns, errors."""
 
+import base64
 import csv
 import json
+import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +14,7 @@ import yaml
 
 from lcflow import nomenclature
 
-from .conftest import ROOT, job_counts, snakemake
+from .conftest import HOSTILE_RESOURCES, HOSTILE_RESULTS, ROOT, demo_config, job_counts, snakemake
 
 pytestmark = pytest.mark.integration
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -51,28 +54,89 @@ def test_maps_are_georeferenced_cogs_with_the_nomenclature(run):
                     assert ds.dtypes[0] == "uint8" and list(ds.bounds) == DEMO["aoi"][tile]
 
 
+def test_the_demo_ran_with_paths_a_shell_would_split_or_run(run):
+    workdir = run.parent
+    assert run.name == HOSTILE_RESULTS and (workdir / HOSTILE_RESOURCES / "catalog" / "catalog.json").exists()
+    assert sorted(p.name for p in workdir.iterdir()) == sorted([".snakemake", "demo.yaml", HOSTILE_RESOURCES, HOSTILE_RESULTS])
+    assert not list(workdir.rglob("FILE"))  # $(touch FILE) in the results path was never run
+    logs = list((run / "logs").rglob("*.log"))
+    assert len(logs) >= 20 and all(p.stat().st_size > 0 for p in logs if p.parent.name in ("cube", "train"))
+
+
 def test_rerun_does_nothing_and_forcerun_reruns_only_downstream(run):
     workdir = run.parent
-    again = snakemake(workdir, "-n")
+    config = workdir / "demo.yaml"
+    again = snakemake(workdir, "-n", configfile=config)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
-    forced = snakemake(workdir, "-n", "--forcerun", "train")
+    forced = snakemake(workdir, "-n", "--forcerun", "train", configfile=config)
     counts = job_counts(forced.stdout + forced.stderr)
     n_maps = len(DEMO["tiles"]) * len(DEMO["years"])
     assert counts == {"train": 1, "predict": n_maps, "assess": n_maps, "summary": 1, "all": 1}
 
 
-def test_report(run):
-    done = snakemake(run.parent, "--report", str(run / "report.html"))
+def test_report_embeds_every_figure_and_the_accuracy_table(run):
+    done = snakemake(run.parent, "--report", str(run / "report.html"), configfile=run.parent / "demo.yaml")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert (run / "report.html").stat().st_size > 10_000
+    html = (run / "report.html").read_text(encoding="utf-8")
+    embedded = {m.group(1): m.group(2) for m in re.finditer(
+        r'"filename": "([^"]+)".*?"data_uri": "data:[^;]+;charset=utf8;filename=[^;]+;base64,([^"]+)"', html, re.S)}
+    expected = {f"{t}_{y}_{m}.png" for t in DEMO["tiles"] for y in DEMO["years"] for m in DEMO["models"]}
+    assert expected | {"accuracy.tsv"} <= set(embedded), sorted(embedded)
+    for name in expected:  # the figures themselves, byte for byte, with their caption
+        assert base64.b64decode(embedded[name]) == (run / "assessment" / name).read_bytes(), name
+    assert base64.b64decode(embedded["accuracy.tsv"]) == (run / "accuracy.tsv").read_bytes()
+    assert html.count("Row-normalised confusion matrix of the map against the truth raster") >= len(expected)
+
+
+def _lcflow_lines(done) -> list[str]:
+    return [line for line in done.stderr.splitlines() if line.startswith("lcflow:")]
 
 
 def test_bad_config_stops_before_any_job(tmp_path):
     bad = {**DEMO, "tiles": ["31UFT", "31UFTX"]}
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
-    done = snakemake(tmp_path, "-n", "--configfile", str(tmp_path / "bad.yaml"))
+    done = snakemake(tmp_path, "-n", configfile=tmp_path / "bad.yaml")
     assert done.returncode != 0
-    lines = [line for line in done.stderr.splitlines() if line.startswith("lcflow:")]
-    assert lines == ["lcflow: config: tiles[1] = '31UFTX' is not a valid MGRS tile id "
-                     "(pattern ^(0[1-9]|[1-5][0-9]|60)[C-HJ-NP-X][A-HJ-NP-Z][A-HJ-NP-V]$)"]
-    assert not (tmp_path / "results").exists() and not (tmp_path / "resources").exists()
+    assert _lcflow_lines(done) == [
+        "lcflow: config: tiles[1] = '31UFTX' is not a valid MGRS tile id "
+        f"(pattern ^(0[1-9]|[1-5][0-9]|60)[C-HJ-NP-X][A-HJ-NP-Z][A-HJ-NP-V]$) (set in {tmp_path / 'bad.yaml'})"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".snakemake") == ["bad.yaml"]
+
+
+def test_shell_in_a_model_parameter_is_refused_before_any_job(tmp_path):
+    cfg = demo_config(tmp_path / "c.yaml", results="results", resources="resources")
+    text = yaml.safe_load(cfg.read_text())
+    text["model_params"]["rf"]["criterion"] = "$(touch FILE)"
+    cfg.write_text(yaml.safe_dump(text))
+    done = snakemake(tmp_path, configfile=cfg)
+    assert done.returncode != 0
+    assert _lcflow_lines(done) == [
+        "lcflow: config: model_params.rf.criterion = '$(touch FILE)': expected one of gini, entropy, log_loss "
+        f"(set in {cfg})"]
+    # no FILE, no results, no job (.snakemake, where present, is Snakemake's own bookkeeping)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".snakemake") == ["c.yaml"]
+    assert not list(tmp_path.rglob("FILE"))
+
+
+def test_a_users_config_replaces_the_demo_config(tmp_path):
+    """README's real-data example: its keys are not merged with the demo's (no demo, aoi or catalog creep in)."""
+    shutil.copy(ROOT / "tests" / "data" / "clc_lanjaron_epsg3042.tif", tmp_path / "clc.tif")
+    mine = {"tiles": ["30SVF"], "years": [2019], "aoi": {"30SVF": [455000, 4085000, 461000, 4095000]},
+            "stac": {"api": "https://earth-search.aws.element84.com/v1", "max_cloud_cover": 80},
+            "labels": {"corine": "clc.tif", "level": 2}, "models": ["rf"]}
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(mine))
+    done = snakemake(tmp_path, "-n", configfile=tmp_path / "mine.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = job_counts(done.stdout + done.stderr)
+    assert counts == {"search": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict": 1, "assess": 1,
+                      "summary": 1, "all": 1}, counts
+
+
+def test_a_bad_value_names_the_config_file_that_set_it(tmp_path):
+    base = demo_config(tmp_path / "base.yaml", results="results", resources="resources")
+    (tmp_path / "over.yaml").write_text("sample:\n  fractions: {train: 0.5, val: 0.2, test: 0.2}\n")
+    done = snakemake(tmp_path, "-n", configfile=[base, tmp_path / "over.yaml"])
+    assert done.returncode != 0
+    lines = _lcflow_lines(done)
+    assert len(lines) == 1 and lines[0].startswith("lcflow: config: sample.fractions = {")
+    assert lines[0].endswith(f"sum to 0.9, not 1 (set in {tmp_path / 'over.yaml'})"), lines
