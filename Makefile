@@ -4,13 +4,15 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml envs/build-horovod.sh | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml envs/build-horovod.sh envs/system-deps.sh | cksum | cut -d' ' -f1)
 RESULTS := results
 export PATH := $(BIN):$(PATH)
 
 .PHONY: setup demo test bench lint clean
 
-$(STAMP): pyproject.toml envs/build-horovod.sh
+$(STAMP): pyproject.toml envs/build-horovod.sh envs/system-deps.sh
+	# Debian packages first: installed with apt where make runs as root, else the one command to run
+	envs/system-deps.sh $(PYTHON)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned: pip then takes the CPU build where one is provided locally
 	$(BIN)/pip install --quiet torch==2.13.0

@@ -1,0 +1,56 @@
+"""Fresh-machine set-up: missing Debian packages are installed where make runs as root, else named in
+one command; run with stand-ins for id and apt-get, and a PATH without the build tools."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import ROOT
+
+SCRIPT = ROOT / "envs" / "system-deps.sh"
+
+
+def _bare_path(tmp_path: Path, uid: int) -> dict:
+    """A PATH holding the shell's basics and python, an id that says ``uid``, an apt-get that records."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for tool in ("bash", "env", "dirname", "cat"):
+        found = subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip()
+        (bin_ / tool).symlink_to(found)
+    (bin_ / "python3").symlink_to(sys.executable)
+    (bin_ / "id").write_text(f"#!/bin/sh\necho {uid}\n")
+    (bin_ / "apt-get").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/apt.log\n')
+    for f in ("id", "apt-get"):
+        (bin_ / f).chmod(0o755)
+    return {**os.environ, "PATH": str(bin_)}
+
+
+def test_without_root_the_missing_packages_are_named_in_one_command(tmp_path):
+    done = subprocess.run(["bash", str(SCRIPT), "python3"], env=_bare_path(tmp_path, 1000), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "lcflow needs Debian packages that are missing; run: sudo apt-get install -y g++ cmake openmpi-bin libopenmpi-dev"]
+    assert not (tmp_path / "apt.log").exists()
+
+
+def test_as_root_the_missing_packages_are_installed(tmp_path):
+    done = subprocess.run(["bash", str(SCRIPT), "python3", "--", "munge=/nonexistent/munged"],
+                          env=_bare_path(tmp_path, 0), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "apt.log").read_text().splitlines()
+    assert calls == ["update -qq", "install -y -qq g++ cmake openmpi-bin libopenmpi-dev munge"]
+
+
+def test_nothing_is_done_where_everything_is_there():
+    done = subprocess.run(["bash", str(SCRIPT), sys.executable], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+
+
+def test_the_horovod_wheel_cache_is_keyed_by_its_controllers():
+    text = (ROOT / "envs" / "build-horovod.sh").read_text()
+    assert 'dir="$CACHE/horovod-$VERSION-torch$flavour-$controllers"' in text
+    out = subprocess.run(["bash", str(ROOT / "envs" / "build-horovod.sh"), sys.executable], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and "horovod (gloo-mpi) already importable" in out.stdout, out.stdout + out.stderr
