@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from lcflow.features import Standardiser, fill_gaps, prepare
 from lcflow.metrics import scores
@@ -20,12 +21,27 @@ def test_prepare_standardises_and_flags_observations():
     x[0, 1] = np.nan
     x[1] = np.nan
     s = Standardiser.fit(x)
-    assert np.allclose(Standardiser.from_dict(s.to_dict()).mean, s.mean)
+    again = Standardiser.from_dict(s.to_dict())
+    assert np.allclose(again.center, s.center) and np.allclose(again.scale, s.scale) and again.clip == s.clip
     out, empty = prepare(x, s)
     assert out.shape == (50, 4, 4)
     assert empty.tolist() == [False, True] + [False] * 48
     assert out[0, 1, 3] == 0.0 and out[0, 0, 3] == 1.0
     assert abs(float(out[2:, :, :3].mean())) < 0.2 and np.isfinite(out).all()
+
+
+def test_standardisation_is_robust_to_outliers():
+    """Clouds the mask missed (reflectance far above 10000) neither set the scale nor dominate a series."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(1500, 300, (400, 12, 2)).astype(np.float32)
+    clean = Standardiser.fit(x)
+    x[:20, 3, :] = 18000  # 5 % of the samples with one bright outlier date
+    s = Standardiser.fit(x)
+    assert np.allclose(s.center, clean.center, rtol=0.02) and np.allclose(s.scale, clean.scale, rtol=0.1)
+    assert np.nanstd(x[..., 0]) > 3 * s.scale[0]  # a plain standard deviation would have been inflated
+    z = s(x)
+    assert z.max() == s.clip and np.abs(z[20:]).max() < s.clip
+    assert abs(float(np.median(z[20:]))) < 0.05
 
 
 def test_scores():
@@ -36,4 +52,7 @@ def test_scores():
     assert s["per_class"]["1"]["recall"] == 2 / 3 and s["per_class"]["2"]["precision"] == 2 / 3
     assert s["confusion_matrix"]["matrix"] == [[2, 1, 0], [0, 2, 0], [0, 0, 1]]
     assert 0 < s["kappa"] < 1 and 0 < s["macro_f1"] < 1
+    assert s["balanced_accuracy"] == pytest.approx((2 / 3 + 1 + 1) / 3)
     assert scores(truth, truth)["kappa"] == 1.0
+    # the majority answer: high overall accuracy, balanced accuracy of one class in three
+    assert scores(truth, np.ones(6, int))["balanced_accuracy"] == pytest.approx(1 / 3)

@@ -1,5 +1,6 @@
 """Turn band time series with gaps into model input: fill gaps in time, standardise per band."""
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,26 +35,38 @@ def fill_gaps(x: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Standardiser:
-    """Per-band mean and standard deviation, fitted on training samples, stored with the model."""
+    """Per-band centre and scale, fitted on training samples, stored with the model.
 
-    mean: np.ndarray
-    std: np.ndarray
+    Robust: the median and the interquartile range (scaled to a normal's standard deviation) of every
+    band over all samples and time steps, so clouds the mask missed or values above 10000 do not set
+    the scale; standardised values are clipped to +-``clip``, so no single outlier dominates a series.
+    """
+
+    center: np.ndarray
+    scale: np.ndarray
+    clip: float = 6.0
 
     @classmethod
     def fit(cls, x: np.ndarray) -> "Standardiser":
-        mean = np.nanmean(x, axis=(0, 1))
-        std = np.nanstd(x, axis=(0, 1))
-        return cls(np.nan_to_num(mean).astype(np.float32), np.where(std > 0, std, 1.0).astype(np.float32))
+        flat = np.moveaxis(x, 2, 0).reshape(x.shape[2], -1)  # (bands, samples * steps)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a band without any value
+            q25, center, q75 = np.nanpercentile(flat, [25, 50, 75], axis=1)
+            std = np.nanstd(flat, axis=1)
+        scale = (q75 - q25) / 1.349
+        scale = np.where(np.isfinite(scale) & (scale > 0), scale, np.where(np.isfinite(std) & (std > 0), std, 1.0))
+        return cls(np.nan_to_num(center).astype(np.float32), scale.astype(np.float32))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        return (x - self.mean) / self.std
+        return np.clip((x - self.center) / self.scale, -self.clip, self.clip)
 
     def to_dict(self) -> dict:
-        return {"mean": self.mean.tolist(), "std": self.std.tolist()}
+        return {"center": self.center.tolist(), "scale": self.scale.tolist(), "clip": self.clip}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Standardiser":
-        return cls(np.asarray(d["mean"], dtype=np.float32), np.asarray(d["std"], dtype=np.float32))
+        return cls(np.asarray(d["center"], dtype=np.float32), np.asarray(d["scale"], dtype=np.float32),
+                   float(d["clip"]))
 
 
 def prepare(x: np.ndarray, standardise: Standardiser) -> tuple[np.ndarray, np.ndarray]:

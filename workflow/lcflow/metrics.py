@@ -1,4 +1,4 @@
-"""Accuracy figures of a classification: overall accuracy, kappa, per-class and macro F1, confusion."""
+"""Accuracy figures of a classification: overall and balanced accuracy, kappa, per-class and macro F1, confusion."""
 
 from typing import Any
 
@@ -16,6 +16,8 @@ def scores(truth: np.ndarray, predicted: np.ndarray, names: dict[int, str] | Non
     return {
         "n_samples": int(truth.size),
         "overall_accuracy": float((truth == predicted).mean()) if truth.size else float("nan"),
+        # the mean recall of the classes present: what always answering the commonest class cannot fake
+        "balanced_accuracy": float(np.mean(r[in_truth])) if in_truth.any() else float("nan"),
         "kappa": float(cohen_kappa_score(truth, predicted, labels=labels)) if truth.size else float("nan"),
         "macro_f1": float(np.mean(f[in_truth])) if in_truth.any() else float("nan"),
         "per_class": {

@@ -1,7 +1,8 @@
 """The samples table: lcflow's public interchange format (parquet), read, checked and written here.
 
 One row per sample: integer ``label``; optional ``split`` (train/val/test), ``tile``, ``year``, ``row``,
-``col``, ``x``, ``y``; one column per band and time step named ``{band}_t{index:02d}``. Time-step
+``col``, ``x``, ``y``; one column per band and time step named ``{band}_t{index:02d}``, where a band is
+a Sentinel-2 band (``B04``) or a spectral index (``NDVI``), any number of them and of time steps. Time-step
 dates, class names and colours travel in the parquet schema metadata under the key ``lcflow``.
 NaN cells (missed observations) are normal.
 
@@ -23,9 +24,9 @@ import pyarrow.parquet as pq
 
 from .atomic import atomic_path
 from .errors import LcflowError
-from .sentinel2 import REFLECTANCE_BANDS
+from .sentinel2 import FEATURES
 
-BAND_COLUMN = re.compile(r"^(B\d[\dA])_t(\d{2})$")
+BAND_COLUMN = re.compile(r"^([A-Z][A-Z0-9]*)_t(\d{2,})$")
 SPLITS = ("train", "val", "test")
 META_KEY = b"lcflow"
 PATCH = "patch"
@@ -107,12 +108,12 @@ def band_layout(columns: list[str], where: str) -> tuple[list[str], int]:
         if m:
             found.setdefault(m.group(1), set()).add(int(m.group(2)))
     if not found:
-        raise LcflowError(f"{where}: no band columns (named like B04_t03)")
-    unknown = sorted(b for b in found if b not in REFLECTANCE_BANDS)
+        raise LcflowError(f"{where}: no band columns (named like B04_t03 or NDVI_t03)")
+    unknown = sorted(b for b in found if b not in FEATURES)
     if unknown:
-        raise LcflowError(f"{where}: band column(s) of unknown band(s) {unknown}")
+        raise LcflowError(f"{where}: band column(s) of unknown band(s) {unknown}; known: {', '.join(FEATURES)}")
     steps = max(max(s) for s in found.values()) + 1
-    bands = [b for b in REFLECTANCE_BANDS if b in found]
+    bands = [b for b in FEATURES if b in found]
     missing = [f"{b}_t{k:02d}" for k in range(steps) for b in bands if k not in found[b]]
     if missing:
         raise LcflowError(f"{where}: missing band column(s) {_short(missing)}")

@@ -12,6 +12,12 @@ BAND_RESOLUTION: dict[str, int] = {
 }
 REFLECTANCE_BANDS = tuple(b for b in BAND_RESOLUTION if b != "SCL")
 
+#: spectral indices a samples table may carry beside (or instead of) the bands, e.g. NDVI only
+SPECTRAL_INDICES = ("NDVI", "EVI", "SAVI", "NDWI", "MNDWI", "NDMI", "NBR", "NDBI", "NDRE")
+
+#: every feature name of a samples table, in the order its columns are read
+FEATURES = REFLECTANCE_BANDS + SPECTRAL_INDICES
+
 #: Earth Search v1 (element84) lower-case asset keys
 EARTH_SEARCH_KEYS: dict[str, str] = {
     "B01": "coastal", "B02": "blue", "B03": "green", "B04": "red", "B05": "rededge1",
