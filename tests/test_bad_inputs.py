@@ -112,7 +112,7 @@ CONFIG_CASES = [
     cfg_case("duplicate tiles", lambda c, x: c["tiles"].append("31UFT"), "non-unique"),
     cfg_case("year before Sentinel-2", lambda c, x: c["years"].append(2014), "years[2] = 2014"),
     cfg_case("year in the future", lambda c, x: c["years"].append(2031), "years[2] = 2031 is outside 2015..2030"),
-    cfg_case("unknown model", lambda c, x: c["models"].append("svm"), "models[2] = 'svm' is not one of"),
+    cfg_case("unknown model", lambda c, x: c["models"].append("svm"), "models[3] = 'svm' is not one of"),
     cfg_case("CORINE level 4", lambda c, x: c["labels"].update(level=4), "labels.level = 4 is not one of"),
     cfg_case("aoi of a malformed tile", lambda c, x: c["aoi"].update({"99ZZZ": [0, 0, 1, 1]}),
              "aoi: key '99ZZZ' is not a valid MGRS tile id"),
@@ -218,7 +218,8 @@ def _table(ctx: Ctx, edit: Callable[[pd.DataFrame], pd.DataFrame] = lambda d: d,
 
 
 def _train(ctx: Ctx, table: Path, *extra, model: str = "rf") -> tuple[int, list[str]]:
-    fast = ["--set", "n_estimators=10"] if model == "rf" else ["--set", "epochs=1", "--set", "hidden_size=8"]
+    fast = ["--set", "n_estimators=10"] if model == "rf" else ["--set", "epochs=1", "--set", "min_steps=0",
+                                                               "--set", "hidden_size=8"]
     return ctx.lcflow("train", "--model", model, "--samples", table, "--out", ctx.out / model, *fast, *extra)
 
 
@@ -418,7 +419,7 @@ COMMAND_CASES = [
          lambda x: ((x.tmp / "over.yaml").write_text("model_params:\n  lstm: {hiden_size: 3}\n"),
                     x.lcflow("check-config", "--configfile", ROOT / "config" / "config.yaml", x.tmp / "over.yaml",
                              "--directory", x.tmp))[1],
-         "unknown parameter 'hiden_size' for model lstm; known: epochs, batch_size"),
+         "unknown parameter 'hiden_size' for model lstm; known: epochs, min_steps, batch_size"),
     Case("check-config: ... and which file it is",
          lambda x: ((x.tmp / "over.yaml").write_text("sample:\n  fractions: {train: 0.9, val: 0.2, test: 0.2}\n"),
                     x.lcflow("check-config", "--configfile", ROOT / "config" / "config.yaml", x.tmp / "over.yaml",

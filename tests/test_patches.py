@@ -82,7 +82,7 @@ def test_resnet_refuses_patches_smaller_than_its_context(patch_samples, tmp_path
 def resnet(patch_samples, tmp_path_factory):
     out = tmp_path_factory.mktemp("resnet") / "resnet"
     metrics = training.train("resnet", [str(patch_samples[2018]), str(patch_samples[2019])], out,
-                             {"epochs": 8, "channels": 32, "threads": 2})
+                             {"epochs": 8, "min_steps": 0, "channels": 32, "threads": 2})
     return out, metrics
 
 

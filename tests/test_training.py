@@ -9,7 +9,8 @@ from lcflow.cli import main
 from lcflow.errors import LcflowError
 from lcflow.trained import TrainedModel
 
-FAST = {"rf": {"n_estimators": 50}, "lstm": {"epochs": 8, "hidden_size": 32}, "tempcnn": {"epochs": 8, "filters": 16, "dense": 32}}
+FAST = {"rf": {"n_estimators": 50}, "lstm": {"epochs": 8, "min_steps": 0, "hidden_size": 32},
+        "tempcnn": {"epochs": 8, "min_steps": 0, "filters": 16, "dense": 32}}
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +58,8 @@ def test_train_evaluate_and_reload(model, toy_table, tmp_path):
 
 
 def test_lstm_runs_repeat(toy_table, tmp_path):
-    a = training.train("lstm", [str(toy_table)], tmp_path / "a", {"epochs": 3, "hidden_size": 16})
-    b = training.train("lstm", [str(toy_table)], tmp_path / "b", {"epochs": 3, "hidden_size": 16})
+    a = training.train("lstm", [str(toy_table)], tmp_path / "a", {"epochs": 3, "min_steps": 0, "hidden_size": 16})
+    b = training.train("lstm", [str(toy_table)], tmp_path / "b", {"epochs": 3, "min_steps": 0, "hidden_size": 16})
     assert a["test"]["overall_accuracy"] == b["test"]["overall_accuracy"]
 
 

@@ -131,22 +131,35 @@ RF: dict[str, Param] = {
                             "sqrt", "log2", nullable=True,
                             also=(_int(None, "", 1, exact=True), _float(None, "", 0, 1, low_open=True, exact=True))),
     "criterion": _choice("gini", "split quality", "gini", "entropy", "log_loss"),
+    "class_weight": _choice("none", "weight of each class in the trees: none, sqrt (square root of balanced) or "
+                            "balanced (inverse frequency)", "none", "sqrt", "balanced"),
     "n_jobs": _int(-1, "CPU cores (-1: all)", -1),
     "seed": _int(42, "random seed"),
 }
 
 #: how every deep model is trained (lcflow.deep)
 TRAINING: dict[str, Param] = {
-    "epochs": _int(40, "passes over the training samples at most", 1),
+    "epochs": _int(40, "passes over the training samples (more on a small table: see min_steps)", 1),
+    "min_steps": _int(1000, "optimizer steps at least, whatever the table size (small tables train to convergence)", 0),
     "batch_size": _int(128, "samples per step and worker; the global batch is this x workers", 1),
     "learning_rate": _float(0.003, "rate for lr_reference_batch samples per step, scaled to the global batch",
                             0, low_open=True),
     "lr_reference_batch": _int(256, "global batch at which learning_rate applies unscaled", 1),
-    "warmup_epochs": _float(2.0, "linear warm-up from the single-worker rate, in epochs (several workers)", 0),
+    "warmup_fraction": _float(0.05, "share of the steps over which the rate warms up linearly", 0, 1),
     "optimizer": _choice("adamw", "adamw, sgd (momentum) or lamb (large global batches)", "adamw", "sgd", "lamb"),
     "momentum": _float(0.9, "momentum of sgd", 0, 1, high_open=True),
-    "weight_decay": _float(1e-4, "decoupled weight decay", 0),
-    "patience": _int(8, "epochs without a better validation accuracy before stopping", 1),
+    "weight_decay": _float(0.01, "decoupled weight decay", 0),
+    "evaluations": _int(40, "rounds the run is cut into; validation, checkpoint and early stopping after each", 1),
+    "patience": _int(10, "rounds without a better validation accuracy before stopping", 1),
+    "class_weight": _choice("sqrt", "weight of each class in the loss: none, sqrt (square root of balanced) or "
+                            "balanced (inverse frequency)", "none", "sqrt", "balanced"),
+    "label_smoothing": _float(0.1, "share of each target spread over the other classes (calmer on noisy labels)",
+                              0, 1, high_open=True),
+    "input_noise": _float(0.2, "standard deviation of Gaussian noise added to the standardised training inputs "
+                          "(an augmentation for small tables)", 0),
+    "val_fraction": _float(0.2, "share of the training rows set aside for validation when the table has no "
+                           "val rows (stratified, in spatial blocks where x/y or row/col are given)", 0, 0.5,
+                           low_open=True),
     "seed": _int(42, "seed of weights, shuffling and dropout"),
     "threads": _int(0, "torch threads per worker (0: torch's default)", 0),
     "fp16_allreduce": _bool(False, "compress gradients to float16 for the allreduce"),
@@ -154,26 +167,27 @@ TRAINING: dict[str, Param] = {
     "elastic": _bool(False, "Horovod elastic: survive workers leaving (horovodrun --min-np/--max-np)"),
 }
 
-_DROPOUT = _float(0.2, "dropout probability", 0, 1, high_open=True)
+def _dropout(default: float) -> Param:
+    return _float(default, "dropout probability", 0, 1, high_open=True)
 
 LSTM: dict[str, Param] = {
     "hidden_size": _int(64, "LSTM units per layer and direction", 1),
     "num_layers": _int(2, "stacked LSTM layers", 1),
     "bidirectional": _bool(True, "read the series both ways"),
-    "dropout": _DROPOUT,
+    "dropout": _dropout(0.5),  # recurrent stacks overfit small tables first
 }
 
 TEMPCNN: dict[str, Param] = {
     "filters": _int(64, "filters of each of the three convolutions", 1),
     "kernel_size": _int(5, "convolution width in time steps", 1),
     "dense": _int(256, "units of the dense layer", 1),
-    "dropout": _DROPOUT,
+    "dropout": _dropout(0.2),
 }
 
 RESNET: dict[str, Param] = {
     "channels": _int(64, "channels of every residual block", 1),
     "blocks": _int(2, "residual blocks; each widens the context by 2 px", 0),
-    "dropout": _DROPOUT,
+    "dropout": _dropout(0.2),
 }
 
 #: model name -> its parameters

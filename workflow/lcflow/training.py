@@ -6,10 +6,12 @@ import io
 import json
 import logging
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import yaml
 
 from . import params as model_params
@@ -25,6 +27,9 @@ from .nomenclature import clc_level
 from .trained import META_FILE, TrainedModel
 
 log = logging.getLogger("lcflow.train")
+
+#: largest spatial block when validation rows are carved out of the training rows (metres, pixels)
+BLOCK_M, BLOCK_PX = 320.0, 32
 
 
 CHECKPOINT = "checkpoint.pt"
@@ -101,6 +106,12 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
     classes = train_part.classes
     if len(classes) < 2:
         raise LcflowError(f"samples table(s) {names}: the train split has one class only")
+    validation = {"source": "val rows of the table"}
+    if deep_model and (val_part is None or len(val_part.frame) == 0):
+        # a deep model selects its round on val: without val rows, set some training rows aside
+        train_part, val_part, validation = carve_validation(train_part, params["val_fraction"], params["seed"])
+        log.info("no val rows: %d of the training rows set aside for validation (%s)", len(val_part.frame),
+                 validation["method"])
     index = {c: i for i, c in enumerate(classes)}
     standardise = Standardiser.fit(train_part.features())
     x = model_input(cls, train_part, standardise)
@@ -111,14 +122,13 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
         x_val = model_input(cls, val_part, standardise)[keep]
         y_val = val_part.frame["label"][keep].map(index).to_numpy()
     counts = np.bincount(y, minlength=len(classes)).astype(float)
-    class_weight = counts.sum() / (len(classes) * np.maximum(counts, 1))
     model = cls(params, len(table.bands) + 1, table.steps, len(classes))
     if deep_model:
         out.mkdir(parents=True, exist_ok=True)
         model.comm, model.checkpoint = comm, out / CHECKPOINT
         model.fingerprint = fingerprint(model_name, sample_paths, model.params)
     started = time.perf_counter()
-    history = model.fit(x, y, x_val, y_val, class_weight)
+    history = model.fit(x, y, x_val, y_val)
     if comm.rank != 0:
         return {}
     class_names = table.class_names()
@@ -131,7 +141,9 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
         metrics["global_batch"] = int(model.params["batch_size"]) * comm.size
         metrics["samples_per_s"] = float(np.mean([r["samples_per_s"] for r in history]))
     if x_val is not None and len(x_val):
-        metrics["val"] = _against_majority(trained, x_val, y_val, counts, "val")
+        metrics["val"] = {**_against_majority(trained, x_val, y_val, counts, "val"), **validation}
+    elif hasattr(model, "oob_proba"):  # a forest without val rows: its out-of-bag votes
+        metrics["val"] = {**_against_majority(trained, None, y, counts, "out-of-bag"), "source": "out-of-bag samples"}
     test_part = table.split("test") if has_split else None
     if test_part is not None and len(test_part.frame):
         metrics["test"] = evaluate_table(trained, test_part)
@@ -149,11 +161,11 @@ def _observed(part: samples_table.SampleTable, split: str, names: str) -> sample
     return part.rows(seen)
 
 
-def _against_majority(trained: TrainedModel, x_val: np.ndarray, y_val: np.ndarray, train_counts: np.ndarray,
+def _against_majority(trained: TrainedModel, x_val: np.ndarray | None, y_val: np.ndarray, train_counts: np.ndarray,
                       split: str) -> dict[str, float]:
     """Validation accuracy beside the rate of always answering the commonest training class; a warning
-    when the model does not beat it."""
-    proba = trained.model.predict_proba(x_val)
+    when the model does not beat it. Without ``x_val``: a forest's out-of-bag votes on the training rows."""
+    proba = trained.model.oob_proba() if x_val is None else trained.model.predict_proba(x_val)
     accuracy = float((proba.argmax(1) == y_val).mean())
     majority = float((y_val == int(np.argmax(train_counts))).mean())
     if accuracy <= majority:
@@ -161,6 +173,59 @@ def _against_majority(trained: TrainedModel, x_val: np.ndarray, y_val: np.ndarra
                     trained.model.name, split, accuracy, majority)
     return {"overall_accuracy": accuracy, "majority_rate": majority, "beats_majority": accuracy > majority,
             "n_samples": int(len(y_val))}
+
+
+def carve_validation(part: samples_table.SampleTable, fraction: float, seed: int
+                     ) -> tuple[samples_table.SampleTable, samples_table.SampleTable, dict[str, Any]]:
+    """Set ``fraction`` of the training rows aside for validation, stratified by class and, where the
+    table says where its samples lie (x/y, else row/col), in whole spatial blocks: neighbours of a
+    validation sample do not train, so the selected round is not flattered by autocorrelation."""
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+
+    frame = part.frame
+    labels = frame["label"].to_numpy()
+    folds = max(2, int(round(1 / fraction)))
+    keys = [frame[c].to_numpy() for c in ("tile", "year") if c in frame.columns]
+    coords = next(((a, b) for a, b in (("x", "y"), ("col", "row")) if {a, b} <= set(frame.columns)), None)
+    val, method = None, "stratified by class (the table gives no sample positions)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # classes rarer than the number of folds
+        if coords:
+            u, v = frame[coords[0]].to_numpy(float), frame[coords[1]].to_numpy(float)
+            extent = max(np.ptp(u), np.ptp(v))
+            side = min(BLOCK_M if coords[0] == "x" else BLOCK_PX, extent / 10) or 1.0
+            keys += [np.floor(u / side), np.floor(v / side)]
+            groups = pd.MultiIndex.from_arrays(keys).factorize()[0]
+            splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
+            candidates = [fold for _, fold in splitter.split(frame, labels, groups)] if groups.max() >= folds else []
+            val = _most_classes(labels, candidates, fraction)
+            unit = "m" if coords[0] == "x" else "px"
+            method = f"stratified by class, in spatial blocks of {side:g} {unit} ({coords[0]}/{coords[1]})"
+            if val is None:
+                method = (f"stratified by class (in spatial blocks of {side:g} {unit} no split kept every class in "
+                          f"train and two in validation: the classes lie in too few blocks)")
+        if val is None:
+            splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
+            _, val = next(splitter.split(frame, labels))
+    is_val = np.zeros(len(frame), dtype=bool)
+    is_val[val] = True
+    info = {"source": "carved from train", "method": method, "fraction": fraction}
+    return part.rows(~is_val), part.rows(is_val), info
+
+
+def _most_classes(labels: np.ndarray, candidates: list[np.ndarray], fraction: float) -> np.ndarray | None:
+    """Of the candidate validation rows that leave every class some training rows, those holding the
+    most classes, each class's share nearest ``fraction``; None when none holds two classes."""
+    classes, totals = np.unique(labels, return_counts=True)
+    best, best_key = None, (1, 0.0)
+    for rows in candidates:
+        in_val = np.array([(labels[rows] == c).sum() for c in classes])
+        if (in_val >= totals).any():
+            continue
+        key = ((in_val > 0).sum(), -float(np.abs(in_val / totals - fraction).max()))
+        if key > best_key:
+            best, best_key = rows, key
+    return best
 
 
 def publish(out: Path, trained: TrainedModel, history: list[dict], metrics: dict) -> None:

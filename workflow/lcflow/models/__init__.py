@@ -34,9 +34,9 @@ class Model(ABC):
         return type(self).__module__.rsplit(".", 1)[-1]
 
     @abstractmethod
-    def fit(self, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None,
-            class_weight: np.ndarray) -> list[dict[str, float]]:
-        """Train; return one history row per epoch (or one row)."""
+    def fit(self, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None
+            ) -> list[dict[str, float]]:
+        """Train; return one history row per round (or one row)."""
 
     @abstractmethod
     def predict_proba(self, x: np.ndarray) -> np.ndarray:

@@ -58,12 +58,12 @@ class Model(TorchModel):
         """Pixels of context each side that a prediction needs."""
         return 1 + 2 * int(self.params["blocks"])
 
-    def fit(self, x, y, x_val, y_val, class_weight):
+    def fit(self, x, y, x_val, y_val):
         if x.ndim != 4 or x.shape[-1] < 2 * self.halo + 1:
             raise LcflowError(f"resnet with {self.params['blocks']} block(s) sees {self.halo} px around a sample: "
                               f"it needs patches of at least {2 * self.halo + 1} px (sample.patch_px); "
                               f"these are {x.shape[-1] if x.ndim == 4 else 'not'} patches")
-        return super().fit(x, y, x_val, y_val, class_weight)
+        return super().fit(x, y, x_val, y_val)
 
     def predict_dense(self, x: np.ndarray) -> np.ndarray:
         """(channels, rows, cols) prepared window -> class probabilities (classes, rows, cols)."""

@@ -24,10 +24,10 @@ class TorchModel(Model):
     @abstractmethod
     def network(self) -> nn.Module: ...
 
-    def fit(self, x, y, x_val, y_val, class_weight):
+    def fit(self, x, y, x_val, y_val):
         torch.manual_seed(int(self.params["seed"]))  # the same initial weights on every rank
         self.net = self.network()
-        return deep.fit(self.net, x, y, x_val, y_val, class_weight, deep.TrainConfig.from_params(self.params),
+        return deep.fit(self.net, x, y, x_val, y_val, self.n_classes, deep.TrainConfig.from_params(self.params),
                         comm=self.comm, checkpoint=self.checkpoint, fingerprint=self.fingerprint)
 
     def predict_proba(self, x):

@@ -1,0 +1,150 @@
+"""The deep-model recipe on tables as real data has them: small, imbalanced, gappy, without val rows,
+a single spectral index; the schedule counted in steps; class weighting as a recorded choice."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lcflow import balance, samples, training
+from lcflow.deep import Schedule, TrainConfig
+from lcflow.params import check
+from lcflow.trained import TrainedModel
+
+
+def seasonal_table(n_per_class: dict[int, int], steps: int = 12, band: str = "NDVI", missing: float = 0.1,
+                   seed: int = 0, noise: float = 0.08) -> pd.DataFrame:
+    """Classes with their own seasonal curve in one index, noisy, with gaps; x/y on a 10 m grid in
+    clusters (neighbours share a class, as field parcels do)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(steps) / steps
+    curves = {1: 0.2 + 0.6 * np.exp(-((t - 0.45) / 0.12) ** 2), 2: 0.7 + 0.1 * np.sin(2 * np.pi * t),
+              3: 0.3 + 0.2 * (t > 0.5), 4: np.full(steps, 0.1), 5: 0.5 - 0.3 * np.exp(-((t - 0.6) / 0.1) ** 2)}
+    rows = []
+    for c, n in n_per_class.items():
+        centre = rng.uniform(0, 5000, 2)
+        for _ in range(n):
+            x, y = centre + rng.normal(0, 60, 2)
+            values = curves[c] + rng.normal(0, noise, steps) + rng.normal(0, 0.05)
+            values[rng.random(steps) < missing] = np.nan
+            rows.append([c, x, y, *values])
+    frame = pd.DataFrame(rows, columns=["label", "x", "y"] + [f"{band}_t{k:02d}" for k in range(steps)])
+    frame["label"] = frame["label"].astype(np.int32)
+    return frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+def write(frame: pd.DataFrame, path) -> str:
+    samples.write(frame, path, {"class_names": {"1": "crop", "2": "forest", "3": "grass", "4": "water", "5": "urban"}})
+    return str(path)
+
+
+FAST = {"min_steps": 300, "threads": 1, "hidden_size": 32, "evaluations": 15}
+FAST_CNN = {"min_steps": 300, "threads": 1, "evaluations": 15, "filters": 16, "dense": 32}
+
+
+def test_the_schedule_is_counted_in_steps_with_a_floor():
+    cfg = TrainConfig.from_params(check("lstm", {"epochs": 40, "min_steps": 2000, "batch_size": 128}))
+    tiny = Schedule.plan(cfg, 372, 1)  # the issue's table: 3 steps a pass
+    assert tiny.steps_per_epoch == 3 and tiny.total_steps == 2000 and tiny.rounds == 40 and tiny.round_steps == 50
+    large = Schedule.plan(cfg, 1_000_000, 8)  # 977 steps a pass over a million samples on 8 workers
+    assert large.global_batch == 1024 and large.total_steps == 40 * 977 and large.round_steps == 977
+    assert Schedule.plan(cfg, 372, 2).total_steps == 2000  # the floor holds at any world size
+    assert tiny.warmup_steps == 100  # 5 % of the steps
+
+
+def test_a_tiny_imbalanced_table_leaves_the_majority_rate_behind(tmp_path):
+    """60 training rows at a batch of 128: 40 epochs would be 40 steps; the floor trains it."""
+    train = seasonal_table({1: 40, 2: 12, 3: 8}, seed=1).assign(split="train")
+    test = seasonal_table({1: 40, 2: 12, 3: 8}, seed=2).assign(split="test")
+    path = write(pd.concat([train, test], ignore_index=True), tmp_path / "tiny.parquet")
+    metrics = training.train("lstm", [path], tmp_path / "lstm", FAST)
+    history = pd.read_csv(tmp_path / "lstm" / "history.csv")
+    assert history["step"].iloc[0] == 20 and history["step"].max() <= 300  # rounds of 20 steps, early stop allowed
+    majority = 40 / 60
+    assert metrics["test"]["overall_accuracy"] > majority + 0.2, metrics["test"]
+    assert metrics["val"]["source"] == "carved from train" and metrics["val"]["beats_majority"]
+    # epochs alone (no floor) is what the old recipe did: far fewer steps
+    few = training.train("lstm", [path], tmp_path / "few", {**FAST, "min_steps": 0, "epochs": 40})
+    assert pd.read_csv(tmp_path / "few" / "history.csv")["step"].max() == 40
+    assert few["test"]["overall_accuracy"] < metrics["test"]["overall_accuracy"]
+
+
+def test_validation_rows_are_carved_in_whole_spatial_blocks(tmp_path):
+    frame = seasonal_table({1: 200, 2: 120, 3: 60, 4: 20}, seed=3)
+    frame[["x", "y"]] = np.random.default_rng(3).uniform(0, 5000, (len(frame), 2))  # parcels over a region
+    table = samples.check(frame, "t")
+    train, val, info = training.carve_validation(table, 0.2, seed=0)
+    assert len(train.frame) + len(val.frame) == len(frame)
+    assert info["source"] == "carved from train" and "spatial blocks of" in info["method"]
+    side = float(info["method"].split("blocks of ")[1].split(" ")[0])
+
+    def blocks(part):
+        return set(zip(np.floor(part.frame["x"] / side), np.floor(part.frame["y"] / side)))
+
+    assert not blocks(train) & blocks(val)  # no block on both sides
+    share = val.frame["label"].value_counts() / frame["label"].value_counts()
+    assert set(share.index) == {1, 2, 3, 4} and (share > 0.05).all()  # every class has val rows
+    assert 0.1 < len(val.frame) / len(frame) < 0.35
+    # without positions: stratified only
+    plain = samples.check(frame.drop(columns=["x", "y"]), "t")
+    _, val2, info2 = training.carve_validation(plain, 0.2, seed=0)
+    assert "no sample positions" in info2["method"] and len(val2.frame) == pytest.approx(0.2 * len(frame), abs=2)
+
+
+def test_classes_in_too_few_blocks_are_validated_by_row(tmp_path):
+    """Every class in one tight cluster: no block split keeps each class in train and two in val, so
+    the rows are stratified instead, and metrics say so."""
+    frame = seasonal_table({1: 40, 2: 12, 3: 8}, seed=1)
+    frame[["x", "y"]] = frame[["x", "y"]] / 50 + frame["label"].to_numpy()[:, None] * 1000.0  # one block a class
+    train, val, info = training.carve_validation(samples.check(frame, "t"), 0.2, seed=0)
+    assert "too few blocks" in info["method"], info
+    assert set(train.frame["label"]) == {1, 2, 3} and len(set(val.frame["label"])) >= 2
+
+
+def test_class_weighting_is_a_recorded_choice(tmp_path):
+    y = np.array([0] * 90 + [1] * 9 + [2] * 1)
+    w = {how: balance.class_weights(y, 3, how) for how in ("none", "sqrt", "balanced")}
+    np.testing.assert_allclose(w["none"], [1, 1, 1])
+    np.testing.assert_allclose(w["balanced"], [100 / 270, 100 / 27, 100 / 3])
+    np.testing.assert_allclose(w["sqrt"], np.sqrt(w["balanced"]))
+    frame = pd.concat([seasonal_table({1: 150, 2: 20, 3: 10}, seed=4, noise=0.25).assign(split="train"),
+                       seasonal_table({1: 150, 2: 20, 3: 10}, seed=5, noise=0.25).assign(split="test")])
+    path = write(frame, tmp_path / "imb.parquet")
+    recall = {}
+    for how in ("none", "balanced"):
+        m = training.train("tempcnn", [path], tmp_path / how, {**FAST_CNN, "class_weight": how})
+        assert json.loads((tmp_path / how / "metrics.json").read_text())["params"]["class_weight"] == how
+        recall[how] = m["test"]["per_class"]["3"]["recall"] + m["test"]["per_class"]["2"]["recall"]
+        assert {"balanced_accuracy", "macro_f1", "overall_accuracy"} <= set(m["test"])
+    assert recall["balanced"] >= recall["none"]  # the rare classes gain when weighted
+    rf = training.train("rf", [path], tmp_path / "rf", {"n_estimators": 80, "class_weight": "sqrt"})
+    assert rf["params"]["class_weight"] == "sqrt"
+
+
+def test_rows_mostly_missing_still_train(tmp_path):
+    gappy = pd.concat([seasonal_table({1: 80, 2: 80, 3: 80}, missing=0.6, seed=6).assign(split="train"),
+                       seasonal_table({1: 40, 2: 40, 3: 40}, missing=0.6, seed=7).assign(split="test")])
+    bands = [c for c in gappy.columns if "_t" in c]
+    gappy.loc[gappy.index[:5], bands] = np.nan  # a few rows without any observation
+    path = write(gappy.reset_index(drop=True), tmp_path / "gappy.parquet")
+    metrics = training.train("lstm", [path], tmp_path / "lstm", FAST)
+    assert metrics["test"]["overall_accuracy"] > 0.7, metrics["test"]
+    assert metrics["test"]["n_without_observation"] <= 5
+
+
+def test_an_index_only_table_trains_and_predicts(tmp_path):
+    frame = pd.concat([seasonal_table({1: 60, 2: 60, 3: 60, 5: 60}, steps=24, seed=8).assign(split="train"),
+                       seasonal_table({1: 30, 2: 30, 3: 30, 5: 30}, steps=24, seed=9).assign(split="test")])
+    path = write(frame, tmp_path / "ndvi.parquet")
+    table = samples.read(path)
+    assert table.bands == ["NDVI"] and table.steps == 24
+    metrics = training.train("tempcnn", [path], tmp_path / "tempcnn", FAST_CNN)
+    assert metrics["test"]["overall_accuracy"] > 0.8
+    trained = TrainedModel.load(tmp_path / "tempcnn")
+    assert trained.bands == ["NDVI"] and trained.steps == 24
+    codes, _, _ = trained.predict(table.features())
+    assert set(np.unique(codes)) <= {1, 2, 3, 5}
+    mixed = frame.rename(columns={"NDVI_t00": "NDXI_t00"})
+    with pytest.raises(Exception, match="unknown band.*NDXI"):
+        samples.check(mixed, "m")
