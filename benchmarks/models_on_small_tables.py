@@ -1,0 +1,123 @@
+"""Default models on small, real and realistic tables: majority rate, rf, lstm and tempcnn side by side.
+
+Cases (tests/real_tables.py):
+- slovenia: the eo-learn Slovenia patch, every labelled pixel, 68 irregular NDVI dates, 40 % cloud;
+- field-like subsets of the demo samples: 500 rows, classes 305/97/28/23/12 (of 465), 7 % cells missing;
+each in 5 spatially blocked folds with split = train/test only (so training carves its own val rows).
+Every model runs with its default parameters through ``lcflow.training.train``; the table printed
+holds the mean overall accuracy over the folds (and the smallest fold), balanced accuracy and macro F1.
+
+Usage: python benchmarks/models_on_small_tables.py [--cases slovenia,demo] [--folds 5] [--demo-subsets 2]
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lcflow import samples, training  # noqa: E402
+from lcflow.synth.demo import make_demo  # noqa: E402
+from tests import real_tables  # noqa: E402
+
+MODELS = ("rf", "lstm", "tempcnn")
+DEMO_AOI = {"31UFT": [640000, 5760000, 642560, 5762560], "32ULC": [330000, 5700000, 332560, 5702560]}
+BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
+
+
+def demo_samples(work: Path) -> list[pd.DataFrame]:
+    """The demo's samples tables (600 per class and tile-year, as the demo config draws them)."""
+    from lcflow import cube, labels, nomenclature, sampling, search
+
+    make_demo(work / "demo", DEMO_AOI, [2018, 2019])
+    out = []
+    for tile, bounds in DEMO_AOI.items():
+        items = {}
+        for year in (2018, 2019):
+            d = work / tile / str(year)
+            search.run(tile, year, d / "items.json", catalog=str(work / "demo" / "catalog" / "catalog.json"))
+            cube.run(d / "items.json", tile, year, d / "cube.tif", d / "valid.tif", bands=BANDS, bounds=bounds)
+            items[year] = d
+        labels.run(work / "demo" / "corine" / "clc_demo_3035.tif", items[2018] / "cube.tif", work / tile / "labels.tif",
+                   nomenclature.clc_level(2))
+        for year, d in items.items():
+            sampling.run(d / "cube.tif", d / "valid.tif", work / tile / "labels.tif", d / "s.parquet", tile=tile,
+                         year=year, per_class=600, min_valid_fraction=0.4, boundary_px=2, block_px=32)
+            out.append(pd.read_parquet(d / "s.parquet"))
+    return out
+
+
+def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: float, work: Path) -> list[dict]:
+    rows = []
+    for k, table in enumerate(real_tables.spatial_folds(frame, folds, block_m, seed=0)):
+        path = work / f"{name}_{k}.parquet"
+        samples.write(table, path, meta)
+        test = table[table["split"] == "test"]
+        train = table[table["split"] == "train"]
+        majority = float((test["label"] == train["label"].value_counts().idxmax()).mean())
+        row = {"case": name, "fold": k, "n_train": len(train), "n_test": len(test), "majority": majority}
+        for model in MODELS:
+            started = time.perf_counter()
+            metrics = training.train(model, [str(path)], work / f"{name}_{k}_{model}", {"threads": 2} if model != "rf" else {})
+            t = metrics["test"]
+            row |= {model: t["overall_accuracy"], f"{model}_bal": t["balanced_accuracy"], f"{model}_f1": t["macro_f1"],
+                    f"{model}_s": time.perf_counter() - started}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def summary(rows: list[dict]) -> None:
+    frame = pd.DataFrame(rows)
+    print()
+    print(f"{'case':<22}{'folds':>6}{'majority':>10}" + "".join(f"{m + ' OA':>12}{'(min)':>8}" for m in MODELS)
+          + "".join(f"{m + ' bal':>10}{m + ' F1':>9}" for m in MODELS))
+    for case, part in frame.groupby("case", sort=False):
+        line = f"{case:<22}{len(part):>6}{part['majority'].mean():>10.3f}"
+        line += "".join(f"{part[m].mean():>12.3f}{part[m].min():>8.3f}" for m in MODELS)
+        line += "".join(f"{part[m + '_bal'].mean():>10.3f}{part[m + '_f1'].mean():>9.3f}" for m in MODELS)
+        print(line)
+    for m in ("lstm", "tempcnn"):
+        gap = (frame.groupby("case", sort=False)[m].mean() - frame.groupby("case", sort=False)["rf"].mean())
+        print(f"{m} - rf (mean OA): " + ", ".join(f"{c} {v:+.3f}" for c, v in gap.items()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", default="slovenia-500,demo,slovenia",
+                    help="slovenia (every labelled pixel), slovenia-500 and demo (field-like subsets)")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--demo-subsets", type=int, default=2, help="field-like subsets drawn from each source")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        cases = args.cases.split(",")
+        if "slovenia" in cases or "slovenia-500" in cases:
+            frame, meta = real_tables.slovenia()
+            if "slovenia-500" in cases:
+                for i in range(args.demo_subsets):
+                    rows += run_case(f"slovenia 500 #{i}", real_tables.field_like(frame, 500, seed=i), meta, args.folds,
+                                     100.0, work)
+            if "slovenia" in cases:
+                rows += run_case("slovenia (all pixels)", frame, meta, args.folds, 100.0, work)
+        if "demo" in cases:
+            tables = demo_samples(work)
+            meta = samples.read(work / "31UFT" / "2018" / "s.parquet").meta
+            for i in range(args.demo_subsets):
+                table = tables[i % len(tables)]
+                name = f"demo {table['tile'].iloc[0]} {table['year'].iloc[0]} #{i}"
+                subset = real_tables.field_like(table, 500, seed=i)
+                rows += run_case(name, subset, meta, args.folds, 320.0, work)
+    summary(rows)
+
+
+if __name__ == "__main__":
+    main()
