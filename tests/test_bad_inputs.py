@@ -112,7 +112,7 @@ CONFIG_CASES = [
     cfg_case("duplicate tiles", lambda c, x: c["tiles"].append("31UFT"), "non-unique"),
     cfg_case("year before Sentinel-2", lambda c, x: c["years"].append(2014), "years[2] = 2014"),
     cfg_case("year in the future", lambda c, x: c["years"].append(2031), "years[2] = 2031 is outside 2015..2030"),
-    cfg_case("unknown model", lambda c, x: c["models"].append("svm"), "models[3] = 'svm' is not one of"),
+    cfg_case("unknown model", lambda c, x: c["models"].append("svm"), f"models[{len(DEMO['models'])}] = 'svm' is not one of"),
     cfg_case("CORINE level 4", lambda c, x: c["labels"].update(level=4), "labels.level = 4 is not one of"),
     cfg_case("aoi of a malformed tile", lambda c, x: c["aoi"].update({"99ZZZ": [0, 0, 1, 1]}),
              "aoi: key '99ZZZ' is not a valid MGRS tile id"),

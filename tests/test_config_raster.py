@@ -26,7 +26,7 @@ def test_demo_config_is_valid():
     (lambda c: c["tiles"].append("31UFTX"), "tiles[2] = '31UFTX' is not a valid MGRS tile id"),
     (lambda c: c["years"].append(2014), "years[2] = 2014"),
     (lambda c: c["years"].append(2031), "years[2] = 2031 is outside 2015..2030"),
-    (lambda c: c["models"].append("svm"), "models[2] = 'svm' is not one of"),
+    (lambda c: c["models"].append("svm"), f"models[{len(DEMO['models'])}] = 'svm' is not one of"),
     (lambda c: c["labels"].update(level=4), "labels.level = 4 is not one of"),
     (lambda c: c["aoi"].update({"99ZZZ": [0, 0, 1, 1]}), "aoi: key '99ZZZ' is not a valid MGRS tile id"),
     (lambda c: c["labels"].update(mapping="nope.csv"), "labels.mapping = 'nope.csv': file does not exist"),

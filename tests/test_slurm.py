@@ -15,8 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rasterio
+import yaml
 
 from .conftest import ROOT, job_counts, snakemake
+
+#: the demo's deep models: one Horovod job each
+DEEP = [m for m in yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["models"] if m != "rf"]
 
 pytestmark = pytest.mark.integration
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
@@ -82,7 +86,7 @@ def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, loc
     results = slurm_run / "results"
     local = {r["map"]: r for r in csv.DictReader((local_demo_run / "accuracy.tsv").open(), delimiter="\t")}
     remote = {r["map"]: r for r in csv.DictReader((results / "accuracy.tsv").open(), delimiter="\t")}
-    assert set(remote) == set(local) and len(remote) == 8
+    assert set(remote) == set(local) and len(remote) == 4 * len(DEEP + ["rf"])
     for name, row in remote.items():
         if row["model"] == "rf":  # the forest is deterministic: the same map, pixel for pixel
             with rasterio.open(results / "maps" / f"{name}.tif") as a, \
@@ -99,21 +103,23 @@ def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, loc
 
 def test_training_is_one_slurm_job_with_two_horovod_ranks(slurm_run):
     train_jobs = [log for log in submitted((slurm_run / "snakemake.out").read_text()).values() if "/rule_train/" in log]
-    assert len(train_jobs) == 1, train_jobs
-    log = (slurm_run / "results" / "logs" / "train" / "lstm.log").read_text()
-    ranks = set(re.findall(r"rank=(\d) size=2 local_rank=\d node=(n\d)", log))
-    assert {r for r, _ in ranks} == {"0", "1"}, log[:2000]
-    metrics = json.loads((slurm_run / "results" / "models" / "lstm" / "metrics.json").read_text())
-    assert metrics["world_size"] == 2 and metrics["launcher"] == "horovod"
+    assert sorted(Path(log).parent.name for log in train_jobs) == sorted(DEEP), train_jobs  # one job a model
+    for model in DEEP:
+        log = (slurm_run / "results" / "logs" / "train" / f"{model}.log").read_text()
+        ranks = set(re.findall(r"rank=(\d) size=2 local_rank=\d node=(n\d)", log))
+        assert {r for r, _ in ranks} == {"0", "1"}, log[:2000]
+        metrics = json.loads((slurm_run / "results" / "models" / model / "metrics.json").read_text())
+        assert metrics["world_size"] == 2 and metrics["launcher"] == "horovod"
 
 
 def test_forcerun_of_one_stage_reruns_only_its_downstream(slurm_run, slurm):
     dry = snakemake(slurm_run, "-n", "--forcerun", "train", profile="slurm", env=slurm, timeout=300)
     assert dry.returncode == 0, dry.stderr[-3000:]
     plan = dry.stdout + dry.stderr
-    # the deep model's four maps and their assessments again; the forest's stay as they are
-    assert job_counts(plan) == {"train": 1, "predict": 4, "assess": 4, "summary": 1, "all": 1}
-    assert "model=rf" not in plan and "model=lstm" in plan
+    # the deep models' four maps each and their assessments again; the forest's stay as they are
+    n = len(DEEP)
+    assert job_counts(plan) == {"train": n, "predict": 4 * n, "assess": 4 * n, "summary": 1, "all": 1}
+    assert "model=rf" not in plan and all(f"model={m}" in plan for m in DEEP)
 
 
 def test_training_spans_two_nodes(slurm_run, slurm):
@@ -122,7 +128,7 @@ def test_training_spans_two_nodes(slurm_run, slurm):
     # "different nodes" through colliding segments and crashes in MPI_Comm_dup. On a real cluster nodes
     # are hosts and vader is only used within one; here ranks talk TCP.
     env = {**slurm, "LCFLOW_SLURM_TRAIN_NODES": "2", "OMPI_MCA_btl": "self,tcp"}
-    done = snakemake(slurm_run, *FAST, "--forcerun", "train", "--until", "train",
+    done = snakemake(slurm_run, *FAST, "results/models/lstm/model.json", "--forcerun", "train",
                      "--config", "model_params={lstm: {epochs: 3, hidden_size: 32}}", profile="slurm", env=env,
                      timeout=1200)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -176,3 +182,4 @@ def test_a_cancelled_job_leaves_no_output(small_workflow, slurm):
     assert proc.returncode != 0
     assert f"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'" in out, out[-3000:]
     assert not (small_workflow / "slow.txt").exists()
+
