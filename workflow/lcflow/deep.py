@@ -21,6 +21,7 @@ import math
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -124,8 +125,12 @@ def learning_rate(cfg: TrainConfig, plan: Schedule, step: int) -> float:
 
 def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None,
         n_classes: int, cfg: TrainConfig, comm=None, checkpoint: Path | None = None,
-        fingerprint: str = "") -> list[dict[str, float]]:
-    """Train ``net`` in place (ending with the best validation round); return the history of rank 0."""
+        fingerprint: str = "", on_round: Callable[[dict], bool] | None = None) -> list[dict[str, float]]:
+    """Train ``net`` in place (ending with the best validation round); return the history of rank 0.
+
+    ``on_round``, called on every rank with each round's history row, returns True to stop the run
+    there (a pruned trial of a study); it must return the same on every rank.
+    """
     comm = comm or Single()
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
@@ -171,11 +176,14 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     def one_round(r: int) -> bool:
         """Train and validate one round on the current world; False once training should stop."""
         row = _train_round(net, optimizer, loss_fn, data, cfg, plan, comm, device, r, progress)
-        _validate(net, data, comm, device, r, row, progress)
+        _validate(net, data, comm, device, r, row, progress, n_classes)
         progress["history"].append(row)
         progress["round"] = r
         if comm.rank == 0 and checkpoint is not None:
             _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size)
+        if on_round is not None and on_round(row):
+            log.info("stopped after round %d of %d (step %d): pruned", r, plan.rounds, progress["step"])
+            return False
         if data.x_val is not None and len(data.x_val) and progress["waited"] >= cfg.patience:
             log.info("early stop after round %d of %d (step %d; best val accuracy %.4f)", r, plan.rounds,
                      progress["step"], progress["best"][0])
@@ -285,18 +293,25 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
             "workers": size}
 
 
-def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict) -> None:
-    """Validation accuracy and loss summed over ranks; keeps the best weights in ``progress`` (higher
-    accuracy, or the same accuracy at a lower loss)."""
+def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict, n_classes: int) -> None:
+    """Validation accuracy, balanced accuracy and loss summed over ranks; keeps the best weights in
+    ``progress`` (higher accuracy, or the same accuracy at a lower loss)."""
     if data.x_val is None or not len(data.x_val):
         return
     shard = data.val_shard(comm.rank, comm.size)
-    local = np.zeros(3)  # correct, seen, negative log-likelihood
+    local = np.zeros(3 + 2 * n_classes)  # correct, seen, negative log-likelihood; per class: correct, seen
     if len(shard):
         proba, yv = predict_proba(net, data.x_val[shard], device), data.y_val[shard]
-        local[:] = ((proba.argmax(1) == yv).sum(), len(yv), -np.log(proba[np.arange(len(yv)), yv] + 1e-9).sum())
-    v_correct, v_seen, v_nll = comm.allreduce_sum(local, name=f"lcflow.val.{r}")
-    row.update(val_accuracy=float(v_correct / v_seen), val_loss=float(v_nll / v_seen))
+        hit = proba.argmax(1) == yv
+        local[:3] = (hit.sum(), len(yv), -np.log(proba[np.arange(len(yv)), yv] + 1e-9).sum())
+        local[3:3 + n_classes] = np.bincount(yv[hit], minlength=n_classes)
+        local[3 + n_classes:] = np.bincount(yv, minlength=n_classes)
+    total = comm.allreduce_sum(local, name=f"lcflow.val.{r}")
+    v_correct, v_seen, v_nll = total[:3]
+    per_class_correct, per_class_seen = total[3:3 + n_classes], total[3 + n_classes:]
+    present = per_class_seen > 0
+    row.update(val_accuracy=float(v_correct / v_seen), val_loss=float(v_nll / v_seen),
+               val_balanced_accuracy=float(np.mean(per_class_correct[present] / per_class_seen[present])))
     best_accuracy, best_loss = progress["best"]
     if row["val_accuracy"] > best_accuracy or (row["val_accuracy"] == best_accuracy and row["val_loss"] < best_loss):
         progress.update(best=[row["val_accuracy"], row["val_loss"]], waited=0,

@@ -7,6 +7,7 @@ import json
 import logging
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,20 +80,30 @@ def fingerprint(model_name: str, sample_paths: list[str], params: dict[str, Any]
     return h.hexdigest()
 
 
-def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: dict[str, Any] | None = None) -> dict:
-    """Train ``model_name`` on the train split, select on val, score on test; write the model directory.
+@dataclass
+class Prepared:
+    """A samples table made ready for a model: split, standardised, in the model's input form."""
 
-    Under a parallel launcher every rank trains its shard of the data (deep models) and rank 0 alone
-    writes; a Random Forest is trained by rank 0 alone. Everything is checked before the model
-    directory is touched; the directory is published as a set (see :func:`publish`).
-    """
-    out = Path(out)
-    cls = model_class(model_name)
-    params = model_params.check(model_name, overrides, where="--set")
-    deep_model = issubclass(cls, TorchModel)
-    comm = connect()
-    if comm.rank != 0 and not deep_model:
-        return {}
+    table: samples_table.SampleTable
+    names: str
+    classes: list[int]
+    standardise: Standardiser
+    x: np.ndarray
+    y: np.ndarray
+    x_val: np.ndarray | None
+    y_val: np.ndarray | None
+    counts: np.ndarray  # training samples per class
+    n_train: int
+    validation: dict[str, Any]
+
+    @property
+    def has_val(self) -> bool:
+        return self.x_val is not None and len(self.x_val) > 0
+
+
+def prepare_data(cls, model_name: str, sample_paths: list[str], params: dict[str, Any], carve: bool) -> Prepared:
+    """Read and check the samples, set validation rows aside (carved from train when the table has
+    none and ``carve``), fit the scaling on train and build the model's inputs."""
     names = ", ".join(map(str, sample_paths))
     table = samples_table.read(sample_paths)
     if cls.input_kind == "patch" and not table.patch_size:
@@ -107,9 +118,11 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
     if len(classes) < 2:
         raise LcflowError(f"samples table(s) {names}: the train split has one class only")
     validation = {"source": "val rows of the table"}
-    if deep_model and (val_part is None or len(val_part.frame) == 0):
-        # a deep model selects its round on val: without val rows, set some training rows aside
-        train_part, val_part, validation = carve_validation(train_part, params["val_fraction"], params["seed"])
+    if carve and (val_part is None or len(val_part.frame) == 0):
+        # a deep model selects its round on val (a study compares trials on it): without val rows, set some
+        # training rows aside (a forest has no val_fraction of its own: the deep models' default)
+        fraction = params.get("val_fraction", model_params.TRAINING["val_fraction"].default)
+        train_part, val_part, validation = carve_validation(train_part, fraction, params["seed"])
         log.info("no val rows: %d of the training rows set aside for validation (%s)", len(val_part.frame),
                  validation["method"])
     index = {c: i for i, c in enumerate(classes)}
@@ -122,29 +135,56 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
         x_val = model_input(cls, val_part, standardise)[keep]
         y_val = val_part.frame["label"][keep].map(index).to_numpy()
     counts = np.bincount(y, minlength=len(classes)).astype(float)
-    model = cls(params, len(table.bands) + 1, table.steps, len(classes))
+    return Prepared(table, names, classes, standardise, x, y, x_val, y_val, counts, int(len(train_part.frame)),
+                    validation)
+
+
+def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: dict[str, Any] | None = None,
+          tuned: dict[str, Any] | None = None) -> dict:
+    """Train ``model_name`` on the train split, select on val, score on test; write the model directory.
+
+    Under a parallel launcher every rank trains its shard of the data (deep models) and rank 0 alone
+    writes; a Random Forest is trained by rank 0 alone. Everything is checked before the model
+    directory is touched; the directory is published as a set (see :func:`publish`). ``tuned`` (a
+    study's best parameters, :func:`lcflow.tuning.read_best`) goes over ``overrides`` and is recorded.
+    """
+    out = Path(out)
+    cls = model_class(model_name)
+    params = model_params.check(model_name, {**(overrides or {}), **((tuned or {}).get("params") or {})},
+                                where="--set" if not tuned else f"--set and {tuned.get('file', 'the tuned parameters')}")
+    deep_model = issubclass(cls, TorchModel)
+    comm = connect()
+    if comm.rank != 0 and not deep_model:
+        return {}
+    data = prepare_data(cls, model_name, sample_paths, params, carve=deep_model)
+    table = data.table
+    model = cls(params, len(table.bands) + 1, table.steps, len(data.classes))
     if deep_model:
         out.mkdir(parents=True, exist_ok=True)
         model.comm, model.checkpoint = comm, out / CHECKPOINT
         model.fingerprint = fingerprint(model_name, sample_paths, model.params)
     started = time.perf_counter()
-    history = model.fit(x, y, x_val, y_val)
+    history = model.fit(data.x, data.y, data.x_val, data.y_val)
     if comm.rank != 0:
         return {}
+    classes = data.classes
     class_names = table.class_names()
     trained = TrainedModel(model, table.bands, table.steps, classes, {c: class_names.get(c, str(c)) for c in classes},
-                           _colors(table, classes), standardise, table.meta.get("time_steps"))
-    metrics = {"model": model_name, "n_train": int(len(train_part.frame)),
-               "n_val": int(0 if x_val is None else len(x_val)), "params": model.params,
-               "world_size": comm.size, "launcher": comm.name, "train_seconds": time.perf_counter() - started}
+                           _colors(table, classes), data.standardise, table.meta.get("time_steps"))
+    metrics = {"model": model_name, "n_train": len(data.y), "n_val": int(len(data.y_val) if data.has_val else 0),
+               "params": model.params, "world_size": comm.size, "launcher": comm.name,
+               "train_seconds": time.perf_counter() - started}
+    if tuned:
+        metrics["tuned"] = {k: tuned[k] for k in ("file", "study", "trial", "metric", "value", "params") if k in tuned}
     if deep_model:
         metrics["global_batch"] = int(model.params["batch_size"]) * comm.size
         metrics["samples_per_s"] = float(np.mean([r["samples_per_s"] for r in history]))
-    if x_val is not None and len(x_val):
-        metrics["val"] = {**_against_majority(trained, x_val, y_val, counts, "val"), **validation}
+    if data.has_val:
+        metrics["val"] = {**_against_majority(trained, data.x_val, data.y_val, data.counts, "val"), **data.validation}
     elif hasattr(model, "oob_proba"):  # a forest without val rows: its out-of-bag votes
-        metrics["val"] = {**_against_majority(trained, None, y, counts, "out-of-bag"), "source": "out-of-bag samples"}
-    test_part = table.split("test") if has_split else None
+        metrics["val"] = {**_against_majority(trained, None, data.y, data.counts, "out-of-bag"),
+                          "source": "out-of-bag samples"}
+    test_part = table.split("test") if "split" in table.frame.columns else None
     if test_part is not None and len(test_part.frame):
         metrics["test"] = evaluate_table(trained, test_part)
     publish(out, trained, history, metrics)

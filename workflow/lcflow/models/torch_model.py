@@ -16,10 +16,11 @@ class TorchModel(Model):
 
     weights_file = "model.pt"
 
-    #: set by the caller before fit: the data-parallel group, the checkpoint file, what identifies the run
+    #: set by the caller before fit: the data-parallel group, the checkpoint file, what identifies the run,
     comm = None
     checkpoint: Path | None = None
     fingerprint: str = ""
+    on_round = None  # called after each round on every rank; True stops the run (a pruned trial)
 
     @abstractmethod
     def network(self) -> nn.Module: ...
@@ -28,7 +29,8 @@ class TorchModel(Model):
         torch.manual_seed(int(self.params["seed"]))  # the same initial weights on every rank
         self.net = self.network()
         return deep.fit(self.net, x, y, x_val, y_val, self.n_classes, deep.TrainConfig.from_params(self.params),
-                        comm=self.comm, checkpoint=self.checkpoint, fingerprint=self.fingerprint)
+                        comm=self.comm, checkpoint=self.checkpoint, fingerprint=self.fingerprint,
+                        on_round=self.on_round)
 
     def predict_proba(self, x):
         if len(x) == 0:
