@@ -36,6 +36,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/demo.smk"
 include: "workflow/rules/retrieve.smk"
 include: "workflow/rules/labels.smk"
+include: "workflow/rules/tune.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/map.smk"
 

@@ -113,6 +113,23 @@ CONFIG_CASES = [
     cfg_case("year before Sentinel-2", lambda c, x: c["years"].append(2014), "years[2] = 2014"),
     cfg_case("year in the future", lambda c, x: c["years"].append(2031), "years[2] = 2031 is outside 2015..2030"),
     cfg_case("unknown model", lambda c, x: c["models"].append("svm"), f"models[{len(DEMO['models'])}] = 'svm' is not one of"),
+    cfg_case("hpo: a space with low above high", lambda c, x: c.update(hpo={"models": ["lstm"], "space": {
+        "lstm": {"learning_rate": {"low": 0.1, "high": 0.01}}}}), "hpo.space.lstm.learning_rate: low = 0.1 is above high"),
+    cfg_case("hpo: a parameter of another model", lambda c, x: c.update(hpo={"models": ["lstm"], "space": {
+        "lstm": {"filters": {"low": 8, "high": 64}}}}), "hpo.space.lstm.filters: unknown parameter 'filters' for model lstm"),
+    cfg_case("hpo: a log range from zero", lambda c, x: c.update(hpo={"models": ["lstm"], "space": {
+        "lstm": {"weight_decay": {"low": 0, "high": 0.1, "log": True}}}}), "a log range needs low > 0"),
+    cfg_case("hpo: a choice the parameter refuses", lambda c, x: c.update(hpo={"models": ["lstm"], "space": {
+        "lstm": {"optimizer": {"choices": ["adamw", "adam"]}}}}),
+        "hpo.space.lstm.optimizer.choices: 'adam' is not a value of optimizer"),
+    cfg_case("hpo: a run setting searched", lambda c, x: c.update(hpo={"models": ["rf"], "space": {
+        "rf": {"n_jobs": {"low": 1, "high": 4}}}}), "n_jobs says how a job runs, not what it learns"),
+    cfg_case("hpo: no workers", lambda c, x: c.update(hpo={"models": ["lstm"], "workers": 0}),
+             "hpo.workers = 0: 0 is less than the minimum of 1"),
+    cfg_case("hpo: a tuned model that is not trained", lambda c, x: c.update(hpo={"models": ["resnet"]}),
+             "hpo.models[0] = 'resnet' is not one of models"),
+    cfg_case("hpo: an unknown pruner", lambda c, x: c.update(hpo={"models": ["lstm"], "pruner": "asha"}),
+             "hpo.pruner = 'asha' is not one of"),
     cfg_case("CORINE level 4", lambda c, x: c["labels"].update(level=4), "labels.level = 4 is not one of"),
     cfg_case("aoi of a malformed tile", lambda c, x: c["aoi"].update({"99ZZZ": [0, 0, 1, 1]}),
              "aoi: key '99ZZZ' is not a valid MGRS tile id"),
@@ -379,6 +396,28 @@ COMMAND_CASES = [
                                                              x.stages["samples2018"], "--out", x.out / "resnet"),
          "model resnet trains on patches"),
     Case("train: a planted checkpoint runs no code", _planted_checkpoint, "", state="ok", code=0),
+    Case("tune: no trials", lambda x: x.lcflow("tune", "--model", "rf", "--samples", x.stages["samples2018"],
+                                              "--study", x.out / "study", "--trials", 0),
+         "argument --trials: 0 must be at least 1"),
+    Case("tune: a space file with another model's parameter",
+         lambda x: ((x.tmp / "space.yaml").write_text("n_estimators: {low: 10, high: 50}\n"),
+                    x.lcflow("tune", "--model", "lstm", "--samples", x.stages["samples2018"], "--study",
+                             x.out / "study", "--trials", 2, "--space", x.tmp / "space.yaml"))[1],
+         "--space.n_estimators: unknown parameter 'n_estimators' for model lstm"),
+    Case("tune: a space that is not a mapping", lambda x: x.lcflow(
+        "tune", "--model", "rf", "--samples", x.stages["samples2018"], "--study", x.out / "study", "--trials", 2,
+        "--space-json", '{"n_estimators": [10, 50]}'),
+         "--space.n_estimators = [10, 50]: expected {low: .., high: ..} or {choices: [..]}"),
+    Case("tune-summary: a directory without a study", lambda x: x.lcflow(
+        "tune-summary", "--study", x.tmp, "--out", x.out / "best.yaml"), "no journal.log (run lcflow tune on it first)"),
+    Case("train: tuned parameters of another model",
+         lambda x: ((x.tmp / "best.yaml").write_text("model: rf\nparams: {n_estimators: 20}\n"),
+                    _train(x, x.stages["samples2018"], "--tuned", x.tmp / "best.yaml", model="lstm"))[1],
+         "tuned parameters {tmp}/best.yaml are of model rf, not lstm"),
+    Case("train: tuned parameters out of range",
+         lambda x: ((x.tmp / "best.yaml").write_text("model: rf\nparams: {n_estimators: 0}\n"),
+                    _train(x, x.stages["samples2018"], "--tuned", x.tmp / "best.yaml"))[1],
+         "{tmp}/best.yaml.n_estimators = 0: expected an integer >= 1"),
     Case("evaluate: a single-class table", lambda x: x.lcflow(
         "evaluate", "--model-dir", _trained_rf(x), "--samples", _table(x, lambda d: d.assign(label=21)),
         "--out", x.out / "m.json"), "only 1 class"),

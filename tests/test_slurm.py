@@ -183,3 +183,24 @@ def test_a_cancelled_job_leaves_no_output(small_workflow, slurm):
     assert f"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'" in out, out[-3000:]
     assert not (small_workflow / "slow.txt").exists()
 
+
+def test_hpo_workers_are_parallel_multi_rank_slurm_jobs(slurm_run, slurm):
+    """hpo for lstm under profiles/slurm: two worker jobs, each a Horovod job of 2 ranks, one study."""
+    hpo = ("hpo={models: [lstm], trials: 3, workers: 2, min_rounds: 2, "
+           "space: {lstm: {learning_rate: {low: 0.001, high: 0.01, log: true}}}}")
+    fast = "model_params={lstm: {epochs: 3, min_steps: 0, evaluations: 3, hidden_size: 16}}"
+    done = snakemake(slurm_run, *FAST, "results/hpo/lstm/best_params.yaml", "--config", hpo, fast, profile="slurm",
+                     env=slurm, timeout=1500)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = done.stdout + done.stderr
+    assert job_counts(out) == {"hpo": 2, "hpo_summary": 1}
+    assert len([log for log in submitted(out).values() if "/rule_hpo/" in log]) == 2
+    trials = {}
+    for worker in (0, 1):
+        log = (slurm_run / "results" / "logs" / "hpo" / f"lstm_{worker}.log").read_text()
+        assert f"worker {worker}, 2 rank(s)" in log, log[-3000:]
+        for number, rank, drawn in re.findall(r"trial (\d+) rank=(\d) size=2 params (\{.*\})", log):
+            trials.setdefault(number, {})[rank] = drawn
+    assert len(trials) == 3 and all(set(t) == {"0", "1"} and t["0"] == t["1"] for t in trials.values()), trials
+    best = yaml.safe_load((slurm_run / "results" / "hpo" / "lstm" / "best_params.yaml").read_text())
+    assert best["world_size"] == 2 and best["trials"]["complete"] + best["trials"]["pruned"] == 3

@@ -146,3 +146,39 @@ def test_a_bad_value_names_the_config_file_that_set_it(tmp_path):
     lines = _lcflow_lines(done)
     assert len(lines) == 1 and lines[0].startswith("lcflow: config: sample.fractions = {")
     assert lines[0].endswith(f"sum to 0.9, not 1 (set in {tmp_path / 'over.yaml'})"), lines
+
+
+def test_the_demo_with_hpo_tunes_lstm_and_trains_it_with_the_best_parameters(run, tmp_path):
+    """hpo enabled for lstm on a copy of the finished demo: two workers share the study, the summary
+    picks the best trial, and only lstm's training and maps are redone, with the tuned parameters."""
+    work = tmp_path / "work"
+    shutil.copytree(run.parent, work)
+    hpo = ROOT / "config" / "demo_hpo.yaml"  # the overlay README shows
+    done = snakemake(work, configfile=[work / "demo.yaml", hpo])
+    assert done.returncode == 0, done.stderr[-4000:]
+    n_maps = len(DEMO["tiles"]) * len(DEMO["years"])
+    assert job_counts(done.stdout + done.stderr) == {"hpo": 2, "hpo_summary": 1, "train": 1, "predict": n_maps,
+                                                     "assess": n_maps, "summary": 1, "all": 1}
+    results = work / HOSTILE_RESULTS
+    best = yaml.safe_load((results / "hpo" / "lstm" / "best_params.yaml").read_text())
+    assert set(best["params"]) == {"learning_rate", "dropout"} and best["trials"]["complete"] >= 1
+    assert best["trials"]["complete"] + best["trials"]["pruned"] == 3
+    metrics = json.loads((results / "models" / "lstm" / "metrics.json").read_text())
+    assert metrics["tuned"]["params"] == best["params"] and metrics["tuned"]["study"] == best["study"]
+    assert all(metrics["params"][k] == v for k, v in best["params"].items())
+    workers = [json.loads((results / "hpo" / "lstm" / "workers" / f"{w}.json").read_text()) for w in (0, 1)]
+    assert all(w["world_size"] == 2 and w["study"] == best["study"] for w in workers)  # each under horovodrun
+    for name in ("trials.csv", "optimisation_history.png", "param_importances.png", "intermediate_values.png"):
+        assert (results / "hpo" / "lstm" / name).stat().st_size > 0
+    rows = list(csv.DictReader((results / "accuracy.tsv").open(), delimiter="\t"))
+    assert len(rows) == len(DEMO["tiles"]) * len(DEMO["years"]) * len(DEMO["models"])
+    # the study's figures reach the report, each with its caption
+    report = work / "report.html"
+    done = snakemake(work, "--report", str(report), configfile=[work / "demo.yaml", hpo])
+    assert done.returncode == 0, done.stderr[-2000:]
+    html = report.read_text(encoding="utf-8")
+    embedded = {m.group(1): m.group(2) for m in re.finditer(
+        r'"filename": "([^"]+)".*?"data_uri": "data:[^;]+;charset=utf8;filename=[^;]+;base64,([^"]+)"', html, re.S)}
+    for name in ("optimisation_history.png", "param_importances.png", "intermediate_values.png"):
+        assert base64.b64decode(embedded[name]) == (results / "hpo" / "lstm" / name).read_bytes(), name
+    assert "Optimisation history of the lstm study" in html and "Intermediate values of the lstm study" in html

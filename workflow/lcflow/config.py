@@ -160,6 +160,7 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
             model_params.check(model, given, where=f"model_params.{model}")
         except model_params.ParamError as exc:
             raise _Bad(("model_params", model) + ((exc.key,) if exc.key else ()), str(exc)) from None
+    _check_hpo(config)
     aoi = config.get("aoi", {})
     for tile, bounds in aoi.items():
         if bounds[0] >= bounds[2] or bounds[1] >= bounds[3]:
@@ -194,6 +195,22 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
     corine = config["labels"]["corine"]
     if corine not in produced:
         _check_corine(base / corine, config)
+
+
+def _check_hpo(config: dict[str, Any]) -> None:
+    """Tuned models are trained models; every search space names parameters of its model, in range."""
+    from . import search_space
+
+    hpo = config.get("hpo") or {}
+    for i, model in enumerate(hpo.get("models") or []):
+        if model not in config["models"]:
+            raise _Bad(("hpo", "models", i), f"hpo.models[{i}] = {model!r} is not one of models {config['models']} "
+                       "(a tuned model must also be trained)")
+    for model, space in (hpo.get("space") or {}).items():
+        try:
+            search_space.parse(model, space, where=f"hpo.space.{model}")
+        except model_params.ParamError as exc:
+            raise _Bad(("hpo", "space", model) + ((exc.key,) if exc.key else ()), str(exc)) from None
 
 
 def _check_catalog(path: Path) -> None:

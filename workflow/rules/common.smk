@@ -57,3 +57,33 @@ def aoi_args(wildcards):
 def truth_input(wildcards):
     """The truth raster of a tile-year where one is configured (the demo)."""
     return {"truth": TRUTH.format(tile=wildcards.tile, year=wildcards.year)} if TRUTH else {}
+
+
+HPO = config.get("hpo") or {}
+TUNED = HPO.get("models") or []
+
+
+def tuned_input(wildcards):
+    """The study's best parameters where the model is tuned: the final training takes them
+    (train_rf has no model wildcard: it trains rf)."""
+    model = getattr(wildcards, "model", "rf")
+    return {"tuned": f"{R}/hpo/{model}/best_params.yaml"} if model in TUNED else {}
+
+
+def tuned_option(wildcards, input):
+    return f"--tuned {shlex.quote(input.tuned)}" if "tuned" in input.keys() else ""
+
+
+ALL_SAMPLES = expand(f"{R}/{{tile}}/{{year}}/samples.parquet", tile=TILES, year=YEARS)
+
+
+def hpo_args(model):
+    """The study's settings as CLI options, every value quoted."""
+    opts = {"--trials": HPO["trials"], "--sampler": HPO["sampler"], "--pruner": HPO["pruner"],
+            "--min-rounds": HPO["min_rounds"], "--reduction-factor": HPO["reduction_factor"], "--seed": HPO["seed"],
+            "--metric": HPO["metric"], "--timeout-minutes": HPO.get("timeout_minutes"), "--storage": HPO.get("storage")}
+    args = [f"{k} {shlex.quote(str(v))}" for k, v in opts.items() if v is not None]
+    space = (HPO.get("space") or {}).get(model)
+    if space is not None:
+        args.append(f"--space-json {shlex.quote(json.dumps(space))}")
+    return " ".join(args)

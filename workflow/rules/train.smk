@@ -1,9 +1,8 @@
-ALL_SAMPLES = expand(f"{R}/{{tile}}/{{year}}/samples.parquet", tile=TILES, year=YEARS)
-
 
 rule train_rf:
     input:
-        ALL_SAMPLES,
+        unpack(tuned_input),
+        samples=ALL_SAMPLES,
     output:
         meta=f"{R}/models/rf/model.json",
         weights=f"{R}/models/rf/model.skops",
@@ -14,17 +13,19 @@ rule train_rf:
     params:
         model_params=model_params("rf"),
         out=subpath(output.meta, parent=True),
+        tuned=tuned_option,
     threads: CORES
     conda:
         ENV
     shell:
-        "lcflow -v train --model rf --samples {input:q} --out {params.out:q} --params {params.model_params:q}"
-        " --set n_jobs={threads} > {log:q} 2>&1"
+        "lcflow -v train --model rf --samples {input.samples:q} --out {params.out:q} --params {params.model_params:q}"
+        " --set n_jobs={threads} {params.tuned} > {log:q} 2>&1"
 
 
 rule train:
     input:
-        ALL_SAMPLES,
+        unpack(tuned_input),
+        samples=ALL_SAMPLES,
     output:
         meta=f"{R}/models/{{model}}/model.json",
         weights=f"{R}/models/{{model}}/model.pt",
@@ -37,6 +38,7 @@ rule train:
     params:
         model_params=lambda wc: model_params(wc.model),
         out=subpath(output.meta, parent=True),
+        tuned=tuned_option,
         # how the training processes start, from the resources the profile sets (lcflow.launch):
         # launcher="horovodrun -np N ..." locally; mpi="srun --mpi=pmix" with nodes, tasks_per_node
         # and cpus_per_task under Slurm; bare, one process using every core
@@ -49,5 +51,5 @@ rule train:
     conda:
         ENV
     shell:
-        "{params.launcher} lcflow -v train --model {wildcards.model} --samples {input:q} --out {params.out:q}"
-        " --params {params.model_params:q} --set threads={params.threads} > {log:q} 2>&1"
+        "{params.launcher} lcflow -v train --model {wildcards.model} --samples {input.samples:q} --out {params.out:q}"
+        " --params {params.model_params:q} --set threads={params.threads} {params.tuned} > {log:q} 2>&1"
