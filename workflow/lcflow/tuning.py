@@ -235,8 +235,10 @@ def _figures(study, directory: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
     from optuna.visualization import matplotlib as ovm
 
+    metric = next((t.user_attrs["metric"] for t in study.trials if "metric" in t.user_attrs), "overall_accuracy")
     draw = {"history": ovm.plot_optimization_history, "importances": ovm.plot_param_importances,
             "intermediate": ovm.plot_intermediate_values}
     for key, plot in draw.items():
@@ -244,8 +246,16 @@ def _figures(study, directory: Path) -> None:
             warnings.simplefilter("ignore")  # Optuna's matplotlib plots are marked experimental
             try:
                 ax = plot(study)
-                fig = (ax.flat[0] if hasattr(ax, "flat") else ax).figure
+                ax = ax.flat[0] if hasattr(ax, "flat") else ax
+                fig = ax.figure
                 fig.set_size_inches(7, 4.5)
+                if key != "importances":  # trials and rounds are counted in whole numbers
+                    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+                if key == "intermediate":
+                    ax.set_xlabel("validation round")
+                    ax.set_ylabel(f"val {metric.replace('_', ' ')}")
+                elif key == "history":
+                    ax.set_ylabel(f"val {metric.replace('_', ' ')}")
             except Exception as exc:  # noqa: BLE001 - a figure that cannot be drawn says why instead
                 fig, axis = plt.subplots(figsize=(7, 4.5))
                 axis.axis("off")
