@@ -144,10 +144,14 @@ def cmd_sample(a):
 
 
 def cmd_train(a):
-    from . import training, tuning
+    from . import training
 
     params = {**training.parse_params(a.params), **training.parse_overrides(a.set or [])}
-    tuned = tuning.read_best(a.tuned, a.model) if a.tuned else None
+    tuned = None
+    if a.tuned:  # only then: lcflow.tuning brings Optuna in
+        from .tuning import read_best
+
+        tuned = read_best(a.tuned, a.model)
     metrics = training.train(a.model, a.samples, a.out, params, tuned=tuned)
     test = metrics.get("test")
     log.info("%s trained -> %s%s", a.model, a.out,

@@ -105,6 +105,11 @@ def counts(study: optuna.Study) -> dict[str, int]:
     return out
 
 
+def finished(c: dict[str, int]) -> int:
+    """Trials of :func:`counts` that count against the budget."""
+    return sum(c[s.name.lower()] for s in FINISHED)
+
+
 @contextlib.contextmanager
 def _claim_lock(study_dir: Path) -> Iterator[None]:
     lock = JournalFileOpenLock(str(study_dir / "claim"))
@@ -142,7 +147,7 @@ def claim(study: optuna.Study, study_dir: Path, budget: int, attrs: dict[str, An
     with _claim_lock(study_dir):
         fail_dead_trials(study, study_dir, attrs["worker"])
         c = counts(study)
-        if c["complete"] + c["pruned"] + c["running"] >= budget:
+        if finished(c) + c["running"] >= budget:
             return None
         trial = study.ask()
         _heartbeat(study_dir, trial.number).touch()

@@ -84,7 +84,7 @@ def tune(model: str, sample_paths: list[str], study_dir: str | Path, trials: int
                                    storage_url)
         c = studies.counts(study)
         log.info("study %s in %s: %d finished, %d running, budget %d; worker %s, %d rank(s); space: %s", name,
-                 study_dir, c["complete"] + c["pruned"], c["running"], trials, worker, comm.size,
+                 study_dir, studies.finished(c), c["running"], trials, worker, comm.size,
                  "; ".join(summary["space"]))
     started = time.perf_counter()
     while True:
@@ -99,7 +99,7 @@ def tune(model: str, sample_paths: list[str], study_dir: str | Path, trials: int
         if comm.rank == 0:
             summary["trials"].append(result)
             c = studies.counts(study)
-            done = c["complete"] + c["pruned"]
+            done = studies.finished(c)
             elapsed = time.perf_counter() - started
             value = result["value"] if result["value"] is not None else result["last_value"]
             log.info("trial %d %s after %d round(s) (%.0f s): %s %.4f; study: %d of %d finished, best %.4f",
