@@ -6,6 +6,8 @@ Cases (tests/real_tables.py):
 each in 5 spatially blocked folds with split = train/test only (so training carves its own val rows).
 Every model runs with its default parameters through ``lcflow.training.train``; the table printed
 holds the mean overall accuracy over the folds (and the smallest fold), balanced accuracy and macro F1.
+The demo's test rows carry CORINE labels, wrong for some of them as real CORINE is; there each model is
+also scored against the synthetic truth at the same points.
 
 Usage: python benchmarks/models_on_small_tables.py [--cases slovenia,demo] [--folds 5] [--demo-subsets 2]
 """
@@ -19,11 +21,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import rasterio
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lcflow import samples, training  # noqa: E402
+from lcflow.trained import TrainedModel  # noqa: E402
 from lcflow.synth.demo import make_demo  # noqa: E402
 from tests import real_tables  # noqa: E402
 
@@ -54,7 +58,22 @@ def demo_samples(work: Path) -> list[pd.DataFrame]:
     return out
 
 
-def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: float, work: Path) -> list[dict]:
+def truth_of(frame: pd.DataFrame, work: Path) -> np.ndarray:
+    """The demo's true class (level 2, as the labels) of each row: the synthetic truth raster at x/y."""
+    from lcflow import nomenclature
+
+    out = np.zeros(len(frame), dtype=np.int64)
+    for (tile, year), part in frame.groupby(["tile", "year"]):
+        with rasterio.open(work / "demo" / "truth" / f"{tile}_{year}.tif") as src:
+            clc = np.array([v[0] for v in src.sample(list(zip(part["x"], part["y"])))])
+        out[frame.index.get_indexer(part.index)] = nomenclature.clc_level(2).apply(clc)
+    return out
+
+
+def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: float, work: Path,
+             truth: bool = False) -> list[dict]:
+    """Every model on every fold; with ``truth`` (the demo) also scored against the true classes, since
+    the CORINE labels of the test rows are themselves wrong for some of them."""
     rows = []
     for k, table in enumerate(real_tables.spatial_folds(frame, folds, block_m, seed=0)):
         path = work / f"{name}_{k}.parquet"
@@ -69,6 +88,14 @@ def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: fl
             t = metrics["test"]
             row |= {model: t["overall_accuracy"], f"{model}_bal": t["balanced_accuracy"], f"{model}_f1": t["macro_f1"],
                     f"{model}_s": time.perf_counter() - started}
+            if truth:
+                part = samples.read(path).split("test")
+                trained = TrainedModel.load(work / f"{name}_{k}_{model}")
+                codes, _, _ = trained.predict(part.features(trained.bands, trained.steps))
+                true = truth_of(part.frame.reset_index(drop=True), work)
+                row[f"{model}_truth"] = float((codes == true).mean())
+        if truth:
+            row["labels_true"] = float((test["label"].to_numpy() == truth_of(test.reset_index(drop=True), work)).mean())
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -84,6 +111,14 @@ def summary(rows: list[dict]) -> None:
         line += "".join(f"{part[m].mean():>12.3f}{part[m].min():>8.3f}" for m in MODELS)
         line += "".join(f"{part[m + '_bal'].mean():>10.3f}{part[m + '_f1'].mean():>9.3f}" for m in MODELS)
         print(line)
+    if "labels_true" in frame:
+        truth = frame.dropna(subset=["labels_true"])
+        print()
+        print("against the true classes (demo; the CORINE labels of the test rows are right for "
+              f"{truth['labels_true'].mean():.3f} of them, {truth['labels_true'].min():.3f} in the worst fold)")
+        for case, part in truth.groupby("case", sort=False):
+            print(f"{case:<22}" + "".join(f"{m + ' OA':>12}{part[m + '_truth'].mean():>7.3f} (min {part[m + '_truth'].min():.3f})"
+                                          for m in MODELS))
     for m in ("lstm", "tempcnn"):
         gap = (frame.groupby("case", sort=False)[m].mean() - frame.groupby("case", sort=False)["rf"].mean())
         print(f"{m} - rf (mean OA): " + ", ".join(f"{c} {v:+.3f}" for c, v in gap.items()))
@@ -115,7 +150,7 @@ def main() -> None:
                 table = tables[i % len(tables)]
                 name = f"demo {table['tile'].iloc[0]} {table['year'].iloc[0]} #{i}"
                 subset = real_tables.field_like(table, 500, seed=i)
-                rows += run_case(name, subset, meta, args.folds, 320.0, work)
+                rows += run_case(name, subset, meta, args.folds, 320.0, work, truth=True)
     summary(rows)
 
 

@@ -162,7 +162,7 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
             saved = None
     saved = comm.broadcast_object(saved)  # every rank restores the same state the same way
     progress = {"round": 0, "step": 0, "position": 0, "history": [], "best": [-1.0, 0.0], "best_state": None,
-                "waited": 0, "schedule": asdict(plan)}
+                "best_round": 0, "waited": 0, "schedule": asdict(plan)}
     if saved is not None:
         net.load_state_dict(saved["net"])
         optimizer.load_state_dict(saved["optimizer"])
@@ -293,9 +293,16 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
             "workers": size}
 
 
+def _selectable(step: int, plan: Schedule) -> bool:
+    """Whether the weights after ``step`` may become the best: not while the rate still warms up
+    (on a small val set an undertrained model can score best by chance), except at the very end."""
+    return step > plan.warmup_steps or step >= plan.total_steps
+
+
 def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict, n_classes: int) -> None:
     """Validation accuracy, balanced accuracy and loss summed over ranks; keeps the best weights in
-    ``progress`` (higher accuracy, or the same accuracy at a lower loss)."""
+    ``progress`` (higher accuracy, or the same accuracy at a lower loss) once warm-up is over; patience
+    counts from there."""
     if data.x_val is None or not len(data.x_val):
         return
     shard = data.val_shard(comm.rank, comm.size)
@@ -312,12 +319,16 @@ def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict,
     present = per_class_seen > 0
     row.update(val_accuracy=float(v_correct / v_seen), val_loss=float(v_nll / v_seen),
                val_balanced_accuracy=float(np.mean(per_class_correct[present] / per_class_seen[present])))
+    if not _selectable(row["step"], Schedule(**progress["schedule"])):
+        row["best_round"] = 0  # a model still warming up is no candidate, however lucky on a small val set
+        return
     best_accuracy, best_loss = progress["best"]
     if row["val_accuracy"] > best_accuracy or (row["val_accuracy"] == best_accuracy and row["val_loss"] < best_loss):
-        progress.update(best=[row["val_accuracy"], row["val_loss"]], waited=0,
+        progress.update(best=[row["val_accuracy"], row["val_loss"]], waited=0, best_round=r,
                         best_state={k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
     else:
         progress["waited"] += 1
+    row["best_round"] = progress.get("best_round", 0)  # the round whose weights the run ends with, so far
 
 
 def _save_checkpoint(path: Path, net, optimizer, progress, fingerprint: str, size: int) -> None:
