@@ -107,6 +107,9 @@ def _real_corine_config(cfg: dict, ctx: Ctx, corine: str) -> None:
 CONFIG_CASES = [
     cfg_case("unknown key", lambda c, x: c.update(colour="red"), "config: unknown key 'colour' in (top level)"),
     cfg_case("unknown nested key", lambda c, x: c["sample"].update(per_klass=3), "unknown key 'per_klass' in sample"),
+    cfg_case("cleaning threshold over 1", lambda c, x: c["sample"].update(clean={"min_label_probability": 1.4}),
+             "sample.clean.min_label_probability"),
+    cfg_case("labels year as text", lambda c, x: c["labels"].update(year="2018a"), "labels.year"),
     cfg_case("bad tile id", lambda c, x: c["tiles"].append("31UFTX"), "tiles[2] = '31UFTX' is not a valid MGRS tile id"),
     cfg_case("no tiles", lambda c, x: c.update(tiles=[]), "tiles = []"),
     cfg_case("duplicate tiles", lambda c, x: c["tiles"].append("31UFT"), "non-unique"),
@@ -349,6 +352,14 @@ COMMAND_CASES = [
         "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
         "--tile", "31UFT", "--year", 2018, "--fractions", '{"train": 0.7, "val": 0.2, "test": 0.2}',
         "--out", x.out / "s.parquet"), "sample fractions {'train': 0.7, 'val': 0.2, 'test': 0.2} sum to 1.1, not 1"),
+    Case("sample: reference cube with other bands", lambda x: x.lcflow(
+        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
+        "--tile", "31UFT", "--year", 2019, "--reference-cube", x.stages["labels"], "--out", x.out / "s.parquet"),
+        "labels.tif has other bands or steps than the cube of tile 31UFT 2019"),
+    Case("sample: cleaning threshold over 1", lambda x: x.lcflow(
+        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
+        "--tile", "31UFT", "--year", 2018, "--min-label-probability", "1.5", "--out", x.out / "s.parquet"),
+        "argument --min-label-probability: 1.5 must be within 0..1"),
     Case("sample: fractions not JSON", lambda x: x.lcflow(
         "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
         "--tile", "31UFT", "--year", 2018, "--fractions", "train=0.6", "--out", x.out / "s.parquet"),

@@ -53,6 +53,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a number >= 0")
+    return value
+
+
 def _share(text: str) -> float:
     try:
         value = float(text)
@@ -130,16 +140,21 @@ def cmd_cube(a):
 def cmd_labels(a):
     from . import labels
 
-    labels.run(a.corine, a.grid, a.out, _nomenclature(a))
+    labels.run(a.corine, a.grid, a.out, _nomenclature(a), resampling=a.resampling)
     log.info("labels -> %s", a.out)
 
 
 def cmd_sample(a):
     from . import sampling
+    from .label_noise import Cleaning
+    from .label_transfer import ChangeTest
 
     frame = sampling.run(a.cube, a.valid, a.labels, a.out, tile=a.tile, year=a.year, per_class=a.per_class,
                          min_valid_fraction=a.min_valid_fraction, boundary_px=a.boundary_px, block_px=a.block_px,
-                         fractions=a.fractions, seed=a.seed, patch_px=a.patch_px)
+                         fractions=a.fractions, seed=a.seed, patch_px=a.patch_px,
+                         cleaning=Cleaning(a.min_label_probability, a.clean_folds, a.max_drop_fraction, seed=a.seed),
+                         reference_cube=a.reference_cube, change_test=ChangeTest(a.change_mad_k),
+                         min_per_class=a.min_per_class)
     log.info("%d samples (%s) -> %s", len(frame), frame["split"].value_counts().to_dict(), a.out)
 
 
@@ -309,6 +324,8 @@ def parser() -> argparse.ArgumentParser:
     p = command("labels", "CORINE on the tile grid, in the configured nomenclature")
     p.add_argument("--corine", required=True, help="CORINE raster: grid codes 1..44 or CLC codes, any CRS")
     p.add_argument("--grid", required=True, help="a raster on the tile grid (the cube)")
+    p.add_argument("--resampling", choices=("auto", "nearest", "mode"), default="auto",
+                   help="CORINE cells onto the grid: auto takes nearest onto a finer grid, mode onto a coarser one")
     _nomenclature_args(p)
     p.add_argument("--out", required=True, help="class raster (COG) to write")
     p.set_defaults(func=cmd_labels)
@@ -327,6 +344,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fractions", type=_json_object, help='JSON {"train": 0.6, "val": 0.2, "test": 0.2}, summing to 1')
     p.add_argument("--seed", type=int, default=0, help="sampling and split seed")
     p.add_argument("--patch-px", type=_int_at_least(0), default=0, help="also store a patch of this (odd) size around each sample")
+    p.add_argument("--min-per-class", type=_int_at_least(0), default=20,
+                   help="warn about a class with fewer samples (it is kept)")
+    p.add_argument("--min-label-probability", type=_share, default=0.4,
+                   help="drop train/val samples whose label gets a lower out-of-fold probability while another class "
+                        "is likelier (0: no cleaning)")
+    p.add_argument("--clean-folds", type=_int_at_least(2), default=5, help="folds (by spatial block) of the cleaning")
+    p.add_argument("--max-drop-fraction", type=_share, default=0.5, help="cleaning drops at most this share of a class")
+    p.add_argument("--reference-cube", help="cube of the year the labels show, when --year is another: samples "
+                                            "whose series changed since then are dropped from train/val")
+    p.add_argument("--change-mad-k", type=_non_negative, default=3.0,
+                   help="changed: distance between years above the class median + K robust standard deviations")
     p.add_argument("--out", required=True, help="samples table (parquet) to write")
     p.set_defaults(func=cmd_sample)
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import rasterio
 import rasterio.errors
+import rasterio.transform
 from affine import Affine
 from rasterio.crs import CRS
 from rasterio.warp import Resampling, reproject, transform_bounds
@@ -44,27 +45,51 @@ def corine_window_codes(corine: str | Path, crs, bounds, where: str) -> tuple[np
         return codes, src.window_transform(win), src.crs
 
 
-def clc_on_grid(corine: str | Path, grid: Grid, where: str = "the tile") -> np.ndarray:
+#: how CORINE cells become tile pixels: ``auto`` takes nearest on a finer tile grid, mode on a coarser one
+RESAMPLING = ("auto", "nearest", "mode")
+
+
+def clc_on_grid(corine: str | Path, grid: Grid, where: str = "the tile", resampling: str = "auto") -> np.ndarray:
     """CLC level-3 codes of a CORINE raster (grid or CLC codes, any CRS) on ``grid``; 0 outside classes.
 
-    Categorical data: the CORINE cells are decoded first, then warped by nearest neighbour (the
-    Sentinel-2 grid is finer), reading only the window that covers the tile.
+    Categorical data: the CORINE cells are decoded first (grid codes and CLC codes map one to one, so
+    decoding commutes with both methods), then warped by GDAL (as ``gdalwarp -r near`` / ``-r mode``),
+    reading only the window that covers the tile. ``auto``: nearest where a tile pixel is no larger
+    than a CORINE cell (the 100 m product onto 10 m Sentinel-2), the mode of the covered cells where
+    it is larger.
     """
+    if resampling not in RESAMPLING:
+        raise LcflowError(f"label resampling {resampling!r}: expected one of {', '.join(RESAMPLING)}")
     codes, transform, crs = corine_window_codes(corine, grid.crs, grid.bounds, where)
+    if resampling == "auto":
+        resampling = "nearest" if _pixel_area(grid.transform) <= _cell_area_in(transform, crs, codes.shape, grid.crs) \
+            else "mode"
     out = np.zeros((grid.height, grid.width), dtype=np.uint16)
     reproject(codes, out, src_transform=transform, src_crs=crs, src_nodata=0,
-              dst_transform=grid.transform, dst_crs=grid.crs, dst_nodata=0, resampling=Resampling.nearest)
+              dst_transform=grid.transform, dst_crs=grid.crs, dst_nodata=0, resampling=Resampling[resampling])
     return out
+
+
+def _pixel_area(transform: Affine) -> float:
+    return abs(transform.a * transform.e - transform.b * transform.d)
+
+
+def _cell_area_in(transform: Affine, crs, shape: tuple[int, int], target_crs) -> float:
+    """Area of one source cell measured in the target CRS (over the window read)."""
+    left, bottom, right, top = rasterio.transform.array_bounds(*shape, transform)
+    l2, b2, r2, t2 = transform_bounds(crs, target_crs, left, bottom, right, top)
+    return abs((r2 - l2) * (t2 - b2)) / (shape[0] * shape[1])
 
 
 def _overlaps(win, src) -> bool:
     return win.col_off < src.width and win.row_off < src.height and win.col_off + win.width > 0 and win.row_off + win.height > 0
 
 
-def run(corine: str | Path, grid_of: str | Path, out: str | Path, nomenclature: Nomenclature) -> np.ndarray:
+def run(corine: str | Path, grid_of: str | Path, out: str | Path, nomenclature: Nomenclature,
+        resampling: str = "auto") -> np.ndarray:
     """Write the class raster of one tile, on the grid of ``grid_of`` (its cube); return the classes."""
     grid = Grid.of(grid_of)
-    clc = clc_on_grid(corine, grid)
+    clc = clc_on_grid(corine, grid, resampling=resampling)
     if not clc.any():
         raise LcflowError(f"CORINE raster {corine} has no class inside the tile area {grid.bounds} ({grid.crs})")
     classes = nomenclature.apply(clc)

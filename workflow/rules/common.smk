@@ -12,6 +12,7 @@ MODELS = config["models"]
 DEEP_MODELS = [m for m in MODELS if m != "rf"]
 ENV = "../../envs/lcflow.yaml"
 LABELS = config["labels"]
+LABEL_YEAR = int(LABELS.get("year") or YEARS[0])
 TRUTH = (config.get("assess") or {}).get("truth")
 
 
@@ -87,3 +88,22 @@ def hpo_args(model):
     if space is not None:
         args.append(f"--space-json {shlex.quote(json.dumps(space))}")
     return " ".join(args)
+
+
+def reference_cube(wildcards):
+    """The cube of the year the labels show, for a sample table of another year (label transfer)."""
+    transfer = (config.get("sample") or {}).get("transfer") or {}
+    if int(wildcards.year) == LABEL_YEAR or not float(transfer.get("mad_k", 3)):
+        return {}
+    return {"reference": f"{R}/{wildcards.tile}/{LABEL_YEAR}/cube.tif"}
+
+
+def label_check_args(wildcards, input):
+    """Options of the label checks: cleaning always (unless off), the change test for other years."""
+    sample = config.get("sample") or {}
+    clean = sample.get("clean") or {}
+    args = (f"--min-label-probability {clean.get('min_label_probability', 0.4)} --clean-folds {clean.get('folds', 5)}"
+            f" --max-drop-fraction {clean.get('max_drop_fraction', 0.5)} --min-per-class {sample.get('min_per_class', 20)}")
+    if "reference" in input.keys():
+        args += f" --reference-cube {shlex.quote(input.reference)} --change-mad-k {(sample.get('transfer') or {}).get('mad_k', 3)}"
+    return args

@@ -4,22 +4,25 @@ SAMPLE = config["sample"]
 rule labels:
     input:
         corine=LABELS["corine"],
-        grid=f"{R}/{{tile}}/{YEARS[0]}/cube.tif",
+        grid=f"{R}/{{tile}}/{LABEL_YEAR}/cube.tif",
     output:
         f"{R}/{{tile}}/labels.tif",
     log:
         f"{R}/logs/labels/{{tile}}.log",
     params:
         nomenclature=nomenclature_args(),
+        resampling=LABELS.get("resampling", "auto"),
     conda:
         ENV
     shell:
-        "lcflow -v labels --corine {input.corine:q} --grid {input.grid:q} {params.nomenclature}"
+        "lcflow -v labels --corine {input.corine:q} --grid {input.grid:q} --resampling {params.resampling}"
+        " {params.nomenclature}"
         " --out {output:q} > {log:q} 2>&1"
 
 
 rule sample:
     input:
+        unpack(reference_cube),
         cube=f"{R}/{{tile}}/{{year}}/cube.tif",
         valid=f"{R}/{{tile}}/{{year}}/cube_valid.tif",
         labels=f"{R}/{{tile}}/labels.tif",
@@ -35,10 +38,11 @@ rule sample:
         fractions=json.dumps(SAMPLE["fractions"]),
         seed=SAMPLE["seed"],
         patch=SAMPLE["patch_px"],
+        checks=label_check_args,
     conda:
         ENV
     shell:
         "lcflow -v sample --cube {input.cube:q} --valid {input.valid:q} --labels {input.labels:q}"
         " --tile {wildcards.tile} --year {wildcards.year} --per-class {params.per_class}"
         " --min-valid-fraction {params.min_valid} --boundary-px {params.boundary} --block-px {params.block}"
-        " --fractions {params.fractions:q} --seed {params.seed} --patch-px {params.patch} --out {output:q} > {log:q} 2>&1"
+        " --fractions {params.fractions:q} --seed {params.seed} --patch-px {params.patch} {params.checks} --out {output:q} > {log:q} 2>&1"

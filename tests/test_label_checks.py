@@ -1,0 +1,106 @@
+"""Label checks of the samples: noise cleaning (out-of-fold forest) and label transfer (change test)."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import rasterio
+
+from lcflow import label_noise, label_transfer, nomenclature, sampling
+from lcflow.label_noise import Cleaning
+from lcflow.label_transfer import ChangeTest
+
+
+def blocky_table(rng: np.random.Generator, n_blocks: int = 40, per_block: int = 25, flipped_blocks: int = 4):
+    """Two classes of distinct series; whole blocks (a mislabelled CORINE polygon) carry the wrong label."""
+    x, y, truth, groups = [], [], [], []
+    for b in range(n_blocks):
+        c = b % 2
+        centre = np.where(c, 1.0, -1.0)
+        x.append(centre + rng.normal(0, 0.6, (per_block, 8)))
+        truth += [c] * per_block
+        y += [1 - c if b < flipped_blocks else c] * per_block
+        groups += [b] * per_block
+    return np.concatenate(x), np.array(y), np.array(truth), np.array(groups)
+
+
+def test_cleaning_drops_mislabelled_blocks_and_keeps_the_rest():
+    rng = np.random.default_rng(0)
+    x, y, truth, groups = blocky_table(rng)
+    drop = label_noise.noisy(x, y, groups, Cleaning(0.4, trees=50), "t")
+    wrong = y != truth
+    assert drop[wrong].mean() > 0.9  # a whole mislabelled block cannot vouch for itself
+    assert drop[~wrong].mean() < 0.05
+    assert not label_noise.noisy(x, y, groups, Cleaning(0.0), "t").any()  # 0 turns it off
+
+
+def test_cleaning_never_empties_a_class_and_says_so(caplog):
+    rng = np.random.default_rng(1)
+    x, y, truth, groups = blocky_table(rng)
+    y = np.where(groups < 10, 2, y)  # a rare class on blocks whose series belong to the others
+    drop = label_noise.noisy(x, y, groups, Cleaning(0.4, max_drop_fraction=0.3, trees=50), "tile T 2019")
+    rare = y == 2
+    assert drop[rare].sum() == int(np.floor(0.3 * rare.sum()))
+    assert "tile T 2019: class 2" in caplog.text and "max_drop_fraction" in caplog.text
+
+
+def test_cleaning_is_skipped_with_one_block(caplog):
+    x, y, _, _ = blocky_table(np.random.default_rng(2))
+    assert not label_noise.noisy(x, y, np.zeros(len(y)), Cleaning(0.4), "tile T 2018").any()
+    assert "tile T 2018: label cleaning skipped (1 spatial block(s)" in caplog.text
+
+
+def test_change_test_flags_changed_pixels_per_class():
+    rng = np.random.default_rng(3)
+    n, steps, bands = 400, 12, 3
+    season = np.sin(np.linspace(0, np.pi, steps))[None, :, None]
+    labels = np.repeat([1, 2], n // 2)
+    amplitude = np.where(labels == 1, 3000.0, 500.0)[:, None, None]  # class 2 varies little between years
+    reference = 1000 + amplitude * season + rng.normal(0, 100, (n, steps, bands))
+    target = reference + rng.normal(0, 100, (n, steps, bands))
+    moved = np.zeros(n, dtype=bool)
+    moved[::20] = True  # 5 %: a forest cut, a field turned into a building
+    target[moved] = 4000 - amplitude[moved] * season
+    target[1, :, :] = np.nan  # never observed in the target year: cannot be tested
+    distance = label_transfer.series_distance(target.astype(np.float32), reference.astype(np.float32))
+    assert np.isnan(distance[1]) and np.isfinite(np.delete(distance, 1)).all()
+    flagged = label_transfer.changed(distance, labels, ChangeTest(3))
+    assert flagged[moved].all()
+    assert flagged[~moved].mean() < 0.03 and flagged[1]
+    assert not label_transfer.changed(distance, labels, ChangeTest(0)).any()
+
+
+def test_demo_samples_get_truer_labels_and_lose_the_changed_pixels(stages, demo, tmp_path):
+    """On the small demo: the checks raise the share of train/val labels that equal the truth, and keep
+    most planted changes out of the second year; test rows stay as drawn."""
+    level2 = nomenclature.clc_level(2)
+    truth = {}
+    for year in (2018, 2019):
+        with rasterio.open(demo / "truth" / f"31UFT_{year}.tif") as src:
+            truth[year] = level2.apply(src.read(1))
+    planted = truth[2018] != truth[2019]
+    figures = {}
+    for year in (2018, 2019):
+        out = tmp_path / f"{year}.parquet"
+        frame = sampling.run(stages[f"cube{year}"], stages[f"valid{year}"], stages["labels"], out, tile="31UFT",
+                             year=year, per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16,
+                             cleaning=Cleaning(0.4, trees=100), change_test=ChangeTest(3),
+                             reference_cube=stages["cube2018"] if year == 2019 else None)
+        before = pd.read_parquet(stages[f"samples{year}"])
+        judged = [f[f["split"].isin(["train", "val"])] for f in (before, frame)]
+        true_share = [float((f["label"].to_numpy() == truth[year][f["row"], f["col"]]).mean()) for f in judged]
+        changed = [int(planted[f["row"], f["col"]].sum()) for f in judged]
+        figures[year] = (true_share, changed)
+        meta = json.loads(pq.read_schema(out).metadata[b"lcflow"])["label_checks"]
+        assert [c["check"] for c in meta["applied"]] == (["change since the reference year"] if year == 2019 else []) + [
+            "out-of-fold label probability"]
+        assert sum(c.get("noisy", 0) for c in meta["per_class"].values()) > 0
+        assert sum(c["kept"] for c in meta["per_class"].values()) == len(frame)
+        assert frame.groupby("label").size().max() <= 300
+    print("train/val labels equal to truth, before -> after; planted changes in them:", figures)
+    for year, (share, _) in figures.items():
+        assert share[1] >= share[0] + 0.1, (year, share)  # the full demo reaches 0.93 (test_workflow)
+    before_changed, after_changed = figures[2019][1]
+    assert before_changed >= 10 and after_changed <= 0.2 * before_changed, figures[2019]

@@ -1,0 +1,73 @@
+"""Label-noise cleaning: drop training samples whose time series contradicts their CORINE label.
+
+CORINE is a 25 ha map generalised from photo-interpretation: a pixel sampled inside a polygon often
+belongs to another class (a pond in arable land, a hedge in pasture). Following consensus filtering
+(Brodley & Friedl 1999) as used for land-cover time series (Pelletier et al. 2017; Paris et al. 2019),
+each sample is judged by a Random Forest that never saw it nor its spatial block (out-of-fold, folds
+by block so a mislabelled polygon cannot vouch for itself): a sample whose own label gets a low
+out-of-fold probability while another class is more likely is dropped. A cap per class keeps rare
+classes, which a forest predicts with less confidence, from being emptied.
+"""
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.model_selection import GroupKFold
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Cleaning:
+    """How samples are judged; ``min_label_probability`` 0 turns cleaning off."""
+
+    min_label_probability: float = 0.4
+    folds: int = 5
+    max_drop_fraction: float = 0.5
+    trees: int = 200
+    seed: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.min_label_probability > 0
+
+
+def out_of_fold_probability(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, trees: int,
+                            seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(probability of each sample's own label, the most likely class) from forests that were trained
+    on the other groups only. x: (samples, features) without NaN."""
+    classes = np.unique(y)
+    proba = np.zeros((len(y), classes.size))
+    for train, held in GroupKFold(n_splits=folds).split(x, y, groups):
+        forest = RandomForestClassifier(trees, n_jobs=-1, random_state=seed).fit(x[train], y[train])
+        proba[np.ix_(held, np.searchsorted(classes, forest.classes_))] = forest.predict_proba(x[held])
+    own = proba[np.arange(len(y)), np.searchsorted(classes, y)]
+    return own, classes[proba.argmax(axis=1)]
+
+
+def noisy(x: np.ndarray, y: np.ndarray, groups: np.ndarray, cleaning: Cleaning, where: str) -> np.ndarray:
+    """Which samples to drop as mislabelled (boolean mask); x: (samples, features) without NaN."""
+    drop = np.zeros(len(y), dtype=bool)
+    n_groups = np.unique(groups).size
+    if not cleaning.enabled or len(y) == 0:
+        return drop
+    if n_groups < 2 or np.unique(y).size < 2:
+        log.warning("%s: label cleaning skipped (%d spatial block(s), %d class(es): nothing to judge against)",
+                    where, n_groups, np.unique(y).size)
+        return drop
+    own, likeliest = out_of_fold_probability(x, y, groups, min(cleaning.folds, n_groups), cleaning.trees,
+                                             cleaning.seed)
+    suspect = (own < cleaning.min_label_probability) & (likeliest != y)
+    for c in np.unique(y):
+        members = np.flatnonzero(y == c)
+        flagged = members[suspect[members]]
+        cap = int(np.floor(cleaning.max_drop_fraction * members.size))
+        if flagged.size > cap:
+            log.warning("%s: class %d: %d of %d samples contradict their label; only the %d least likely are "
+                        "dropped (max_drop_fraction %.2f)", where, c, flagged.size, members.size, cap,
+                        cleaning.max_drop_fraction)
+            flagged = flagged[np.argsort(own[flagged], kind="stable")[:cap]]
+        drop[flagged] = True
+    return drop
