@@ -43,31 +43,28 @@ def _int_at_least(low: int):
     return parse
 
 
-def _positive_float(text: str) -> float:
+def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be a number > 0")
-    return value
 
 
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be a number >= 0")
-    return value
+def _float_above(low: float, inclusive: bool = False):
+    def parse(text: str) -> float:
+        value = _number(text)
+        if not math.isfinite(value) or value < low or (value == low and not inclusive):
+            raise argparse.ArgumentTypeError(f"{text} must be a number {'>=' if inclusive else '>'} {low:g}")
+        return value
+    return parse
+
+
+_positive_float = _float_above(0)
+_non_negative = _float_above(0, inclusive=True)
 
 
 def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _number(text)
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"{text} must be within 0..1")
     return value

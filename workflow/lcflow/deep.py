@@ -176,7 +176,7 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     def one_round(r: int) -> bool:
         """Train and validate one round on the current world; False once training should stop."""
         row = _train_round(net, optimizer, loss_fn, data, cfg, plan, comm, device, r, progress)
-        _validate(net, data, comm, device, r, row, progress, n_classes)
+        _validate(net, data, comm, device, r, row, progress, n_classes, plan)
         progress["history"].append(row)
         progress["round"] = r
         if comm.rank == 0 and checkpoint is not None:
@@ -299,7 +299,8 @@ def _selectable(step: int, plan: Schedule) -> bool:
     return step > plan.warmup_steps or step >= plan.total_steps
 
 
-def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict, n_classes: int) -> None:
+def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict, n_classes: int,
+              plan: Schedule) -> None:
     """Validation accuracy, balanced accuracy and loss summed over ranks; keeps the best weights in
     ``progress`` (higher accuracy, or the same accuracy at a lower loss) once warm-up is over; patience
     counts from there."""
@@ -319,15 +320,13 @@ def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict,
     present = per_class_seen > 0
     row.update(val_accuracy=float(v_correct / v_seen), val_loss=float(v_nll / v_seen),
                val_balanced_accuracy=float(np.mean(per_class_correct[present] / per_class_seen[present])))
-    if not _selectable(row["step"], Schedule(**progress["schedule"])):
-        row["best_round"] = 0  # a model still warming up is no candidate, however lucky on a small val set
-        return
-    best_accuracy, best_loss = progress["best"]
-    if row["val_accuracy"] > best_accuracy or (row["val_accuracy"] == best_accuracy and row["val_loss"] < best_loss):
-        progress.update(best=[row["val_accuracy"], row["val_loss"]], waited=0, best_round=r,
-                        best_state={k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
-    else:
-        progress["waited"] += 1
+    if _selectable(row["step"], plan):  # a model still warming up is no candidate, however lucky on a small val set
+        best_accuracy, best_loss = progress["best"]
+        if row["val_accuracy"] > best_accuracy or (row["val_accuracy"] == best_accuracy and row["val_loss"] < best_loss):
+            progress.update(best=[row["val_accuracy"], row["val_loss"]], waited=0, best_round=r,
+                            best_state={k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
+        else:
+            progress["waited"] += 1
     row["best_round"] = progress.get("best_round", 0)  # the round whose weights the run ends with, so far
 
 

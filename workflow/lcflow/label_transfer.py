@@ -44,9 +44,9 @@ def series_distance(target: np.ndarray, reference: np.ndarray) -> np.ndarray:
 
 def changed(distance: np.ndarray, labels: np.ndarray, test: ChangeTest) -> np.ndarray:
     """Which pixels moved beyond their class's usual year-to-year distance (or cannot be tested)."""
-    out = ~np.isfinite(distance)
     if not test.enabled:
         return np.zeros(len(distance), dtype=bool)
+    out = ~np.isfinite(distance)
     for c in np.unique(labels):
         members = (labels == c) & np.isfinite(distance)
         if not members.any():

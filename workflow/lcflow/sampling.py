@@ -161,15 +161,11 @@ def _read_at(cube: str | Path, grid: Grid, rows: np.ndarray, cols: np.ndarray,
     return names, values, patches
 
 
-def _series(values: np.ndarray, names: list[str]) -> np.ndarray:
-    """(samples, bands x steps) columns named BAND_tKK -> (samples, steps, bands)."""
-    parsed = [n.rsplit("_t", 1) for n in names]
-    bands = list(dict.fromkeys(b for b, _ in parsed))
-    steps = sorted({int(k) for _, k in parsed})
-    out = np.full((len(values), len(steps), len(bands)), np.nan, dtype=np.float32)
-    for j, (b, k) in enumerate(parsed):
-        out[:, steps.index(int(k)), bands.index(b)] = values[:, j]
-    return out
+def _series(values: np.ndarray, names: list[str], where: str) -> np.ndarray:
+    """(samples, bands x steps) columns named BAND_tKK -> (samples, steps, bands), as a samples table
+    lays them out."""
+    bands, steps = samples_table.band_layout(names, where)
+    return samples_table.SampleTable(pd.DataFrame(values, columns=names), bands, steps).features()
 
 
 def _check_labels(frame: pd.DataFrame, names: list[str], values: np.ndarray, reference_cube, grid: Grid,
@@ -181,10 +177,10 @@ def _check_labels(frame: pd.DataFrame, names: list[str], values: np.ndarray, ref
     keep = np.ones(len(frame), dtype=bool)
     per_class = {str(c): {"candidates": int((labels == c).sum())} for c in np.unique(labels)}
     checks = {"applied": [], "judged_splits": ["train", "val"], "per_class": per_class}
-    series = _series(values, names)
+    series = _series(values, names, where)
     if reference_cube is not None and change_test.enabled:
         ref_names, ref_values, _ = _read_at(reference_cube, grid, frame["row"].to_numpy(), frame["col"].to_numpy(), 0)
-        distance = label_transfer.series_distance(series, _series(ref_values, ref_names))
+        distance = label_transfer.series_distance(series, _series(ref_values, ref_names, str(reference_cube)))
         moved = label_transfer.changed(distance, labels, change_test) & judged
         keep &= ~moved
         checks["applied"].append({"check": "change since the reference year", "reference_cube": str(reference_cube),

@@ -92,18 +92,18 @@ def hpo_args(model):
 
 def reference_cube(wildcards):
     """The cube of the year the labels show, for a sample table of another year (label transfer)."""
-    transfer = (config.get("sample") or {}).get("transfer") or {}
-    if int(wildcards.year) == LABEL_YEAR or not float(transfer.get("mad_k", 3)):
+    if int(wildcards.year) == LABEL_YEAR or not config["sample"]["transfer"]["mad_k"]:
         return {}
     return {"reference": f"{R}/{wildcards.tile}/{LABEL_YEAR}/cube.tif"}
 
 
 def label_check_args(wildcards, input):
-    """Options of the label checks: cleaning always (unless off), the change test for other years."""
-    sample = config.get("sample") or {}
-    clean = sample.get("clean") or {}
-    args = (f"--min-label-probability {clean.get('min_label_probability', 0.4)} --clean-folds {clean.get('folds', 5)}"
-            f" --max-drop-fraction {clean.get('max_drop_fraction', 0.5)} --min-per-class {sample.get('min_per_class', 20)}")
+    """Options of the label checks (values filled in by the schema): cleaning, and the change test for
+    other years."""
+    sample = config["sample"]
+    clean = sample["clean"]
+    args = (f"--min-label-probability {clean['min_label_probability']} --clean-folds {clean['folds']}"
+            f" --max-drop-fraction {clean['max_drop_fraction']} --min-per-class {sample['min_per_class']}")
     if "reference" in input.keys():
-        args += f" --reference-cube {shlex.quote(input.reference)} --change-mad-k {(sample.get('transfer') or {}).get('mad_k', 3)}"
+        args += f" --reference-cube {shlex.quote(input.reference)} --change-mad-k {sample['transfer']['mad_k']}"
     return args
