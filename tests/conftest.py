@@ -20,6 +20,23 @@ SMALL_AOI = {"31UFT": [640000, 5760000, 641280, 5761280], "32ULC": [330000, 5700
 BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 
 
+def corine_polygons(raster: Path, column: str = "Code_18"):
+    """A CORINE raster vectorised (rasterio.features.shapes) into a GeoDataFrame with its CLC codes as text
+    in ``column``, as CORINE ships its vectors."""
+    import geopandas as gpd
+    import numpy as np
+    import rasterio
+    import rasterio.features
+    import shapely
+
+    with rasterio.open(raster) as ds:
+        codes = nomenclature.clc_codes_from_raster(ds.read(1), ds.nodata).astype(np.int32)
+        shapes = list(rasterio.features.shapes(codes, mask=codes > 0, transform=ds.transform))
+        crs = ds.crs.to_wkt()
+    return gpd.GeoDataFrame({"ID": np.arange(len(shapes)), column: [str(int(v)) for _, v in shapes]},
+                            geometry=[shapely.geometry.shape(g) for g, _ in shapes], crs=crs)
+
+
 @pytest.fixture(scope="session")
 def earth_search_items() -> list[pystac.Item]:
     d = json.loads((DATA / "stac_earth_search_v1_s2l2a_13TDE_20231008.json").read_text())
@@ -79,9 +96,11 @@ def snakemake(workdir: Path, *args: str, profile: str = "local", env: dict | Non
     """The workflow in ``workdir`` under a profile (the demo config unless other files are given, merged
     in order), with this interpreter's tools on PATH."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}
+    # ARGS (targets among them) before --configfile, whose list of files would swallow a target after it
     cmd = ["snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--profile", str(ROOT / "profiles" / profile),
+           *args,
            "--configfile", *map(str, configfile if isinstance(configfile, list) else [configfile or ROOT / "config" / "config.yaml"]),
-           *(["--cores", "2"] if profile == "local" else []), *args]
+           *(["--cores", "2"] if profile == "local" else [])]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -30,7 +30,7 @@ from lcflow import config, samples
 from lcflow.cli import main
 from lcflow.errors import LcflowError
 
-from .conftest import BANDS, ROOT, SMALL_AOI
+from .conftest import BANDS, ROOT, SMALL_AOI, corine_polygons
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -102,6 +102,29 @@ def _corine_copy(ctx: Ctx, value: int) -> str:
 
 def _real_corine_config(cfg: dict, ctx: Ctx, corine: str) -> None:
     cfg["labels"]["corine"] = corine
+
+
+def _demo_polygons(ctx: Ctx, column: str = "Code_18", name: str = "clc.gpkg") -> str:
+    """The demo's CORINE raster as polygons, CLC codes as text in ``column``."""
+    frame = corine_polygons(ctx.demo / "corine" / "clc_demo_3035.tif", column)
+    frame.drop(columns="ID").to_file(ctx.tmp / name)
+    return str(ctx.tmp / name)
+
+
+def _lanjaron_polygons(ctx: Ctx) -> str:
+    """The real EPSG:3042 CORINE subset (southern Spain) as polygons: nowhere near the demo tiles."""
+    corine_polygons(ROOT / "tests" / "data" / "clc_lanjaron_epsg3042.tif").to_file(ctx.tmp / "lanjaron.gpkg")
+    return str(ctx.tmp / "lanjaron.gpkg")
+
+
+def _mixed_geometries(ctx: Ctx) -> str:
+    import geopandas as gpd
+
+    polygons = gpd.read_file(_demo_polygons(ctx, "LC"))
+    points = polygons.iloc[:5].assign(geometry=polygons.iloc[:5].representative_point())
+    path = ctx.tmp / "mixed.gpkg"
+    pd.concat([polygons, points]).to_file(path)
+    return str(path)
 
 
 CONFIG_CASES = [
@@ -186,6 +209,20 @@ CONFIG_CASES = [
              "the CORINE raster mixes grid codes (1..44: "),
     cfg_case("CORINE not covering the tile", lambda c, x: _real_corine_config(c, x, str(ROOT / "tests" / "data" / "clc_lanjaron_epsg3042.tif")),
              "clc_lanjaron_epsg3042.tif does not cover the area of tile 31UFT"),
+    cfg_case("CORINE and reference both given", lambda c, x: c["labels"].update(reference="field.gpkg"),
+             "labels: give corine (a CORINE raster or vector layer) or reference (your own labelled polygons or points), "
+             "exactly one of them (given: corine, reference)"),
+    cfg_case("reference without a mapping", lambda c, x: (c["labels"].pop("corine"), c["labels"].update(reference="f.gpkg")),
+             "labels.reference needs labels.mapping"),
+    cfg_case("CORINE polygons without a Code_NN column", lambda c, x: c["labels"].update(corine=_demo_polygons(x, "code")),
+             "labels.corine: {tmp}/clc.gpkg: name one column of CLC codes named like Code_18 with labels.code_column "
+             "(columns: code)"),
+    cfg_case("CORINE polygons elsewhere", lambda c, x: c["labels"].update(corine=_lanjaron_polygons(x)),
+             "labels.corine: CORINE layer {tmp}/lanjaron.gpkg has no feature within the area of tile 31UFT"),
+    cfg_case("CORINE codes the mapping leaves out",
+             lambda c, x: ((x.tmp / "m.csv").write_text("clc_code,class_code,class_name\n211,1,arable\n"),
+                           c["labels"].update(corine=_demo_polygons(x), mapping=str(x.tmp / "m.csv"))),
+             "labels.corine: {tmp}/clc.gpkg in tile 31UFT: code(s) 112 ("),
     cfg_case("catalog that is not JSON",
              lambda c, x: (c.pop("demo"), c.pop("assess"), (x.tmp / "cat.json").write_text("<html>"),
                            c["stac"].update(catalog="cat.json"),
@@ -345,6 +382,17 @@ COMMAND_CASES = [
     Case("labels: CORINE that is no raster", lambda x: ((x.tmp / "c.tif").write_text("x"), x.lcflow(
         "labels", "--corine", x.tmp / "c.tif", "--grid", x.stages["cube2018"], "--out", x.out / "l.tif"))[1],
         "CORINE raster {tmp}/c.tif cannot be read as a raster"),
+    Case("labels: reference data without a mapping", lambda x: x.lcflow(
+        "labels", "--reference", _demo_polygons(x, "LC"), "--code-column", "LC", "--grid", x.stages["cube2018"],
+        "--out", x.out / "l.tif"), "--reference needs --mapping"),
+    Case("labels: reference data without its code column", lambda x: (
+        (x.tmp / "m.csv").write_text("code,class_code,class_name\n211,1,arable\n"), x.lcflow(
+            "labels", "--reference", _demo_polygons(x, "LC"), "--code-column", "crop", "--mapping", x.tmp / "m.csv",
+            "--grid", x.stages["cube2018"], "--out", x.out / "l.tif"))[1],
+        "{tmp}/clc.gpkg has no column 'crop' (columns: LC)"),
+    Case("labels: points and polygons in one file", lambda x: x.lcflow(
+        "labels", "--corine", _mixed_geometries(x), "--code-column", "LC", "--grid", x.stages["cube2018"],
+        "--out", x.out / "l.tif"), "{tmp}/mixed.gpkg mixes points and polygons in the area of the tile: give them as two files"),
     Case("labels: CORINE code 99", lambda x: x.lcflow(
         "labels", "--corine", _corine_copy(x, 99), "--grid", x.stages["cube2018"], "--out", x.out / "l.tif"),
         "value(s) 99 of the CORINE raster are not CORINE codes"),

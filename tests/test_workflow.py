@@ -16,7 +16,7 @@ import yaml
 
 from lcflow import nomenclature
 
-from .conftest import HOSTILE_RESOURCES, HOSTILE_RESULTS, ROOT, demo_config, job_counts, snakemake
+from .conftest import HOSTILE_RESOURCES, HOSTILE_RESULTS, ROOT, corine_polygons, demo_config, job_counts, snakemake
 
 pytestmark = pytest.mark.integration
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -121,6 +121,42 @@ def test_report_embeds_every_figure_and_the_accuracy_table(run):
         assert base64.b64decode(embedded[name]) == (run / "assessment" / name).read_bytes(), name
     assert base64.b64decode(embedded["accuracy.tsv"]) == (run / "accuracy.tsv").read_bytes()
     assert html.count("Row-normalised confusion matrix of the map against the truth raster") >= len(expected)
+
+
+def test_corine_polygons_and_a_change_layer_relabel_a_tile(run, tmp_path):
+    """On a copy of the finished demo: CORINE as GeoPackage polygons (``Code_18`` as text) and a CLC change
+    layer, in paths a shell would split; only the labels job reruns, and its raster is the raster path's
+    labels except under the change."""
+    import geopandas as gpd
+    import shapely
+
+    work = tmp_path / "work"
+    shutil.copytree(run.parent, work)
+    cfg = yaml.safe_load((work / "demo.yaml").read_text())
+    polygons = f"{HOSTILE_RESOURCES}/clc 2018 $(x).gpkg"
+    corine_polygons(work / cfg["labels"]["corine"]).to_file(work / polygons)
+    labels_tif = work / HOSTILE_RESULTS / "31UFT" / "labels.tif"
+    with rasterio.open(labels_tif) as ds:
+        before, grid_bounds, nodata = ds.read(1), ds.bounds, ds.nodata
+    x0, y1 = grid_bounds.left, grid_bounds.top
+    change_box = shapely.box(x0 + 1000, y1 - 1500, x0 + 1500, y1 - 1000)  # cols 100-150, rows 100-150
+    change = f"{HOSTILE_RESOURCES}/cha 2012-2018.gpkg"
+    gpd.GeoDataFrame({"Code_18": ["211"]}, geometry=[change_box], crs="EPSG:32631").to_crs(3035).to_file(work / change)
+    cfg["labels"].update(corine=polygons, change=change)
+    (work / "vector.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True))
+    done = snakemake(work, str(labels_tif.relative_to(work)), "--forcerun", "labels", configfile=work / "vector.yaml")
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert job_counts(done.stdout + done.stderr) == {"labels": 1}
+    assert not list(work.rglob("FILE"))
+    with rasterio.open(labels_tif) as ds:
+        after = ds.read(1)
+        record = json.loads(ds.tags()["label_source"])
+    assert record["format"] == "vector" and record["code_column"] == "Code_18"
+    assert (after[100:150, 100:150] == nodata).all() and (before[100:150, 100:150] != nodata).all()
+    outside = np.ones(after.shape, bool)
+    outside[99:151, 99:151] = False
+    assert float((after == before)[outside].mean()) >= 0.99
+    assert record["change_layer"]["excluded_pixels"] == int(((after == nodata) & (before != nodata)).sum()) >= 2500
 
 
 def _lcflow_lines(done) -> list[str]:

@@ -106,7 +106,10 @@ def _json_object(text: str) -> dict:
 def _nomenclature(args):
     from . import nomenclature
 
-    return nomenclature.load(args.level, args.mapping)
+    reference = getattr(args, "reference", None) is not None
+    if reference and not args.mapping:
+        raise LcflowError("--reference needs --mapping: the nomenclature file that maps its codes to classes")
+    return nomenclature.load(args.level, args.mapping, clc_codes=not reference)
 
 
 def cmd_synth(a):
@@ -137,7 +140,9 @@ def cmd_cube(a):
 def cmd_labels(a):
     from . import labels
 
-    labels.run(a.corine, a.grid, a.out, _nomenclature(a), resampling=a.resampling)
+    source = labels.LabelSource(Path(a.reference or a.corine), corine=a.reference is None, code_column=a.code_column,
+                                layer=a.layer, resampling=a.resampling)
+    labels.run(source, a.grid, a.out, _nomenclature(a), change=a.change, change_layer=a.change_layer)
     log.info("labels -> %s", a.out)
 
 
@@ -249,8 +254,8 @@ def cmd_check_config(a):
 
 def _nomenclature_args(p):
     p.add_argument("--level", type=int, choices=(1, 2, 3), default=2, help="CORINE level of the classes")
-    p.add_argument("--mapping", help="custom nomenclature CSV (clc_code,class_code,class_name[,red,green,blue]) "
-                                     "instead of a level")
+    p.add_argument("--mapping", help="custom nomenclature, CSV (clc_code or code, class_code or 'ignore', class_name"
+                                     "[, red, green, blue]) or YAML (classes, ignore), instead of a level")
 
 
 def _model_epilog() -> str:
@@ -318,11 +323,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--valid", required=True, help="output: valid-observation count per time step")
     p.set_defaults(func=cmd_cube)
 
-    p = command("labels", "CORINE on the tile grid, in the configured nomenclature")
-    p.add_argument("--corine", required=True, help="CORINE raster: grid codes 1..44 or CLC codes, any CRS")
+    p = command("labels", "CORINE or reference data on the tile grid, in the configured nomenclature")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--corine", help="CORINE raster (grid codes 1..44 or CLC codes) or vector layer (a Code_NN "
+                                         "column), any CRS")
+    source.add_argument("--reference", help="your own labelled polygons or points (vector layer, any CRS); needs "
+                                            "--code-column and --mapping")
+    p.add_argument("--code-column", help="column of codes of a vector layer (CORINE: the single Code_NN column)")
+    p.add_argument("--layer", help="layer of a vector file that holds several")
+    p.add_argument("--change", help="CLC change layer (raster or vector): the pixels it marks are left unlabelled")
+    p.add_argument("--change-layer", help="layer of the change file, when it holds several")
     p.add_argument("--grid", required=True, help="a raster on the tile grid (the cube)")
     p.add_argument("--resampling", choices=("auto", "nearest", "mode"), default="auto",
-                   help="CORINE cells onto the grid: auto takes nearest onto a finer grid, mode onto a coarser one")
+                   help="raster cells onto the grid: auto takes nearest onto a finer grid, mode onto a coarser one "
+                        "(polygons are burnt by pixel centre)")
     _nomenclature_args(p)
     p.add_argument("--out", required=True, help="class raster (COG) to write")
     p.set_defaults(func=cmd_labels)

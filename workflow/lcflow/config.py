@@ -176,9 +176,17 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
         missing = [t for t in config["tiles"] if t not in aoi]
         if missing:
             raise _Bad(("aoi",), f"demo needs aoi for every tile; aoi.{missing[0]} is missing")
+    labels_cfg = config["labels"]
+    given = [k for k in ("corine", "reference") if labels_cfg.get(k)]
+    if len(given) != 1:
+        raise _Bad(("labels",), "labels: give corine (a CORINE raster or vector layer) or reference (your own labelled "
+                   f"polygons or points), exactly one of them (given: {', '.join(given) or 'neither'})")
+    if given == ["reference"] and not labels_cfg.get("mapping"):
+        raise _Bad(("labels", "reference"), "labels.reference needs labels.mapping: the nomenclature file that maps "
+                   "its codes to classes")
     produced = demo_outputs(config)
-    inputs = {("stac", "catalog"): config["stac"].get("catalog"), ("labels", "corine"): config["labels"].get("corine"),
-              ("labels", "mapping"): config["labels"].get("mapping")}
+    inputs = {("stac", "catalog"): config["stac"].get("catalog"), ("labels", given[0]): labels_cfg[given[0]],
+              ("labels", "mapping"): labels_cfg.get("mapping"), ("labels", "change"): labels_cfg.get("change")}
     truth = (config.get("assess") or {}).get("truth")
     for path, value in inputs.items():
         if value and value not in produced and not (base / value).exists():
@@ -192,9 +200,8 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
     catalog = config["stac"].get("catalog")
     if catalog and catalog not in produced:
         _check_catalog(base / catalog)
-    corine = config["labels"]["corine"]
-    if corine not in produced:
-        _check_corine(base / corine, config)
+    if labels_cfg[given[0]] not in produced:
+        _check_labels(base, config, given[0])
 
 
 def _check_hpo(config: dict[str, Any]) -> None:
@@ -223,17 +230,33 @@ def _check_catalog(path: Path) -> None:
                    f"{data.get('type') if isinstance(data, dict) else type(data).__name__!r}, not Catalog or Collection)")
 
 
-def _check_corine(path: Path, config: dict[str, Any]) -> None:
-    """The CORINE raster's values inside each configured tile area are CORINE codes of one kind."""
-    from .labels import corine_window_codes
+def _check_labels(base: Path, config: dict[str, Any], key: str) -> None:
+    """Before any job: the label source is readable, covers each configured tile area, and every code it holds
+    there is mapped or ignored by the nomenclature; the change layer, when given, is readable."""
+    from . import labels, nomenclature, vector_labels
 
+    cfg = config["labels"]
+    try:
+        nomen = nomenclature.load(cfg.get("level", 2), str(base / cfg["mapping"]) if cfg.get("mapping") else None,
+                                  clc_codes=key == "corine")
+    except LcflowError as exc:
+        raise _Bad(("labels", "mapping"), f"labels.mapping: {exc}") from None
+    source = labels.LabelSource(base / cfg[key], corine=key == "corine", code_column=cfg.get("code_column"),
+                                layer=cfg.get("layer"), resampling=cfg.get("resampling", "auto"))
     aoi = config.get("aoi") or {}
     for tile in config["tiles"]:
         area = aoi.get(tile) or mgrs.tile_bounds(tile)
         try:
-            corine_window_codes(path, mgrs.tile_epsg(tile), area, where=f"tile {tile}")
+            present = labels.codes_in_area(source, mgrs.tile_epsg(tile), area, where=f"tile {tile}")
+            nomen.check_covers(present, f"{source.path} in tile {tile}")
         except LcflowError as exc:
-            raise _Bad(("labels", "corine"), f"labels.corine: {exc}") from None
+            raise _Bad(("labels", key), f"labels.{key}: {exc}") from None
+    change = cfg.get("change")
+    if change and vector_labels.is_vector(change):
+        try:
+            vector_labels.open_layer(base / change, cfg.get("change_layer"), "labels.change_layer")
+        except LcflowError as exc:
+            raise _Bad(("labels", "change"), f"labels.change: {exc}") from None
 
 
 def demo_outputs(config: dict[str, Any]) -> set[str]:

@@ -1,6 +1,7 @@
 """Draw training samples from a tile-year: stratified by class, away from label boundaries, split by block.
 
-Pixels within ``boundary_px`` of another label are skipped (CORINE is wrong there most often);
+Pixels within ``boundary_px`` of another label or of an unlabelled pixel are skipped (CORINE is wrong
+there most often, and a polygon's edge pixels are mixed); labels given as points are samples as they are;
 train/val/test are assigned per square block of ``block_px`` pixels, so neighbouring pixels never
 sit on both sides of an evaluation (spatial autocorrelation would inflate the scores). With
 ``patch_px`` the table also carries the cube around each sample (the patch variant of the contract,
@@ -95,6 +96,9 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
     with rasterio.open(labels) as ds:
         lab = ds.read(1)
         nodata = int(ds.nodata)
+    if (read_tag(labels, "label_source") or {}).get("geometry") == "points" and boundary_px:
+        log.info("tile %s %d: labels are points, each its own sample: no boundary erosion", tile, year)
+        boundary_px = 0
     with rasterio.open(valid) as ds:
         valid_fraction = (ds.read() > 0).mean(axis=0)
     ok = eligible(lab, nodata, boundary_px) & (valid_fraction >= min_valid_fraction)

@@ -38,6 +38,28 @@ wildcard_constraints:
 # lines.
 
 
+LABEL_SOURCE = "reference" if LABELS.get("reference") else "corine"
+
+
+def label_inputs(wildcards):
+    """The label source (and the change layer), as the labels rule's inputs."""
+    files = {"source": LABELS[LABEL_SOURCE]}
+    if LABELS.get("change"):
+        files["change"] = LABELS["change"]
+    return files
+
+
+def label_source_args(wildcards, input):
+    """CLI options naming the label source and how to read it."""
+    args = [f"--{LABEL_SOURCE} {shlex.quote(input.source)}"]
+    for key in ("code_column", "layer", "change_layer"):
+        if LABELS.get(key):
+            args.append(f"--{key.replace('_', '-')} {shlex.quote(str(LABELS[key]))}")
+    if "change" in input.keys():
+        args.append(f"--change {shlex.quote(input.change)}")
+    return " ".join(args)
+
+
 def nomenclature_args():
     """CLI options naming the label nomenclature, shared by labels and assess."""
     mapping = LABELS.get("mapping")

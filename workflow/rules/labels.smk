@@ -3,19 +3,20 @@ SAMPLE = config["sample"]
 
 rule labels:
     input:
-        corine=LABELS["corine"],
+        unpack(label_inputs),
         grid=f"{R}/{{tile}}/{LABEL_YEAR}/cube.tif",
     output:
         f"{R}/{{tile}}/labels.tif",
     log:
         f"{R}/logs/labels/{{tile}}.log",
     params:
+        source=label_source_args,
         nomenclature=nomenclature_args(),
         resampling=LABELS.get("resampling", "auto"),
     conda:
         ENV
     shell:
-        "lcflow -v labels --corine {input.corine:q} --grid {input.grid:q} --resampling {params.resampling}"
+        "lcflow -v labels {params.source} --grid {input.grid:q} --resampling {params.resampling}"
         " {params.nomenclature}"
         " --out {output:q} > {log:q} 2>&1"
 
