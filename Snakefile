@@ -46,3 +46,6 @@ rule all:
     input:
         f"{R}/accuracy.tsv",
         expand(f"{R}/maps/{{tile}}_{{year}}_{{model}}.tif", tile=TILES, year=YEARS, model=MODELS),
+        expand(f"{R}/reference/{{tile}}_{{year}}_design.gpkg", tile=TILES, year=YEARS),
+        expand(f"{R}/quicklooks/{{tile}}_{{year}}_{{model}}.quicklook.png", tile=TILES, year=YEARS, model=MODELS),
+        expand(f"{R}/models/{{model}}/learning_curve.png", model=DEEP_MODELS),

@@ -223,6 +223,12 @@ CONFIG_CASES = [
              lambda c, x: ((x.tmp / "m.csv").write_text("clc_code,class_code,class_name\n211,1,arable\n"),
                            c["labels"].update(corine=_demo_polygons(x), mapping=str(x.tmp / "m.csv"))),
              "labels.corine: {tmp}/clc.gpkg in tile 31UFT: code(s) 112 ("),
+    cfg_case("reference points not there", lambda c, x: c["assess"].update(reference="ref/{tile}_{year}.gpkg"),
+             "assess.reference (31UFT 2018) = 'ref/31UFT_2018.gpkg': file does not exist (draw it with the design_sample rule"),
+    cfg_case("design from a model not trained", lambda c, x: c["assess"].update(design={"model": "resnet"}),
+             "assess.design.model = 'resnet' is not one of models"),
+    cfg_case("design standard error of 0", lambda c, x: c["assess"].update(design={"target_se": 0}),
+             "assess.design.target_se = 0"),
     cfg_case("catalog that is not JSON",
              lambda c, x: (c.pop("demo"), c.pop("assess"), (x.tmp / "cat.json").write_text("<html>"),
                            c["stac"].update(catalog="cat.json"),
@@ -393,6 +399,17 @@ COMMAND_CASES = [
     Case("labels: points and polygons in one file", lambda x: x.lcflow(
         "labels", "--corine", _mixed_geometries(x), "--code-column", "LC", "--grid", x.stages["cube2018"],
         "--out", x.out / "l.tif"), "{tmp}/mixed.gpkg mixes points and polygons in the area of the tile: give them as two files"),
+    Case("design-sample: a class guess that is no number", lambda x: x.lcflow(
+        "design-sample", "--map", x.stages["labels"], "--out", x.out / "d.gpkg", "--class-users-accuracy", "21=high"),
+        "--class-users-accuracy '21=high': expected CODE=U, e.g. 512=0.95"),
+    Case("design-sample: a class guess over 1", lambda x: x.lcflow(
+        "design-sample", "--map", x.stages["labels"], "--out", x.out / "d.gpkg", "--class-users-accuracy", "21=1.5"),
+        "design user's accuracy guess for 21 = 1.5: expected within 0..1"),
+    Case("assess: reference file without its column", lambda x: (
+        (x.tmp / "r.csv").write_text("lon,lat,ref\n4.5,52.0,21\n"), x.lcflow(
+            "assess", "--model-dir", _trained_rf(x), "--samples", x.stages["samples2018"], "--map", x.stages["labels"],
+            "--reference", x.tmp / "r.csv", "--out", x.out / "a.json"))[1],
+        "reference file {tmp}/r.csv has no column 'reference' (columns: lon, lat, ref)"),
     Case("labels: CORINE code 99", lambda x: x.lcflow(
         "labels", "--corine", _corine_copy(x, 99), "--grid", x.stages["cube2018"], "--out", x.out / "l.tif"),
         "value(s) 99 of the CORINE raster are not CORINE codes"),

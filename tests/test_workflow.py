@@ -44,6 +44,32 @@ def test_maps_meet_the_accuracy_bar(run):
             assert truth[tile, year, model] >= truth[tile, year, "rf"] - 0.015, (tile, year, model, truth)
 
 
+def test_reference_sample_estimates_hold_the_true_areas_and_accuracy(run):
+    """The demo draws a stratified random design from the rf map of each tile-year and labels it from the
+    truth; every map's assessment then gives area-adjusted class areas and overall accuracy with 95 %
+    intervals, which must hold the true values (from the truth rasters) for most classes and maps."""
+    level2 = nomenclature.clc_level(2)
+    inside = total = oa_inside = 0
+    for path in sorted((run / "assessment").glob("*.json")):
+        detail = json.loads(path.read_text())
+        ref = detail["reference"]
+        assert ref["design"].startswith("stratified") and ref["points_unlabelled"] == 0 and ref["points_used"] >= 100
+        assert "not map accuracy" in detail["test_samples"]["what"]
+        tile, year = path.stem.split("_")[:2]
+        with rasterio.open(run.parent / HOSTILE_RESOURCES / "truth" / f"{tile}_{year}.tif") as ds:
+            truth = level2.apply(ds.read(1))
+            pixel_ha = abs(ds.transform.a * ds.transform.e) / 10_000
+        for code, area, ci in zip(ref["classes"], ref["area_ha"], ref["area_ci95_ha"]):
+            inside += abs(area - (truth == code).sum() * pixel_ha) <= ci
+            total += 1
+        oa_inside += abs(ref["overall_accuracy"] - detail["truth"]["overall_accuracy"]) <= ref["overall_accuracy_ci95"]
+    print(f"true class areas inside the 95 % intervals: {inside} of {total}; true OA inside: {oa_inside} of "
+          f"{len(list((run / 'assessment').glob('*.json')))}")
+    assert inside >= 0.8 * total and oa_inside >= 0.8 * len(list((run / "assessment").glob("*.json")))
+    rows = list(csv.DictReader((run / "accuracy.tsv").open(), delimiter="\t"))
+    assert all(0 < float(r["reference_OA_ci95"]) < 0.05 for r in rows)
+
+
 def test_training_samples_carry_the_true_label_and_skip_changed_pixels(run):
     """Label cleaning and transfer on the demo: at least 0.93 of the train/val labels equal the truth in
     every tile-year, and at most 20 % of the second year's samples on planted changes survive."""
@@ -106,7 +132,8 @@ def test_rerun_does_nothing_and_forcerun_reruns_only_downstream(run):
     counts = job_counts(forced.stdout + forced.stderr)
     deep = [m for m in DEMO["models"] if m != "rf"]  # the rule train; rf has its own (train_rf)
     n_maps = len(DEMO["tiles"]) * len(DEMO["years"]) * len(deep)
-    assert counts == {"train": len(deep), "predict": n_maps, "assess": n_maps, "summary": 1, "all": 1}
+    assert counts == {"train": len(deep), "learning_curve": len(deep), "predict": n_maps, "quicklook": n_maps,
+                      "assess": n_maps, "summary": 1, "all": 1}
 
 
 def test_report_embeds_every_figure_and_the_accuracy_table(run):
@@ -121,6 +148,16 @@ def test_report_embeds_every_figure_and_the_accuracy_table(run):
         assert base64.b64decode(embedded[name]) == (run / "assessment" / name).read_bytes(), name
     assert base64.b64decode(embedded["accuracy.tsv"]) == (run / "accuracy.tsv").read_bytes()
     assert html.count("Row-normalised confusion matrix of the map against the truth raster") >= len(expected)
+    # a quicklook and a class-area figure of every map, a learning curve of every deep model
+    for name in expected:
+        quicklook = name.replace(".png", ".quicklook.png")
+        assert base64.b64decode(embedded[quicklook]) == (run / "quicklooks" / quicklook).read_bytes(), quicklook
+        areas = name.replace(".png", ".areas.png")
+        assert base64.b64decode(embedded[areas]) == (run / "assessment" / areas).read_bytes(), areas
+    assert html.count('"filename": "learning_curve.png"') >= len(DEMO["models"]) - 1
+    assert html.count("The map's classes in the nomenclature's colours") >= len(expected)
+    assert html.count("area-adjusted estimate from that sample") >= len(expected)
+    assert html.count("the dashed line marks the round whose weights the model kept") == len(DEMO["models"]) - 1
 
 
 def test_corine_polygons_and_a_change_layer_relabel_a_tile(run, tmp_path):
@@ -199,8 +236,8 @@ def test_a_users_config_replaces_the_demo_config(tmp_path):
     done = snakemake(tmp_path, "-n", configfile=tmp_path / "mine.yaml")
     assert done.returncode == 0, done.stderr[-3000:]
     counts = job_counts(done.stdout + done.stderr)
-    assert counts == {"search": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict": 1, "assess": 1,
-                      "summary": 1, "all": 1}, counts
+    assert counts == {"search": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict": 1, "design_sample": 1,
+                      "assess": 1, "summary": 1, "all": 1}, counts
 
 
 def test_a_bad_value_names_the_config_file_that_set_it(tmp_path):
@@ -222,8 +259,9 @@ def test_the_demo_with_hpo_tunes_lstm_and_trains_it_with_the_best_parameters(run
     done = snakemake(work, configfile=[work / "demo.yaml", hpo])
     assert done.returncode == 0, done.stderr[-4000:]
     n_maps = len(DEMO["tiles"]) * len(DEMO["years"])
-    assert job_counts(done.stdout + done.stderr) == {"hpo": 2, "hpo_summary": 1, "train": 1, "predict": n_maps,
-                                                     "assess": n_maps, "summary": 1, "all": 1}
+    assert job_counts(done.stdout + done.stderr) == {"hpo": 2, "hpo_summary": 1, "train": 1, "learning_curve": 1,
+                                                     "predict": n_maps, "quicklook": n_maps, "assess": n_maps,
+                                                     "summary": 1, "all": 1}
     results = work / HOSTILE_RESULTS
     best = yaml.safe_load((results / "hpo" / "lstm" / "best_params.yaml").read_text())
     assert set(best["params"]) == {"learning_rate", "dropout"} and best["trials"]["complete"] >= 1

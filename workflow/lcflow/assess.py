@@ -1,4 +1,6 @@
-"""Accuracy of a map: on the held-out test samples of its tile-year and, for the demo, against truth."""
+"""Accuracy of a map: against an independently labelled reference sample (accuracy and class areas with
+confidence intervals, Olofsson et al. 2014), agreement with the training reference on the held-out test
+samples, and, for the demo, against truth."""
 
 import json
 from pathlib import Path
@@ -9,7 +11,7 @@ import rasterio
 from . import samples as samples_table
 from .atomic import atomic_path, write_text
 from .errors import LcflowError
-from .metrics import scores
+from .metrics import scores, stratified_estimates
 from .nomenclature import Nomenclature
 from .raster import Grid
 from .trained import TrainedModel
@@ -29,15 +31,107 @@ def against_truth(map_path: str | Path, truth_path: str | Path, nomenclature: No
     return result
 
 
+def against_reference(map_path: str | Path, reference: str | Path, column: str = "reference") -> dict:
+    """Accuracy and class areas of the map from labelled reference points (any CRS; GeoPackage, shapefile,
+    GeoJSON, or CSV with lon/lat).
+
+    Points drawn by ``lcflow design-sample`` carry their stratum and its pixel count; points without them
+    are taken as a simple random sample of the mapped pixels (one stratum). Points without a reference
+    label are left out and counted; reference codes must be classes of the map's nomenclature.
+    """
+    import geopandas as gpd
+
+    points = _reference_points(reference, column)
+    labelled = points[points[column].notna()]
+    with rasterio.open(map_path) as ds:
+        crs, nodata = ds.crs, ds.nodata
+        names = {int(k): v for k, v in (json.loads(ds.tags().get("class_names", "{}"))).items()}
+        at = labelled.to_crs(crs.to_wkt()) if isinstance(labelled, gpd.GeoDataFrame) else labelled
+        xy = list(zip(at.geometry.x, at.geometry.y))
+        mapped = np.array([v[0] for v in ds.sample(xy, indexes=1)]) if xy else np.array([], dtype=int)
+        pixel_area = abs(ds.transform.a * ds.transform.e)
+        inside = np.array([ds.bounds.left <= x < ds.bounds.right and ds.bounds.bottom < y <= ds.bounds.top
+                           for x, y in xy], dtype=bool)
+    from .sample_design import class_pixels
+
+    on_map = inside & (mapped != nodata) if xy else np.array([], dtype=bool)
+    used = labelled[on_map]
+    ref = used[column].astype(int).to_numpy()
+    unknown = sorted(set(ref.tolist()) - set(names)) if names else []
+    if unknown:
+        raise LcflowError(f"reference file {reference}: reference code(s) {', '.join(map(str, unknown))} are not classes "
+                          f"of the map's nomenclature ({', '.join(map(str, sorted(names)))})")
+    counts = class_pixels(map_path)
+    if {"stratum", "stratum_pixels"} <= set(used.columns):
+        stratum = used["stratum"].astype(int).to_numpy()
+        stratum_pixels = {int(h): float(n) for h, n in used.groupby("stratum")["stratum_pixels"].first().items()}
+        design = "stratified random (strata from the file)"
+    else:
+        stratum = np.zeros(len(used), dtype=int)
+        stratum_pixels = {0: float(sum(counts.values()))}
+        design = "simple random (no stratum columns)"
+    classes = sorted(set(counts) | set(ref.tolist()))
+    try:
+        est = stratified_estimates(stratum, stratum_pixels, mapped[on_map].astype(int), ref, classes, pixel_area)
+    except ValueError as exc:
+        raise LcflowError(f"reference file {reference}: {exc}") from exc
+    est.update(reference=str(reference), design=design, points_used=int(len(used)),
+               points_unlabelled=int(len(points) - len(labelled)), points_off_map=int((~on_map).sum()),
+               class_names=[names.get(c, str(c)) for c in classes],
+               mapped_area_ha=[counts.get(c, 0) * pixel_area / 10_000 for c in classes])
+    return est
+
+
+def _reference_points(path: str | Path, column: str):
+    """The reference points as a GeoDataFrame; their reference column as nullable integers."""
+    import geopandas as gpd
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise LcflowError(f"reference file {path} does not exist")
+    try:
+        if path.suffix.lower() == ".csv":
+            frame = pd.read_csv(path)
+            if not {"lon", "lat"} <= set(frame.columns):
+                raise LcflowError(f"reference file {path}: a CSV needs lon and lat columns (WGS84); it has "
+                                  f"{', '.join(frame.columns)}")
+            frame = gpd.GeoDataFrame(frame, geometry=gpd.points_from_xy(frame["lon"], frame["lat"]), crs=4326)
+        else:
+            frame = gpd.read_file(path)
+    except LcflowError:
+        raise
+    except Exception as exc:  # unreadable files: one line naming the file
+        raise LcflowError(f"reference file {path} cannot be read ({exc})") from exc
+    if column not in frame.columns:
+        raise LcflowError(f"reference file {path} has no column {column!r} (columns: "
+                          f"{', '.join(c for c in frame.columns if c != 'geometry')})")
+    if frame.crs is None:
+        raise LcflowError(f"reference file {path} has no CRS")
+    if not set(frame.geometry.geom_type) <= {"Point"}:
+        raise LcflowError(f"reference file {path}: reference data are points; found {sorted(set(frame.geometry.geom_type))}")
+    values = pd.to_numeric(frame[column], errors="coerce")
+    bad = frame[column][values.isna() & frame[column].notna() & (frame[column].astype(str).str.strip() != "")]
+    if len(bad) or (values.dropna() % 1 != 0).any():
+        shown = sorted({str(v) for v in bad} | {str(v) for v in values.dropna()[values.dropna() % 1 != 0]})
+        raise LcflowError(f"reference file {path}: column {column!r} holds value(s) that are not class codes: "
+                          f"{', '.join(shown[:10])}")
+    return frame.assign(**{column: values.astype("Int64")})
+
+
 def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: str | Path, *,
         truth: str | Path | None = None, nomenclature: Nomenclature | None = None,
-        figure: str | Path | None = None) -> dict:
+        figure: str | Path | None = None, reference: str | Path | None = None,
+        reference_column: str = "reference", areas: str | Path | None = None) -> dict:
     trained = TrainedModel.load(model_dir)
     table = samples_table.read(samples, min_classes=1)
     test = table.split("test")
     result: dict = {"map": str(map_path), "model": trained.model.name}
+    if reference is not None:
+        result["reference"] = against_reference(map_path, reference, reference_column)
     if len(test.frame):
-        result["test_samples"] = evaluate_table(trained, test)
+        result["test_samples"] = {**evaluate_table(trained, test),
+                                  "what": "agreement with the training labels on held-out samples, not map accuracy"}
     if truth is not None:
         if nomenclature is None:
             raise LcflowError("assessing against truth needs the nomenclature of the labels")
@@ -47,6 +141,8 @@ def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: s
         key = "truth" if "truth" in result else "test_samples"
         if key in result:
             confusion_figure(result[key], figure, f"{Path(map_path).stem}: {key.replace('_', ' ')}")
+    if areas is not None:
+        areas_figure(result, map_path, areas, Path(map_path).stem)
     return result
 
 
@@ -78,17 +174,54 @@ def confusion_figure(score: dict, path: str | Path, title: str) -> None:
     plt.close(fig)
 
 
+def areas_figure(result: dict, map_path: str | Path, path: str | Path, title: str) -> None:
+    """Mapped class areas beside the area-adjusted estimates and their 95 % intervals, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .sample_design import class_pixels
+
+    ref = result.get("reference")
+    with rasterio.open(map_path) as ds:
+        pixel_ha = abs(ds.transform.a * ds.transform.e) / 10_000
+        names = json.loads(ds.tags().get("class_names", "{}"))
+    mapped = {c: n * pixel_ha for c, n in class_pixels(map_path).items()}
+    classes = ref["classes"] if ref else sorted(mapped)
+    labels = [f"{c} {names.get(str(c), '')}"[:28] for c in classes]
+    y = np.arange(len(classes))
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.35 * len(classes)))
+    ax.barh(y + (0.2 if ref else 0), [mapped.get(c, 0) for c in classes], height=0.4, color="0.7", label="mapped")
+    if ref:
+        ax.barh(y - 0.2, ref["area_ha"], xerr=ref["area_ci95_ha"], height=0.4, color="tab:blue", capsize=3,
+                label=f"reference sample ({ref['points_used']} points), 95 % CI")
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("area (ha)")
+    ax.legend(fontsize=7, loc="lower right")
+    oa = f", reference OA {ref['overall_accuracy']:.3f} ± {ref['overall_accuracy_ci95']:.3f}" if ref else \
+        " (no reference sample: mapped areas only)"
+    ax.set_title(f"{title}{oa}", fontsize=9)
+    fig.tight_layout()
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+
+
 def summarize(paths: list[str | Path], out: str | Path) -> str:
-    """One line per assessment (tile, year, model, OA and kappa on test samples and on truth) as TSV."""
-    lines = ["map\tmodel\ttest_OA\ttest_kappa\ttruth_OA\ttruth_kappa"]
+    """One line per assessment as TSV: overall accuracy from the reference sample with its 95 % interval,
+    agreement with the training labels on test samples (OA, kappa), and against truth where there is one."""
+    lines = ["map\tmodel\treference_OA\treference_OA_ci95\ttest_agreement_OA\ttest_agreement_kappa\ttruth_OA\ttruth_kappa"]
     for p in sorted(map(Path, paths)):
         try:
             r = json.loads(p.read_text())
             model = r["model"]
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
             raise LcflowError(f"{p} is not an assessment written by lcflow assess ({type(exc).__name__}: {exc})") from exc
-        t, g = r.get("test_samples", {}), r.get("truth", {})
-        cells = [t.get("overall_accuracy"), t.get("kappa"), g.get("overall_accuracy"), g.get("kappa")]
+        t, g, ref = r.get("test_samples", {}), r.get("truth", {}), r.get("reference", {})
+        cells = [ref.get("overall_accuracy"), ref.get("overall_accuracy_ci95"), t.get("overall_accuracy"), t.get("kappa"),
+                 g.get("overall_accuracy"), g.get("kappa")]
         lines.append("\t".join([p.stem, model] + ["" if v is None else f"{v:.4f}" for v in cells]))
     text = "\n".join(lines) + "\n"
     write_text(out, text)

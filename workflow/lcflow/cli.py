@@ -103,13 +103,14 @@ def _json_object(text: str) -> dict:
     return value
 
 
-def _nomenclature(args):
+def _nomenclature(args, own_codes: bool = False):
+    """The nomenclature of --level / --mapping; ``own_codes``: the mapping maps the codes of the user's
+    reference data, not CLC codes."""
     from . import nomenclature
 
-    reference = getattr(args, "reference", None) is not None
-    if reference and not args.mapping:
+    if own_codes and not args.mapping:
         raise LcflowError("--reference needs --mapping: the nomenclature file that maps its codes to classes")
-    return nomenclature.load(args.level, args.mapping, clc_codes=not reference)
+    return nomenclature.load(args.level, args.mapping, clc_codes=not own_codes)
 
 
 def cmd_synth(a):
@@ -142,7 +143,8 @@ def cmd_labels(a):
 
     source = labels.LabelSource(Path(a.reference or a.corine), corine=a.reference is None, code_column=a.code_column,
                                 layer=a.layer, resampling=a.resampling)
-    labels.run(source, a.grid, a.out, _nomenclature(a), change=a.change, change_layer=a.change_layer)
+    labels.run(source, a.grid, a.out, _nomenclature(a, own_codes=a.reference is not None), change=a.change,
+               change_layer=a.change_layer)
     log.info("labels -> %s", a.out)
 
 
@@ -228,9 +230,48 @@ def cmd_assess(a):
     from . import assess
 
     nomen = _nomenclature(a) if a.truth else None
-    r = assess.run(a.model_dir, a.samples, a.map, a.out, truth=a.truth, nomenclature=nomen, figure=a.figure)
+    r = assess.run(a.model_dir, a.samples, a.map, a.out, truth=a.truth, nomenclature=nomen, figure=a.figure,
+                   reference=a.reference, reference_column=a.reference_column, areas=a.areas_figure)
     parts = [f"{k}: OA {v['overall_accuracy']:.4f}" for k, v in r.items() if isinstance(v, dict)]
     log.info("%s: %s", a.map, ", ".join(parts))
+
+
+def cmd_design_sample(a):
+    from . import sample_design
+
+    guesses = {}
+    for item in a.class_users_accuracy:
+        code, _, value = item.partition("=")
+        try:
+            guesses[int(code)] = float(value)
+        except ValueError:
+            raise LcflowError(f"--class-users-accuracy {item!r}: expected CODE=U, e.g. 512=0.95") from None
+    design = sample_design.Design(a.target_se, a.min_per_class, a.users_accuracy, guesses, a.seed)
+    points = sample_design.draw(a.map, design)
+    sample_design.write(points, a.map, a.out, a.csv)
+    log.info("%d reference points (%s per class) -> %s", len(points),
+             points["stratum"].value_counts().sort_index().to_dict(), a.out)
+
+
+def cmd_quicklook(a):
+    from . import quicklook
+
+    quicklook.write(a.map, a.confidence, a.out, Path(a.map).stem, a.max_px)
+    log.info("quicklook -> %s", a.out)
+
+
+def cmd_learning_curve(a):
+    from . import learning_curve
+
+    learning_curve.write(a.history, a.out, a.title or Path(a.history).parent.name)
+    log.info("learning curve -> %s", a.out)
+
+
+def cmd_label_reference(a):
+    from .synth.reference import label_from_truth
+
+    n = label_from_truth(a.points, a.truth, a.out, _nomenclature(a))
+    log.info("%d reference points labelled from %s -> %s", n, a.truth, a.out)
 
 
 def cmd_summarize(a):
@@ -435,13 +476,50 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--block", type=_int_at_least(16), default=256, help="prediction window, pixels a side")
     p.set_defaults(func=cmd_predict)
 
-    p = command("assess", "accuracy of a map on test samples (and truth)")
+    p = command("design-sample", "a stratified random sample of reference points from a map, to label independently")
+    p.add_argument("--map", required=True, help="class map written by lcflow predict: its classes are the strata")
+    p.add_argument("--out", required=True, help="GeoPackage of points to write (map CRS; an empty 'reference' column)")
+    p.add_argument("--csv", help="also write the points as CSV (with lon/lat)")
+    p.add_argument("--target-se", type=_float_above(0), default=0.01,
+                   help="standard error of overall accuracy aimed at (Cochran's sample size)")
+    p.add_argument("--min-per-class", type=_int_at_least(2), default=50, help="points per map class at least")
+    p.add_argument("--users-accuracy", type=_share, default=0.8, help="guess of every class's user's accuracy")
+    p.add_argument("--class-users-accuracy", nargs="*", default=[], metavar="CODE=U",
+                   help="guesses for single classes, e.g. 512=0.95 133=0.5")
+    p.add_argument("--seed", type=int, default=0, help="draw seed")
+    p.set_defaults(func=cmd_design_sample)
+
+    p = command("quicklook", "picture of a map for the report: classes with a legend, and the confidence")
+    p.add_argument("--map", required=True, help="class map written by lcflow predict")
+    p.add_argument("--confidence", required=True, help="its confidence map")
+    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--max-px", type=_int_at_least(16), default=1024, help="longest side of the picture, in pixels")
+    p.set_defaults(func=cmd_quicklook)
+
+    p = command("learning-curve", "loss and accuracy of a deep model's training, per round, as a PNG")
+    p.add_argument("--history", required=True, help="history.csv written by lcflow train")
+    p.add_argument("--title", default="", help="title of the figure")
+    p.add_argument("--out", required=True, help="PNG to write")
+    p.set_defaults(func=cmd_learning_curve)
+
+    p = command("label-reference", "demo: label reference points from a truth raster, as an interpreter would")
+    p.add_argument("--points", required=True, help="points written by lcflow design-sample")
+    p.add_argument("--truth", required=True, help="truth raster of CLC level-3 codes")
+    _nomenclature_args(p)
+    p.add_argument("--out", required=True, help="labelled points (GeoPackage) to write")
+    p.set_defaults(func=cmd_label_reference)
+
+    p = command("assess", "accuracy of a map: reference sample, test samples, truth")
     p.add_argument("--model-dir", required=True, help="directory written by lcflow train")
     p.add_argument("--samples", required=True, help="samples table of the map's tile-year")
     p.add_argument("--map", required=True, help="class map written by lcflow predict")
+    p.add_argument("--reference", help="labelled reference points (lcflow design-sample, labelled; any CRS): "
+                                       "accuracy and class areas with 95 %% intervals")
+    p.add_argument("--reference-column", default="reference", help="column of reference class codes")
     p.add_argument("--truth", help="truth raster of CLC level-3 codes on the map's grid")
     _nomenclature_args(p)
     p.add_argument("--figure", help="confusion matrix PNG to write")
+    p.add_argument("--areas-figure", help="class areas PNG to write (mapped, and estimated from the reference sample)")
     p.add_argument("--out", required=True, help="assessment JSON to write")
     p.set_defaults(func=cmd_assess)
 

@@ -197,6 +197,19 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
                 p = truth.format(tile=tile, year=year)
                 if p not in produced and not (base / p).exists():
                     raise _Bad(("assess", "truth"), f"assess.truth ({tile} {year}) = {p!r}: file does not exist")
+    assess_cfg = config.get("assess") or {}
+    reference = assess_cfg.get("reference")
+    if reference:
+        for tile in config["tiles"]:
+            for year in config["years"]:
+                p = reference.format(tile=tile, year=year)
+                if not (base / p).exists():
+                    raise _Bad(("assess", "reference"), f"assess.reference ({tile} {year}) = {p!r}: file does not exist "
+                               "(draw it with the design_sample rule, label it, then set this key)")
+    design_model = (assess_cfg.get("design") or {}).get("model")
+    if design_model and design_model not in config["models"]:
+        raise _Bad(("assess", "design", "model"), f"assess.design.model = {design_model!r} is not one of models "
+                   f"{config['models']} (its map gives the strata)")
     catalog = config["stac"].get("catalog")
     if catalog and catalog not in produced:
         _check_catalog(base / catalog)

@@ -82,6 +82,29 @@ def truth_input(wildcards):
     return {"truth": TRUTH.format(tile=wildcards.tile, year=wildcards.year)} if TRUTH else {}
 
 
+ASSESS = config.get("assess") or {}
+DESIGN = ASSESS.get("design") or {}
+DESIGN_MODEL = DESIGN.get("model") or MODELS[0]
+REFERENCE = ASSESS.get("reference")
+# the demo labels its reference design from the truth rasters, as a user would label the points
+DEMO_REFERENCE = not REFERENCE and "demo" in config and bool(TRUTH)
+
+
+def reference_input(wildcards):
+    """The labelled reference points of a tile-year, where there are any."""
+    if REFERENCE:
+        return {"reference": REFERENCE.format(tile=wildcards.tile, year=wildcards.year)}
+    if DEMO_REFERENCE:
+        return {"reference": f"{R}/reference/{wildcards.tile}_{wildcards.year}_labelled.gpkg"}
+    return {}
+
+
+def reference_option(wildcards, input):
+    if "reference" not in input.keys():
+        return ""
+    return f"--reference {shlex.quote(input.reference)} --reference-column {shlex.quote(ASSESS.get('reference_column', 'reference'))}"
+
+
 HPO = config.get("hpo") or {}
 TUNED = HPO.get("models") or []
 

@@ -22,3 +22,21 @@ if "demo" in config:
             "lcflow -v synth --out {params.out:q} --aoi {params.aoi:q} --years {params.years}"
             " --acquisitions {params.acquisitions} --mmu-cells {params.mmu} --change-fraction {params.change}"
             " --resolution {params.resolution} > {log:q} 2>&1"
+
+    if DEMO_REFERENCE:
+
+        rule label_reference:
+            input:
+                points=f"{R}/reference/{{tile}}_{{year}}_design.gpkg",
+                truth=TRUTH.format(tile="{tile}", year="{year}"),
+            output:
+                f"{R}/reference/{{tile}}_{{year}}_labelled.gpkg",
+            log:
+                f"{R}/logs/label_reference/{{tile}}_{{year}}.log",
+            params:
+                nomenclature=nomenclature_args(),
+            conda:
+                ENV
+            shell:
+                "lcflow -v label-reference --points {input.points:q} --truth {input.truth:q} {params.nomenclature}"
+                " --out {output:q} > {log:q} 2>&1"

@@ -53,3 +53,23 @@ rule train:
     shell:
         "{params.launcher} lcflow -v train --model {wildcards.model} --samples {input.samples:q} --out {params.out:q}"
         " --params {params.model_params:q} --set threads={params.threads} {params.tuned} > {log:q} 2>&1"
+
+
+rule learning_curve:
+    input:
+        f"{R}/models/{{model}}/model.json",
+    output:
+        report(
+            f"{R}/models/{{model}}/learning_curve.png",
+            caption="../report/learning_curve.rst",
+            category="Training",
+            labels={"model": "{model}"},
+        ),
+    log:
+        f"{R}/logs/learning_curve/{{model}}.log",
+    params:
+        history=lambda wildcards, input: str(Path(input[0]).parent / "history.csv"),
+    conda:
+        ENV
+    shell:
+        "lcflow -v learning-curve --history {params.history:q} --title {wildcards.model:q} --out {output:q} > {log:q} 2>&1"

@@ -1,0 +1,38 @@
+"""Figures for the report: a map's quicklook and a deep model's learning curve."""
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from lcflow import learning_curve, quicklook
+from lcflow.errors import LcflowError
+from lcflow.raster import Grid, write_cog
+
+
+def test_a_quicklook_shows_the_classes_in_their_colours_at_a_reduced_size(tmp_path):
+    grid = Grid.from_bounds(32631, (600000, 5700000, 620000, 5720000), 10)  # 2000 x 2000 px
+    classes = np.full((2000, 2000), 21, np.uint8)
+    classes[:, 1000:] = 31
+    classes[:100, :100] = 255
+    colors = {21: (255, 255, 168), 31: (0, 166, 0)}
+    write_cog(tmp_path / "m.tif", classes, grid, nodata=255, colors=colors,
+              tags={"class_names": {"21": "Arable land", "31": "Forests"}})
+    write_cog(tmp_path / "c.tif", np.full((2000, 2000), 80, np.uint8), grid, nodata=255)
+    quicklook.write(tmp_path / "m.tif", tmp_path / "c.tif", tmp_path / "q.png", "m", max_px=256)
+    image = matplotlib.image.imread(tmp_path / "q.png")[..., :3]
+    pixels = {tuple(np.round(p * 255).astype(int)) for p in image.reshape(-1, 3)[::7]}
+    assert (255, 255, 168) in pixels and (0, 166, 0) in pixels  # both classes drawn in their own colours
+    data, _, _ = quicklook._reduced(tmp_path / "m.tif", 256, quicklook.Resampling.nearest)
+    assert data.shape == (256, 256)
+
+
+def test_a_learning_curve_marks_the_kept_round(tmp_path):
+    rows = ["round,step,loss,accuracy,val_loss,val_accuracy,best_round"]
+    rows += [f"{r},{10 * r},{1 / r},{1 - 1 / (r + 1)},{1 / r + 0.1},{0.9 - 0.01 * abs(r - 3)},{min(r, 3)}" for r in range(1, 7)]
+    (tmp_path / "history.csv").write_text("\n".join(rows) + "\n")
+    learning_curve.write(tmp_path / "history.csv", tmp_path / "lc.png", "lstm")
+    assert matplotlib.image.imread(tmp_path / "lc.png").shape[1] > 500
+    (tmp_path / "bad.csv").write_text("epoch,loss\n1,0.5\n")
+    with pytest.raises(LcflowError, match="bad.csv is not a training history"):
+        learning_curve.write(tmp_path / "bad.csv", tmp_path / "x.png", "lstm")
+    assert not (tmp_path / "x.png").exists()

@@ -1,0 +1,165 @@
+"""Reference-sample assessment: a stratified random design drawn from a map, labelled from a known truth,
+gives accuracy and class areas whose 95 % intervals hold the truth about as often as they should."""
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import pytest
+import rasterio
+
+from lcflow import assess, sample_design
+from lcflow.errors import LcflowError
+from lcflow.raster import Grid, write_cog
+
+GRID = Grid.from_bounds(32631, (600000, 5700000, 604000, 5704000), 10)  # 400 x 400 px, 1 ha = 100 px
+NAMES = {1: "urban", 2: "crops", 3: "forest", 4: "water"}
+
+
+def _truth_and_map(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A truth of four classes in blocks (shares about 3 / 53 / 40 / 4 %) and a map of it with class-dependent
+    errors: crops mapped as forest or urban, forest as crops or water. (A rare class omitted into a large
+    stratum, say 2 % of the water mapped as crops, is seen by a few hundred points in that stratum only
+    by luck: its interval is then zero-wide and misses; Olofsson et al. 2014 advise more points in the
+    large strata for that.)"""
+    rng = np.random.default_rng(seed)
+    truth = np.full((400, 400), 2, np.uint8)
+    truth[:, 240:] = 3
+    truth[:40, :160] = 4
+    truth[300:360, 60:140] = 1
+    wrong = rng.random(truth.shape)
+    mapped = truth.copy()
+    mapped[(truth == 2) & (wrong < 0.08)] = 3
+    mapped[(truth == 2) & (wrong > 0.99)] = 1
+    mapped[(truth == 3) & (wrong < 0.04)] = 2
+    mapped[(truth == 3) & (wrong > 0.99)] = 4
+    return truth, mapped
+
+
+def _write_map(path, data):
+    write_cog(path, data, GRID, nodata=255, tags={"class_names": {str(k): v for k, v in NAMES.items()}})
+    return path
+
+
+def _label_from(points: pd.DataFrame, truth: np.ndarray) -> pd.DataFrame:
+    rows, cols = rasterio.transform.rowcol(GRID.transform, points["x"], points["y"])
+    return points.assign(reference=truth[np.asarray(rows), np.asarray(cols)].astype(int))
+
+
+def test_design_allocates_by_cochran_with_a_minimum_and_draws_points_of_their_stratum(tmp_path):
+    truth, mapped = _truth_and_map()
+    map_path = _write_map(tmp_path / "map.tif", mapped)
+    design = sample_design.Design(target_se=0.02, min_per_class=30, users_accuracy={1: 0.5})
+    pixels = sample_design.class_pixels(map_path)
+    assert pixels == {c: int((mapped == c).sum()) for c in NAMES}
+    sizes = sample_design.allocate(pixels, design)
+    weights = np.array([pixels[c] for c in sorted(pixels)]) / mapped.size
+    s = np.sqrt([0.25, 0.16, 0.16, 0.16])
+    n = int(np.ceil((np.sum(weights * s) / 0.02) ** 2))
+    assert sizes == {c: max(30, round(n * w)) for c, w in zip(sorted(pixels), weights)}
+    points = sample_design.draw(map_path, design)
+    assert points["stratum"].value_counts().to_dict() == sizes
+    rows, cols = rasterio.transform.rowcol(GRID.transform, points["x"], points["y"])
+    assert (mapped[np.asarray(rows), np.asarray(cols)] == points["stratum"]).all()
+    assert len(set(zip(rows, cols))) == len(points)  # without replacement
+    assert (points["stratum_pixels"] == points["stratum"].map(pixels)).all() and points["reference"].isna().all()
+    assert points["stratum"].iloc[:20].nunique() > 1  # shuffled: the interpreter sees no class order
+    sample_design.write(points, map_path, tmp_path / "ref.gpkg", tmp_path / "ref.csv")
+    back = gpd.read_file(tmp_path / "ref.gpkg")
+    assert back.crs.to_epsg() == 32631 and len(back) == len(points) and back["reference"].isna().all()
+    csv = pd.read_csv(tmp_path / "ref.csv")
+    assert {"lon", "lat"} <= set(csv.columns) and csv["lat"].between(51, 52).all()
+
+
+def test_the_intervals_hold_the_true_areas_and_accuracies_about_95_percent_of_the_time(tmp_path):
+    """20 independent designs, each labelled from the truth: the true area of every class and the map's true
+    overall accuracy fall inside the 95 % intervals in 85-100 % of the cases (binomial spread of 20 x 5)."""
+    truth, mapped = _truth_and_map()
+    map_path = _write_map(tmp_path / "map.tif", mapped)
+    true_area = {c: (truth == c).sum() / 100 for c in NAMES}  # ha
+    true_oa = float((truth == mapped).mean())
+    hits, total, errors = 0, 0, []
+    for seed in range(20):
+        points = sample_design.draw(map_path, sample_design.Design(target_se=0.015, min_per_class=40, seed=seed))
+        labelled = _label_from(points, truth)
+        path = tmp_path / f"ref{seed}.csv"
+        frame = gpd.GeoDataFrame(labelled, geometry=gpd.points_from_xy(labelled["x"], labelled["y"]), crs=32631)
+        frame.to_file(path.with_suffix(".gpkg"))
+        r = assess.against_reference(map_path, path.with_suffix(".gpkg"))
+        assert r["classes"] == [1, 2, 3, 4] and r["points_used"] == len(points) and r["points_unlabelled"] == 0
+        for c, area, ci in zip(r["classes"], r["area_ha"], r["area_ci95_ha"]):
+            hits += abs(area - true_area[c]) <= ci
+            total += 1
+            errors.append(area - true_area[c])
+        hits += abs(r["overall_accuracy"] - true_oa) <= r["overall_accuracy_ci95"]
+        total += 1
+    assert 0.85 <= hits / total <= 1.0, hits / total
+    # the map's own pixel counts are biased (crops under-mapped by ~6 %); the estimates are not
+    assert abs(np.mean(errors)) < 0.02 * max(true_area.values())
+
+
+def test_a_sample_drawn_from_one_map_assesses_another(tmp_path):
+    """Strata from the map of model A, assessment of model B's map (Stehman 2014): B's true accuracy and the
+    true areas lie within the intervals."""
+    truth, map_a = _truth_and_map(seed=0)
+    _, map_b = _truth_and_map(seed=1)
+    map_b[(truth == 3) & (np.random.default_rng(2).random(truth.shape) < 0.1)] = 4  # B errs otherwise
+    a = _write_map(tmp_path / "a.tif", map_a)
+    b = _write_map(tmp_path / "b.tif", map_b)
+    points = _label_from(sample_design.draw(a, sample_design.Design(target_se=0.01, min_per_class=50, seed=4)), truth)
+    gpd.GeoDataFrame(points, geometry=gpd.points_from_xy(points["x"], points["y"]), crs=32631).to_file(tmp_path / "r.gpkg")
+    r = assess.against_reference(b, tmp_path / "r.gpkg")
+    assert abs(r["overall_accuracy"] - float((truth == map_b).mean())) <= r["overall_accuracy_ci95"]
+    assert r["design"].startswith("stratified")
+    for c, area, ci in zip(r["classes"], r["area_ha"], r["area_ci95_ha"]):
+        assert abs(area - (truth == c).sum() / 100) <= 1.5 * ci, c  # 1.5: one of 5 may fall just outside at 95 %
+    forest = r["classes"].index(3)
+    assert r["producers_accuracy"][forest] == pytest.approx(float((map_b[truth == 3] == 3).mean()), abs=0.06)
+
+
+def test_points_without_a_label_are_left_out_and_a_simple_random_sample_works(tmp_path):
+    truth, mapped = _truth_and_map()
+    map_path = _write_map(tmp_path / "map.tif", mapped)
+    rng = np.random.default_rng(0)
+    rows, cols = rng.integers(0, 400, 600), rng.integers(0, 400, 600)
+    xs, ys = rasterio.transform.xy(GRID.transform, rows, cols)
+    ref = pd.array(truth[rows, cols].astype(int), dtype="Int64")
+    ref[:50] = pd.NA
+    frame = gpd.GeoDataFrame({"ref_class": ref}, geometry=gpd.points_from_xy(xs, ys), crs=32631).to_crs(4326)
+    frame.to_file(tmp_path / "srs.geojson")
+    r = assess.against_reference(map_path, tmp_path / "srs.geojson", column="ref_class")
+    assert r["design"].startswith("simple random") and r["points_used"] == 550 and r["points_unlabelled"] == 50
+    used = slice(50, None)
+    assert r["overall_accuracy"] == pytest.approx(float((truth[rows, cols] == mapped[rows, cols])[used].mean()))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda f: f.assign(reference=7), "reference code(s) 7 are not classes of the map's nomenclature (1, 2, 3, 4)"),
+    (lambda f: f.drop(columns="reference"), "has no column 'reference' (columns: point_id, stratum"),
+    (lambda f: f.assign(reference="forest"), "column 'reference' holds value(s) that are not class codes: forest"),
+    (lambda f: f.assign(reference=pd.array([pd.NA] * (len(f) - 1) + [2], dtype="Int64")), "at least 2 sample points"),
+    (lambda f: f.assign(geometry=f.geometry.buffer(5)), "reference data are points"),
+])
+def test_bad_reference_files_say_what_is_wrong(tmp_path, edit, message):
+    truth, mapped = _truth_and_map()
+    map_path = _write_map(tmp_path / "map.tif", mapped)
+    points = _label_from(sample_design.draw(map_path, sample_design.Design(target_se=0.05, min_per_class=5)), truth)
+    frame = gpd.GeoDataFrame(points, geometry=gpd.points_from_xy(points["x"], points["y"]), crs=32631)
+    edit(frame).to_file(tmp_path / "bad.gpkg")
+    with pytest.raises(LcflowError) as err:
+        assess.against_reference(map_path, tmp_path / "bad.gpkg")
+    assert message in str(err.value) and "bad.gpkg" in str(err.value)
+
+
+def test_the_class_area_figure_is_written_with_and_without_a_reference_sample(tmp_path):
+    import matplotlib.image
+
+    truth, mapped = _truth_and_map()
+    map_path = _write_map(tmp_path / "map.tif", mapped)
+    points = _label_from(sample_design.draw(map_path, sample_design.Design(target_se=0.05, min_per_class=5)), truth)
+    gpd.GeoDataFrame(points, geometry=gpd.points_from_xy(points["x"], points["y"]), crs=32631).to_file(tmp_path / "r.gpkg")
+    with_ref = {"reference": assess.against_reference(map_path, tmp_path / "r.gpkg")}
+    assess.areas_figure(with_ref, map_path, tmp_path / "a.png", "map")
+    assess.areas_figure({}, map_path, tmp_path / "b.png", "map")
+    a, b = matplotlib.image.imread(tmp_path / "a.png"), matplotlib.image.imread(tmp_path / "b.png")
+    assert a.shape[0] > 100 and a.shape[1] > 300 and not np.array_equal(a.shape, b.shape) or not np.array_equal(a, b)
+    assert not list(tmp_path.glob(".a.png.*"))  # written under a temporary name, then renamed
