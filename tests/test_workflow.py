@@ -196,6 +196,39 @@ def test_corine_polygons_and_a_change_layer_relabel_a_tile(run, tmp_path):
     assert record["change_layer"]["excluded_pixels"] == int(((after == nodata) & (before != nodata)).sum()) >= 2500
 
 
+def test_the_report_shows_its_pictures_in_a_browser(run, tmp_path):
+    """The report as a user sees it: headless Chromium (Debian's) driven by Playwright opens it, and for a
+    map, its class areas and a learning curve, clicking through the menu shows the picture, decoded at
+    its full size. Screenshots are kept beside the report."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    browser_path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser_path is None:
+        pytest.skip("chromium is not installed (Debian package chromium)")
+    report = run / "report.html"
+    if not report.exists():
+        done = snakemake(run.parent, "--report", str(report), configfile=run.parent / "demo.yaml")
+        assert done.returncode == 0, done.stderr[-2000:]
+    views = [("Maps", "lstm", "31UFT", 1000), ("Class areas", "rf", "32ULC", 500), ("Training", None, "tempcnn", 600)]
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            for category, subcategory, row, min_width in views:
+                page.goto(report.as_uri())
+                page.get_by_text(category, exact=True).click()
+                if subcategory:
+                    page.get_by_text(subcategory, exact=True).click()
+                page.locator("tr", has_text=row).locator("a[iconname=eye]").first.click()
+                page.wait_for_timeout(500)
+                shown = [im.evaluate("e => [e.naturalWidth, e.complete, e.src.slice(0, 22)]")
+                         for im in page.locator("img").all() if im.is_visible()]
+                pictures = [s for s in shown if s[2].startswith("data:image/png") and s[1]]
+                assert pictures and max(w for w, _, _ in pictures) >= min_width, (category, shown)
+                page.screenshot(path=str(run / f"report_{category.replace(' ', '_').lower()}.png"))
+        finally:
+            browser.close()
+
+
 def _lcflow_lines(done) -> list[str]:
     return [line for line in done.stderr.splitlines() if line.startswith("lcflow:")]
 
@@ -236,8 +269,8 @@ def test_a_users_config_replaces_the_demo_config(tmp_path):
     done = snakemake(tmp_path, "-n", configfile=tmp_path / "mine.yaml")
     assert done.returncode == 0, done.stderr[-3000:]
     counts = job_counts(done.stdout + done.stderr)
-    assert counts == {"search": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict": 1, "design_sample": 1,
-                      "assess": 1, "summary": 1, "all": 1}, counts
+    assert counts == {"search": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict": 1, "quicklook": 1,
+                      "design_sample": 1, "assess": 1, "summary": 1, "all": 1}, counts
 
 
 def test_a_bad_value_names_the_config_file_that_set_it(tmp_path):

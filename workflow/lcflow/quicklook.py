@@ -48,7 +48,7 @@ def write(map_path: str | Path, confidence_path: str | Path, out: str | Path, ti
     for c in present:
         rgb[classes == c] = colormap.get(c, (128, 128, 128, 255))[:3]
     extent = (bounds.left, bounds.right, bounds.bottom, bounds.top)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.6))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13.5, 5.6))
     left.imshow(rgb, extent=extent, interpolation="nearest")
     left.set_title("classes", fontsize=9)
     handles = [Patch(color=np.array(colormap.get(c, (128, 128, 128, 255))[:3]) / 255,

@@ -65,15 +65,23 @@ class TrainedModel:
     def predict_window(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(steps, bands, rows, cols) raw window with ``halo`` pixels of context each side -> codes,
         confidence and no-data mask of the inner (rows - 2 halo, cols - 2 halo) pixels, row-major."""
+        proba, empty = self.window_probabilities(x)
+        return np.asarray(self.classes)[proba.argmax(axis=1)], proba.max(axis=1), empty
+
+    def window_probabilities(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`predict_window`, the probability of every class instead: (pixels, classes) in the
+        order of ``classes``, and the no-data mask."""
         h = self.halo
         if not h:
             t, b, rows, cols = x.shape
-            return self.predict(np.moveaxis(x.reshape(t, b, -1), 2, 0))
+            pixels = np.moveaxis(x.reshape(t, b, -1), 2, 0)
+            self._check_shape(pixels)
+            prepared, empty = prepare(pixels, self.standardise)
+            return self.model.predict_proba(prepared), empty
         self._check_shape(x[None])
         prepared, empty = prepare_patches(x[None], self.standardise)
         proba = self.model.predict_dense(prepared[0])[:, h:-h, h:-h]
-        best = proba.argmax(axis=0).ravel()
-        return np.asarray(self.classes)[best], proba.max(axis=0).ravel(), empty[0, h:-h, h:-h].ravel()
+        return proba.reshape(proba.shape[0], -1).T, empty[0, h:-h, h:-h].ravel()
 
     def save(self, directory: str | Path) -> None:
         """Weights first (temporary name, then rename), then ``model.json`` with their checksum."""
