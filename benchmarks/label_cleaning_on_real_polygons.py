@@ -72,7 +72,7 @@ def main() -> None:
         cube, valid, labels_tif = build(work)
         for seed in SEEDS:
             out = {}
-            for name, cleaning in (("cleaned", Cleaning(seed=seed)), ("as drawn", Cleaning(min_label_probability=0))):
+            for name, cleaning in (("cleaned", Cleaning(seed=seed, reference_data=True)), ("as drawn", Cleaning(min_label_probability=0))):
                 path = work / f"{name}_{seed}.parquet"
                 frame = sampling.run(cube, valid, labels_tif, path, tile="33TVM", year=2016, per_class=500,
                                      min_valid_fraction=0.3, block_px=20, seed=seed, cleaning=cleaning, min_per_class=0)

@@ -285,3 +285,23 @@ def test_reference_data_without_a_code_column_lists_the_columns(tmp_path):
     with pytest.raises(LcflowError, match=r"LULC.gpkg: name the column of class codes with labels.code_column "
                                           r"\(columns: index, RABA_ID, AREA, DATE, LULC_ID, LULC_NAME\)"):
         labels.source_on_grid(labels.LabelSource(SLOVENIA / "LULC.gpkg", corine=False), _slovenia_grid(tmp_path)[0])
+
+
+def test_reference_labels_are_not_cleaned_unless_asked(tmp_path):
+    """Label-noise cleaning is for CORINE; the user's surveyed labels are kept unless reference_data is set."""
+    from lcflow.label_noise import Cleaning
+    from lcflow.samples import read
+
+    grid, _ = _slovenia_grid(tmp_path)
+    cube, valid = _slovenia_cube(tmp_path, grid)
+    (tmp_path / "map.yaml").write_text(yaml.safe_dump(SLOVENIA_MAPPING))
+    nomen = nomenclature.from_mapping_file(tmp_path / "map.yaml", clc_codes=False)
+    labels.run(labels.LabelSource(SLOVENIA / "LULC.gpkg", corine=False, code_column="LULC_ID"), cube,
+               tmp_path / "labels.tif", nomen)
+    common = dict(tile="33TVM", year=2016, per_class=100, min_valid_fraction=0.3, block_px=20, min_per_class=0)
+    sampling.run(cube, valid, tmp_path / "labels.tif", tmp_path / "kept.parquet", cleaning=Cleaning(), **common)
+    sampling.run(cube, valid, tmp_path / "labels.tif", tmp_path / "cleaned.parquet",
+                 cleaning=Cleaning(reference_data=True), **common)
+    kept, cleaned = (read(tmp_path / f"{n}.parquet").meta["label_checks"] for n in ("kept", "cleaned"))
+    assert kept["applied"] == [] and [c["check"] for c in cleaned["applied"]] == ["out-of-fold label probability"]
+    assert sum(v["noisy"] for v in cleaned["per_class"].values()) > 0

@@ -156,7 +156,8 @@ def cmd_sample(a):
     frame = sampling.run(a.cube, a.valid, a.labels, a.out, tile=a.tile, year=a.year, per_class=a.per_class,
                          min_valid_fraction=a.min_valid_fraction, boundary_px=a.boundary_px, block_px=a.block_px,
                          fractions=a.fractions, seed=a.seed, patch_px=a.patch_px,
-                         cleaning=Cleaning(a.min_label_probability, a.clean_folds, a.max_drop_fraction, seed=a.seed),
+                         cleaning=Cleaning(a.min_label_probability, a.clean_folds, a.max_drop_fraction, seed=a.seed,
+                                           reference_data=a.clean_reference_data),
                          reference_cube=a.reference_cube, change_test=ChangeTest(a.change_mad_k),
                          min_per_class=a.min_per_class)
     log.info("%d samples (%s) -> %s", len(frame), frame["split"].value_counts().to_dict(), a.out)
@@ -403,6 +404,8 @@ def parser() -> argparse.ArgumentParser:
                         "is likelier (0: no cleaning)")
     p.add_argument("--clean-folds", type=_int_at_least(2), default=5, help="folds (by spatial block) of the cleaning")
     p.add_argument("--max-drop-fraction", type=_share, default=0.5, help="cleaning drops at most this share of a class")
+    p.add_argument("--clean-reference-data", action="store_true",
+                   help="clean labels from your own reference data too (by default only CORINE labels are cleaned)")
     p.add_argument("--reference-cube", help="cube of the year the labels show, when --year is another: samples "
                                             "whose series changed since then are dropped from train/val")
     p.add_argument("--change-mad-k", type=_non_negative, default=3.0,

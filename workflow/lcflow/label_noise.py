@@ -21,13 +21,17 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Cleaning:
-    """How samples are judged; ``min_label_probability`` 0 turns cleaning off."""
+    """How samples are judged; ``min_label_probability`` 0 turns cleaning off. ``reference_data``: clean
+    labels that come from the user's own reference data too (surveyed labels are not CORINE's 25 ha
+    generalisation: on the real Slovenia field polygons cleaning gained nothing and took half of the rare
+    classes, see benchmarks/label_cleaning_on_real_polygons.py)."""
 
     min_label_probability: float = 0.4
     folds: int = 5
     max_drop_fraction: float = 0.5
     trees: int = 200
     seed: int = 0
+    reference_data: bool = False
 
     @property
     def enabled(self) -> bool:

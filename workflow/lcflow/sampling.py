@@ -96,9 +96,14 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
     with rasterio.open(labels) as ds:
         lab = ds.read(1)
         nodata = int(ds.nodata)
-    if (read_tag(labels, "label_source") or {}).get("geometry") == "points" and boundary_px:
+    source = read_tag(labels, "label_source") or {}
+    if source.get("geometry") == "points" and boundary_px:
         log.info("tile %s %d: labels are points, each its own sample: no boundary erosion", tile, year)
         boundary_px = 0
+    if source.get("kind") == "reference" and cleaning.enabled and not cleaning.reference_data:
+        log.info("tile %s %d: labels are your own reference data: no label-noise cleaning (sample.clean.reference_data)",
+                 tile, year)
+        cleaning = Cleaning(min_label_probability=0)
     with rasterio.open(valid) as ds:
         valid_fraction = (ds.read() > 0).mean(axis=0)
     ok = eligible(lab, nodata, boundary_px) & (valid_fraction >= min_valid_fraction)

@@ -149,6 +149,8 @@ def label_check_args(wildcards, input):
     clean = sample["clean"]
     args = (f"--min-label-probability {clean['min_label_probability']} --clean-folds {clean['folds']}"
             f" --max-drop-fraction {clean['max_drop_fraction']} --min-per-class {sample['min_per_class']}")
+    if clean["reference_data"]:
+        args += " --clean-reference-data"
     if "reference" in input.keys():
         args += f" --reference-cube {shlex.quote(input.reference)} --change-mad-k {sample['transfer']['mad_k']}"
     return args
