@@ -248,3 +248,21 @@ def test_the_balanced_accuracy_of_a_round_is_the_mean_recall_of_its_classes(tabl
     predicted = net.predict_proba(data.x_val).argmax(1)
     assert history[0]["val_balanced_accuracy"] == pytest.approx(balanced_accuracy_score(data.y_val, predicted))
     assert history[0]["val_accuracy"] == pytest.approx((predicted == data.y_val).mean())
+
+
+def test_a_trial_keeps_its_heartbeat_until_it_is_told(table, tmp_path, monkeypatch):
+    """Between the end of training and the trial's result the trial is still running: without a heartbeat
+    then, another worker claiming a trial would fail it as dead (seen under load on a 2-core machine)."""
+    seen = []
+    tell = optuna.Study.tell
+
+    def spy(self, trial, *args, **kwargs):
+        number = trial if isinstance(trial, int) else trial.number
+        seen.append((tmp_path / "rf" / study.HEARTBEAT_DIR / f"trial-{number}").exists())
+        return tell(self, trial, *args, **kwargs)
+
+    monkeypatch.setattr(optuna.Study, "tell", spy)
+    tuning.tune("rf", [table], tmp_path / "rf", 2, base={"n_jobs": 1}, space={"n_estimators": {"low": 10, "high": 20}},
+                worker="w0")
+    assert seen == [True, True]
+    assert not list((tmp_path / "rf" / study.HEARTBEAT_DIR).glob("trial-*"))  # gone once told

@@ -164,24 +164,25 @@ def _run_trial(cls, model: str, base: dict, order: dict, trial, data, comm, stud
 
         net.on_round = on_round
     started = time.perf_counter()
-    try:
-        with studies.Heartbeat(study_dir, number) if comm.rank == 0 else contextlib.nullcontext():
+    # the heartbeat lasts until the trial is told: another worker fails a running trial that has none
+    with studies.Heartbeat(study_dir, number) if comm.rank == 0 else contextlib.nullcontext():
+        try:
             history = net.fit(data.x, data.y, data.x_val, data.y_val)
-    except BaseException:  # an error, or SIGTERM (scancel, a time limit): the trial ends failed, not running
-        if comm.rank == 0:
-            study.tell(trial, state=studies.TrialState.FAIL)
-        raise
-    result = {"number": number, "params": drawn, "rounds": len(history), "seconds": time.perf_counter() - started}
-    if comm.rank != 0:
-        return result
-    predicted = net.predict_proba(data.x_val).argmax(1)
-    value = float(scores(data.y_val, predicted, {})[metric])
-    if pruned["value"]:
-        study.tell(trial, state=studies.TrialState.PRUNED)
-        result.update(state="pruned", value=None, last_value=value)
-    else:
-        study.tell(trial, value)
-        result.update(state="complete", value=value)
+        except BaseException:  # an error, or SIGTERM (scancel, a time limit): the trial ends failed, not running
+            if comm.rank == 0:
+                study.tell(trial, state=studies.TrialState.FAIL)
+            raise
+        result = {"number": number, "params": drawn, "rounds": len(history), "seconds": time.perf_counter() - started}
+        if comm.rank != 0:
+            return result
+        predicted = net.predict_proba(data.x_val).argmax(1)
+        value = float(scores(data.y_val, predicted, {})[metric])
+        if pruned["value"]:
+            study.tell(trial, state=studies.TrialState.PRUNED)
+            result.update(state="pruned", value=None, last_value=value)
+        else:
+            study.tell(trial, value)
+            result.update(state="complete", value=value)
     return result
 
 
