@@ -8,50 +8,37 @@ and scored on the test rows, which neither touches (test rows are never cleaned)
 on average: rows dropped per class, test overall and balanced accuracy, with and without cleaning.
 """
 
-import json
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import yaml
-from affine import Affine
-from rasterio.crs import CRS
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
+sys.path.insert(0, str(ROOT))
 
 from lcflow import labels, nomenclature, sampling  # noqa: E402
-from lcflow.cube import NODATA  # noqa: E402
 from lcflow.features import fill_gaps  # noqa: E402
 from lcflow.label_noise import Cleaning  # noqa: E402
-from lcflow.raster import Grid, write_cog  # noqa: E402
 from lcflow.samples import read as read_samples  # noqa: E402
+from tests import real_tables  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "eolearn_slovenia"
-MAPPING = {"name": "Slovenian land use", "ignore": [0], "classes": [
-    {"class_code": c, "class_name": n, "codes": [c]} for c, n in
-    [(1, "cultivated land"), (2, "forest"), (3, "grassland"), (4, "shrubland"), (8, "artificial surface")]]}
+MAPPING = {"name": "Slovenian land use", "ignore": [0],
+           "classes": [{"class_code": c, "class_name": n, "codes": [c]} for c, n in real_tables.SLOVENIA_CLASSES.items()]}
 SEEDS = range(5)
 
 
 def build(work: Path) -> tuple[Path, Path, Path]:
-    ring = json.loads((DATA / "bbox.geojson").read_text())["coordinates"][0]
-    grid = Grid(crs=CRS.from_epsg(32633), transform=Affine(10, 0, min(p[0] for p in ring), 0, -10, max(p[1] for p in ring)),
-                width=100, height=101)
-    ndvi = np.load(DATA / "NDVI.npy")[..., 0]
-    cloud = np.load(DATA / "CLM.npy")[..., 0].astype(bool) | ~np.load(DATA / "IS_DATA.npy")[..., 0].astype(bool)
-    times = json.loads((DATA / "timestamps.json").read_text())
-    write_cog(work / "cube.tif", np.where(cloud, NODATA, np.round(ndvi * 10000)).astype(np.int16), grid, nodata=NODATA,
-              descriptions=[f"NDVI_t{k:02d}" for k in range(len(times))],
-              tags={"time_steps": [t[:10] for t in times], "bands": ["NDVI"]})
-    write_cog(work / "valid.tif", (~cloud).astype(np.uint8), grid)
+    cube, valid = real_tables.slovenia_cube(work)
     (work / "map.yaml").write_text(yaml.safe_dump(MAPPING))
     source = labels.LabelSource(DATA / "LULC.gpkg", corine=False, code_column="LULC_ID")
-    labels.run(source, work / "cube.tif", work / "labels.tif", nomenclature.from_mapping_file(work / "map.yaml", False))
-    return work / "cube.tif", work / "valid.tif", work / "labels.tif"
+    labels.run(source, cube, work / "labels.tif", nomenclature.from_mapping_file(work / "map.yaml", False))
+    return cube, valid, work / "labels.tif"
 
 
 def score(table_path: Path) -> tuple[float, float]:

@@ -4,6 +4,8 @@
   irregular Sentinel-2 NDVI dates, cloudy observations as NaN, real land-use classes, x/y/row/col.
 - ``field_like``: a few hundred rows drawn from a demo samples table the way field samples come: classes
   as imbalanced as 305 / 97 / 28 / 23 / 12, about 7 % of the cells missing, no val rows.
+- ``slovenia_grid``, ``slovenia_cube``: that patch's 10 m grid, and its NDVI series written as an lcflow
+  cube (with its valid counts), for running ``lcflow labels`` and ``lcflow sample`` on real data.
 - ``spatial_folds``: k spatially blocked folds (whole blocks to one fold, classes stratified), as
   ``split`` = train / test tables: the real case of a table without val rows.
 """
@@ -21,14 +23,50 @@ SLOVENIA_CLASSES = {1: "cultivated land", 2: "forest", 3: "grassland", 4: "shrub
 FIELD_SHARES = np.array([305, 97, 28, 23, 12]) / 465
 
 
-def slovenia() -> tuple[pd.DataFrame, dict]:
-    """One row per labelled pixel; ``NDVI_t00`` .. ``NDVI_t67``, NaN under clouds; and the metadata."""
+def _origin() -> tuple[float, float]:
+    """West and north edges of the patch (its rows run north to south)."""
+    ring = json.loads((SLOVENIA / "bbox.geojson").read_text())["coordinates"][0]
+    return min(p[0] for p in ring), max(p[1] for p in ring)
+
+
+def _ndvi_and_cloud() -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """NDVI (dates, rows, cols), the mask of cloudy or missing observations, and the acquisition times."""
     ndvi = np.load(SLOVENIA / "NDVI.npy")[..., 0]
     cloud = np.load(SLOVENIA / "CLM.npy")[..., 0].astype(bool) | ~np.load(SLOVENIA / "IS_DATA.npy")[..., 0].astype(bool)
+    return ndvi, cloud, json.loads((SLOVENIA / "timestamps.json").read_text())
+
+
+def slovenia_grid():
+    """The patch's grid: 101 x 100 px of 10 m in EPSG:32633."""
+    from affine import Affine
+    from rasterio.crs import CRS
+
+    from lcflow.raster import Grid
+
+    x0, y1 = _origin()
+    return Grid(crs=CRS.from_epsg(32633), transform=Affine(10, 0, x0, 0, -10, y1), width=100, height=101)
+
+
+def slovenia_cube(directory: Path) -> tuple[Path, Path]:
+    """The NDVI series as a cube of the samples contract (``NDVI_tKK``, x 10000, nodata under clouds) and its
+    valid counts, written in ``directory``; their paths."""
+    from lcflow.cube import NODATA
+    from lcflow.raster import write_cog
+
+    ndvi, cloud, times = _ndvi_and_cloud()
+    grid = slovenia_grid()
+    write_cog(directory / "cube.tif", np.where(cloud, NODATA, np.round(ndvi * 10000)).astype(np.int16), grid,
+              nodata=NODATA, descriptions=[f"NDVI_t{k:02d}" for k in range(len(times))],
+              tags={"time_steps": [t[:10] for t in times], "bands": ["NDVI"]})
+    write_cog(directory / "valid.tif", (~cloud).astype(np.uint8), grid, nodata=None)
+    return directory / "cube.tif", directory / "valid.tif"
+
+
+def slovenia() -> tuple[pd.DataFrame, dict]:
+    """One row per labelled pixel; ``NDVI_t00`` .. ``NDVI_t67``, NaN under clouds; and the metadata."""
+    ndvi, cloud, times = _ndvi_and_cloud()
     lulc = np.load(SLOVENIA / "LULC.npy")[..., 0]
-    times = json.loads((SLOVENIA / "timestamps.json").read_text())
-    ring = json.loads((SLOVENIA / "bbox.geojson").read_text())["coordinates"][0]
-    x0, y1 = min(p[0] for p in ring), max(p[1] for p in ring)
+    x0, y1 = _origin()
     values = np.where(cloud, np.nan, ndvi).astype(np.float32)  # (dates, rows, cols)
     rows, cols = np.nonzero(lulc)
     frame = pd.DataFrame({"label": lulc[rows, cols].astype(np.int32), "row": rows.astype(np.int32),

@@ -2,7 +2,6 @@
 layer, and the nomenclature checks that go with them; on the real CORINE subset and the real Slovenia
 land-use polygons."""
 
-import json
 
 import geopandas as gpd
 import numpy as np
@@ -11,13 +10,13 @@ import pytest
 import rasterio
 import shapely
 import yaml
-from affine import Affine
 
 from lcflow import labels, nomenclature, sampling, vector_labels
 from lcflow.errors import LcflowError
 from lcflow.raster import Grid, read_tag, write_cog
 
 from .conftest import DATA, corine_polygons
+from .real_tables import slovenia_cube, slovenia_grid
 
 REAL = DATA / "clc_lanjaron_epsg3042.tif"
 SLOVENIA = DATA / "eolearn_slovenia"
@@ -91,34 +90,11 @@ def test_geoparquet_with_a_bbox_covering_is_read_by_area(clc_polygons, tmp_path)
     assert np.array_equal(a, b) and (a != vector_labels.NO_CODE).mean() > 0.9
 
 
-def _slovenia_grid(tmp_path) -> tuple[Grid, str]:
-    ring = json.loads((SLOVENIA / "bbox.geojson").read_text())["coordinates"][0]
-    x0, y1 = min(p[0] for p in ring), max(p[1] for p in ring)
-    grid = Grid(crs=rasterio.crs.CRS.from_epsg(32633), transform=Affine(10, 0, x0, 0, -10, y1), width=100, height=101)
-    return grid, str(tmp_path)
-
-
-def _slovenia_cube(tmp_path, grid: Grid):
-    """The real NDVI series as a cube of the samples contract (NDVI_tKK, x 10000, nodata under clouds), with
-    its valid counts."""
-    from lcflow.cube import NODATA
-
-    ndvi = np.load(SLOVENIA / "NDVI.npy")[..., 0]
-    cloud = np.load(SLOVENIA / "CLM.npy")[..., 0].astype(bool) | ~np.load(SLOVENIA / "IS_DATA.npy")[..., 0].astype(bool)
-    times = json.loads((SLOVENIA / "timestamps.json").read_text())
-    data = np.where(cloud, NODATA, np.round(ndvi * 10000)).astype(np.int16)
-    names = [f"NDVI_t{k:02d}" for k in range(len(times))]
-    write_cog(tmp_path / "cube.tif", data, grid, nodata=NODATA, descriptions=names,
-              tags={"time_steps": [t[:10] for t in times], "bands": ["NDVI"]})
-    write_cog(tmp_path / "valid.tif", (~cloud).astype(np.uint8), grid, nodata=None)
-    return tmp_path / "cube.tif", tmp_path / "valid.tif"
-
-
 def test_slovenia_polygons_become_samples_with_the_right_classes(tmp_path):
     """The real land-use polygons (EPSG:32633, LULC_ID) onto their 10 m grid agree with the raster eo-learn
     burnt from them, and the samples drawn inside them, away from their edges, carry their polygon's class."""
-    grid, _ = _slovenia_grid(tmp_path)
-    cube, valid = _slovenia_cube(tmp_path, grid)
+    grid = slovenia_grid()
+    cube, valid = slovenia_cube(tmp_path)
     (tmp_path / "map.yaml").write_text(yaml.safe_dump(SLOVENIA_MAPPING))
     nomen = nomenclature.from_mapping_file(tmp_path / "map.yaml", clc_codes=False)
     source = labels.LabelSource(SLOVENIA / "LULC.gpkg", corine=False, code_column="LULC_ID")
@@ -144,8 +120,8 @@ def test_slovenia_polygons_become_samples_with_the_right_classes(tmp_path):
 
 def test_points_become_samples_as_they_are(tmp_path):
     """Field points: each in its own pixel, no boundary erosion; a pixel with points of two codes is dropped."""
-    grid, _ = _slovenia_grid(tmp_path)
-    cube, valid = _slovenia_cube(tmp_path, grid)
+    grid = slovenia_grid()
+    cube, valid = slovenia_cube(tmp_path)
     polygons = gpd.read_file(SLOVENIA / "LULC.gpkg").to_crs(32633)
     polygons = polygons[polygons["LULC_ID"] > 0]
     rng = np.random.default_rng(3)
@@ -284,7 +260,7 @@ def test_a_file_of_several_layers_needs_one_named(clc_polygons, tmp_path):
 def test_reference_data_without_a_code_column_lists_the_columns(tmp_path):
     with pytest.raises(LcflowError, match=r"LULC.gpkg: name the column of class codes with labels.code_column "
                                           r"\(columns: index, RABA_ID, AREA, DATE, LULC_ID, LULC_NAME\)"):
-        labels.source_on_grid(labels.LabelSource(SLOVENIA / "LULC.gpkg", corine=False), _slovenia_grid(tmp_path)[0])
+        labels.source_on_grid(labels.LabelSource(SLOVENIA / "LULC.gpkg", corine=False), slovenia_grid())
 
 
 def test_reference_labels_are_not_cleaned_unless_asked(tmp_path):
@@ -292,8 +268,8 @@ def test_reference_labels_are_not_cleaned_unless_asked(tmp_path):
     from lcflow.label_noise import Cleaning
     from lcflow.samples import read
 
-    grid, _ = _slovenia_grid(tmp_path)
-    cube, valid = _slovenia_cube(tmp_path, grid)
+    grid = slovenia_grid()
+    cube, valid = slovenia_cube(tmp_path)
     (tmp_path / "map.yaml").write_text(yaml.safe_dump(SLOVENIA_MAPPING))
     nomen = nomenclature.from_mapping_file(tmp_path / "map.yaml", clc_codes=False)
     labels.run(labels.LabelSource(SLOVENIA / "LULC.gpkg", corine=False, code_column="LULC_ID"), cube,

@@ -13,7 +13,8 @@ from .atomic import atomic_path, write_text
 from .errors import LcflowError
 from .metrics import scores, stratified_estimates
 from .nomenclature import Nomenclature
-from .raster import Grid
+from .raster import Grid, read_tag
+from .sample_design import class_pixels
 from .trained import TrainedModel
 from .training import evaluate_table
 
@@ -39,21 +40,17 @@ def against_reference(map_path: str | Path, reference: str | Path, column: str =
     are taken as a simple random sample of the mapped pixels (one stratum). Points without a reference
     label are left out and counted; reference codes must be classes of the map's nomenclature.
     """
-    import geopandas as gpd
-
     points = _reference_points(reference, column)
     labelled = points[points[column].notna()]
+    names = {int(k): v for k, v in (read_tag(map_path, "class_names") or {}).items()}
     with rasterio.open(map_path) as ds:
         crs, nodata = ds.crs, ds.nodata
-        names = {int(k): v for k, v in (json.loads(ds.tags().get("class_names", "{}"))).items()}
-        at = labelled.to_crs(crs.to_wkt()) if isinstance(labelled, gpd.GeoDataFrame) else labelled
+        at = labelled.to_crs(crs.to_wkt())
         xy = list(zip(at.geometry.x, at.geometry.y))
         mapped = np.array([v[0] for v in ds.sample(xy, indexes=1)]) if xy else np.array([], dtype=int)
         pixel_area = abs(ds.transform.a * ds.transform.e)
         inside = np.array([ds.bounds.left <= x < ds.bounds.right and ds.bounds.bottom < y <= ds.bounds.top
                            for x, y in xy], dtype=bool)
-    from .sample_design import class_pixels
-
     on_map = inside & (mapped != nodata) if xy else np.array([], dtype=bool)
     used = labelled[on_map]
     ref = used[column].astype(int).to_numpy()
@@ -181,18 +178,20 @@ def areas_figure(result: dict, map_path: str | Path, path: str | Path, title: st
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .sample_design import class_pixels
-
     ref = result.get("reference")
-    with rasterio.open(map_path) as ds:
-        pixel_ha = abs(ds.transform.a * ds.transform.e) / 10_000
-        names = json.loads(ds.tags().get("class_names", "{}"))
-    mapped = {c: n * pixel_ha for c, n in class_pixels(map_path).items()}
-    classes = ref["classes"] if ref else sorted(mapped)
-    labels = [f"{c} {names.get(str(c), '')}"[:28] for c in classes]
+    if ref:  # the assessment counted the map's pixels already
+        classes, names, mapped = ref["classes"], ref["class_names"], ref["mapped_area_ha"]
+    else:
+        with rasterio.open(map_path) as ds:
+            pixel_ha = abs(ds.transform.a * ds.transform.e) / 10_000
+        counts = class_pixels(map_path)
+        tags = read_tag(map_path, "class_names") or {}
+        classes = sorted(counts)
+        names, mapped = [tags.get(str(c), "") for c in classes], [counts[c] * pixel_ha for c in classes]
+    labels = [f"{c} {name}"[:28] for c, name in zip(classes, names)]
     y = np.arange(len(classes))
     fig, ax = plt.subplots(figsize=(7, 1.2 + 0.35 * len(classes)))
-    ax.barh(y + (0.2 if ref else 0), [mapped.get(c, 0) for c in classes], height=0.4, color="0.7", label="mapped")
+    ax.barh(y + (0.2 if ref else 0), mapped, height=0.4, color="0.7", label="mapped")
     if ref:
         ax.barh(y - 0.2, ref["area_ha"], xerr=ref["area_ci95_ha"], height=0.4, color="tab:blue", capsize=3,
                 label=f"reference sample ({ref['points_used']} points), 95 % CI")

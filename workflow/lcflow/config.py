@@ -187,25 +187,13 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
     produced = demo_outputs(config)
     inputs = {("stac", "catalog"): config["stac"].get("catalog"), ("labels", given[0]): labels_cfg[given[0]],
               ("labels", "mapping"): labels_cfg.get("mapping"), ("labels", "change"): labels_cfg.get("change")}
-    truth = (config.get("assess") or {}).get("truth")
     for path, value in inputs.items():
         if value and value not in produced and not (base / value).exists():
             raise _Bad(path, f"{_where(path)} = {value!r}: file does not exist")
-    if truth:
-        for tile in config["tiles"]:
-            for year in config["years"]:
-                p = truth.format(tile=tile, year=year)
-                if p not in produced and not (base / p).exists():
-                    raise _Bad(("assess", "truth"), f"assess.truth ({tile} {year}) = {p!r}: file does not exist")
     assess_cfg = config.get("assess") or {}
-    reference = assess_cfg.get("reference")
-    if reference:
-        for tile in config["tiles"]:
-            for year in config["years"]:
-                p = reference.format(tile=tile, year=year)
-                if not (base / p).exists():
-                    raise _Bad(("assess", "reference"), f"assess.reference ({tile} {year}) = {p!r}: file does not exist "
-                               "(draw it with the design_sample rule, label it, then set this key)")
+    _check_per_tile_year(config, base, produced, "truth", "")
+    _check_per_tile_year(config, base, produced, "reference",
+                         " (draw it with the design_sample rule, label it, then set this key)")
     design_model = (assess_cfg.get("design") or {}).get("model")
     if design_model and design_model not in config["models"]:
         raise _Bad(("assess", "design", "model"), f"assess.design.model = {design_model!r} is not one of models "
@@ -215,6 +203,18 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
         _check_catalog(base / catalog)
     if labels_cfg[given[0]] not in produced:
         _check_labels(base, config, given[0])
+
+
+def _check_per_tile_year(config: dict[str, Any], base: Path, produced: set[str], key: str, hint: str) -> None:
+    """The file ``assess.KEY`` names (a pattern with {tile} and {year}) exists for every tile-year, or will."""
+    pattern = (config.get("assess") or {}).get(key)
+    if not pattern:
+        return
+    for tile in config["tiles"]:
+        for year in config["years"]:
+            p = pattern.format(tile=tile, year=year)
+            if p not in produced and not (base / p).exists():
+                raise _Bad(("assess", key), f"assess.{key} ({tile} {year}) = {p!r}: file does not exist{hint}")
 
 
 def _check_hpo(config: dict[str, Any]) -> None:

@@ -76,8 +76,7 @@ def clc_on_grid(corine: str | Path, grid: Grid, where: str = "the tile", resampl
     than a CORINE cell (the 100 m product onto 10 m Sentinel-2), the mode of the covered cells where
     it is larger.
     """
-    if resampling not in RESAMPLING:
-        raise LcflowError(f"label resampling {resampling!r}: expected one of {', '.join(RESAMPLING)}")
+    _check_resampling(resampling)
     codes, transform, crs = corine_window_codes(corine, grid.crs, grid.bounds, where)
     resampling = _resampling(resampling, grid, transform, crs, codes.shape)
     out = np.zeros((grid.height, grid.width), dtype=np.uint16)
@@ -86,10 +85,13 @@ def clc_on_grid(corine: str | Path, grid: Grid, where: str = "the tile", resampl
     return out
 
 
-def _resampling(resampling: str, grid: Grid, transform: Affine, crs, shape: tuple[int, int]) -> str:
-    """``auto`` resolved: nearest where a tile pixel is no larger than a source cell, else mode."""
+def _check_resampling(resampling: str) -> None:
     if resampling not in RESAMPLING:
         raise LcflowError(f"label resampling {resampling!r}: expected one of {', '.join(RESAMPLING)}")
+
+
+def _resampling(resampling: str, grid: Grid, transform: Affine, crs, shape: tuple[int, int]) -> str:
+    """``auto`` resolved: nearest where a tile pixel is no larger than a source cell, else mode."""
     if resampling != "auto":
         return resampling
     return "nearest" if _pixel_area(grid.transform) <= _cell_area_in(transform, crs, shape, grid.crs) else "mode"
@@ -122,6 +124,9 @@ class LabelSource:
     code_column: str | None = None
     layer: str | None = None
     resampling: str = "auto"
+
+    def __post_init__(self):
+        _check_resampling(self.resampling)
 
     @property
     def what(self) -> str:
@@ -208,14 +213,12 @@ def change_mask(change: str | Path, grid: Grid, where: str = "the tile", layer: 
 
 
 def run(source: "LabelSource | str | Path", grid_of: str | Path, out: str | Path, nomenclature: Nomenclature,
-        resampling: str | None = None, change: str | Path | None = None, change_layer: str | None = None) -> np.ndarray:
+        change: str | Path | None = None, change_layer: str | None = None) -> np.ndarray:
     """Write the class raster of one tile, on the grid of ``grid_of`` (its cube); return the classes.
 
     Every source code on the grid must be mapped or ignored by the nomenclature (checked before writing);
     pixels of ``change`` (a CLC change layer) are left unlabelled."""
     source = _source(source)
-    if resampling is not None:
-        source = LabelSource(source.path, source.corine, source.code_column, source.layer, resampling)
     grid = Grid.of(grid_of)
     codes, record = source_on_grid(source, grid)
     present = codes[codes != NO_CODE]
@@ -229,11 +232,13 @@ def run(source: "LabelSource | str | Path", grid_of: str | Path, out: str | Path
         codes[marked] = NO_CODE
         log.info("change layer %s: %d labelled pixels left out", change, record["change_layer"]["excluded_pixels"])
     classes = nomenclature.apply(codes)
-    present = sorted(int(c) for c in np.unique(classes) if c != nomenclature.nodata)
-    if not present:
+    values, counts = np.unique(classes, return_counts=True)
+    pixels = {int(c): int(n) for c, n in zip(values, counts) if c != nomenclature.nodata}
+    if not pixels:
         raise LcflowError(f"{source.path}: no labelled pixel is left in the tile area {grid.bounds} ({grid.crs}) "
                           "once ignored codes and the change layer are taken out")
-    log.info("labels from %s: %s", source.path, {c: int((classes == c).sum()) for c in present})
+    present = sorted(pixels)
+    log.info("labels from %s: %s", source.path, pixels)
     write_cog(out, classes, grid, nodata=nomenclature.nodata, colors=nomenclature.colors,
               tags={"nomenclature": nomenclature.name,
                     "class_names": {str(c): nomenclature.names[c] for c in present},

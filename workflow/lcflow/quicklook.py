@@ -19,17 +19,12 @@ def _reduced(path: str | Path, max_px: int, resampling: Resampling) -> tuple[np.
         scale = max(ds.width, ds.height) / max_px
         shape = (max(1, round(ds.height / max(scale, 1))), max(1, round(ds.width / max(scale, 1))))
         data = ds.read(1, out_shape=shape, resampling=resampling)
-        colormap = ds.colormap(1) if ds.count and _has_colormap(ds) else {}
+        try:
+            colormap = ds.colormap(1)
+        except ValueError:  # a band without a colour table (the confidence map)
+            colormap = {}
         names = json.loads(ds.tags().get("class_names", "{}"))
         return data, ds.nodata, (colormap, names, ds.bounds, ds.crs)
-
-
-def _has_colormap(ds) -> bool:
-    try:
-        ds.colormap(1)
-        return True
-    except ValueError:
-        return False
 
 
 def write(map_path: str | Path, confidence_path: str | Path, out: str | Path, title: str, max_px: int = 1024) -> None:

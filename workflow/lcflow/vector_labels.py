@@ -48,6 +48,7 @@ class Layer:
     layer: str | None
     crs: object  # pyproj.CRS
     columns: list[str]
+    geometry_column: str | None = None  # GeoParquet's primary geometry column (OGR names its own)
 
 
 def open_layer(path: str | Path, layer: str | None = None, key: str = "labels.layer") -> Layer:
@@ -68,7 +69,7 @@ def open_layer(path: str | Path, layer: str | None = None, key: str = "labels.la
                 raise LcflowError(f"{path} is Parquet without GeoParquet metadata (no 'geo' key): not a vector layer")
             crs = pyproj.CRS.from_user_input(geo["columns"][geo["primary_column"]].get("crs") or "OGC:CRS84")
             columns = [n for n in schema.names if n not in geo["columns"] and n != "bbox"]
-            return Layer(path, None, crs, columns)
+            return Layer(path, None, crs, columns, geo["primary_column"])
         layers = [str(n) for n in pyogrio.list_layers(path)[:, 0]]
         if layer is None and len(layers) > 1:
             raise LcflowError(f"{path} holds {len(layers)} layers ({', '.join(layers)}): name one ({key})")
@@ -111,13 +112,13 @@ def read_in_area(layer: Layer, crs, bounds, where: str, column: str | None) -> "
     try:
         if _is_parquet(layer.path):
             try:
-                frame = gpd.read_parquet(layer.path, columns=columns + [_geometry_column(layer.path)], bbox=box)
+                frame = gpd.read_parquet(layer.path, columns=columns + [layer.geometry_column], bbox=box)
             except ValueError as exc:
                 if "bbox" not in str(exc):
                     raise
                 log.info("%s has no bbox covering column: the whole file is read for %s (write it with "
                          "write_covering_bbox=True to read only the area)", layer.path, where)
-                frame = gpd.read_parquet(layer.path, columns=columns + [_geometry_column(layer.path)])
+                frame = gpd.read_parquet(layer.path, columns=columns + [layer.geometry_column])
                 frame = frame.cx[box[0]:box[2], box[1]:box[3]]
         else:
             frame = gpd.read_file(layer.path, layer=layer.layer, columns=columns, bbox=box, engine="pyogrio")
@@ -140,12 +141,6 @@ def read_in_area(layer: Layer, crs, bounds, where: str, column: str | None) -> "
         frame = frame[~frame.geometry.is_empty]
     keep = ["code", "geometry"] if column else ["geometry"]
     return frame[keep].to_crs(crs), "points" if points else "areas"
-
-
-def _geometry_column(path: Path) -> str:
-    import pyarrow.parquet as pq
-
-    return json.loads(pq.read_schema(path).metadata[b"geo"])["primary_column"]
 
 
 def _codes(values: pd.Series, path: Path, column: str) -> np.ndarray:

@@ -25,8 +25,8 @@ def label_from_truth(points_path: str | Path, truth: str | Path, out: str | Path
     with rasterio.open(truth) as ds:
         at = points.to_crs(ds.crs.to_wkt())
         codes = np.array([v[0] for v in ds.sample(zip(at.geometry.x, at.geometry.y), indexes=1)])
-    classes = nomenclature.apply(codes).astype(int)
-    labelled = pd.array(np.where(classes == nomenclature.nodata, 0, classes), dtype="Int64")
+    classes = nomenclature.apply(codes)
+    labelled = pd.array(classes.astype(np.int64), dtype="Int64")
     labelled[classes == nomenclature.nodata] = pd.NA
     points[column] = labelled
     with atomic_path(out, suffix=Path(out).suffix) as tmp:
