@@ -26,11 +26,14 @@ demo: setup
 	snakemake --profile profiles/local
 	snakemake --profile profiles/local --report $(RESULTS)/report.html
 	@echo
-	@echo "Maps (class and confidence COGs): $(CURDIR)/$(RESULTS)/maps/"
+	@echo "Maps (class and confidence COGs, consistent across years): $(CURDIR)/$(RESULTS)/maps/ (independent annual maps in maps/raw/, change maps in changes/)"
 	@echo "Accuracy per map: $(CURDIR)/$(RESULTS)/accuracy.tsv (details in $(RESULTS)/assessment/)"
 	@echo "Report: $(CURDIR)/$(RESULTS)/report.html"
 	@echo
 	@column -t -s "$$(printf '\t')" $(RESULTS)/accuracy.tsv 2>/dev/null || cat $(RESULTS)/accuracy.tsv
+	@echo
+	@echo "Change between years, independent (_raw) and consistent maps: $(RESULTS)/changes.tsv"
+	@column -t -s "$$(printf '\t')" $(RESULTS)/changes.tsv 2>/dev/null || cat $(RESULTS)/changes.tsv
 
 test: setup
 	pytest

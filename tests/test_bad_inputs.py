@@ -129,6 +129,8 @@ def _mixed_geometries(ctx: Ctx) -> str:
 
 CONFIG_CASES = [
     cfg_case("unknown key", lambda c, x: c.update(colour="red"), "config: unknown key 'colour' in (top level)"),
+    cfg_case("consistency that allows any change", lambda c, x: c["consistency"].update(evidence_ratio=1),
+             "consistency.evidence_ratio = 1: 1 is less than or equal to the minimum of 1"),
     cfg_case("unknown nested key", lambda c, x: c["sample"].update(per_klass=3), "unknown key 'per_klass' in sample"),
     cfg_case("cleaning threshold over 1", lambda c, x: c["sample"].update(clean={"min_label_probability": 1.4}),
              "sample.clean.min_label_probability"),
@@ -509,6 +511,15 @@ COMMAND_CASES = [
     Case("predict: missing model", lambda x: x.lcflow(
         "predict", "--model-dir", x.tmp / "none", "--cube", x.stages["cube2018"], "--out", x.out / "m.tif",
         "--confidence", x.out / "c.tif"), "is not a trained model directory"),
+    Case("consistent-maps: years and probability rasters differ in number", lambda x: x.lcflow(
+        "consistent-maps", "--probabilities", x.out / "a.tif", x.out / "b.tif", "--years", 2018, "--out",
+        x.out / "m.tif", "--confidence", x.out / "c.tif", "--summary", x.out / "s.json"),
+        "--years names 1 years for 2 --probabilities"),
+    Case("consistent-maps: a year not predicted", lambda x: x.lcflow(
+        "consistent-maps", "--probabilities", x.tmp / "p2018.tif", x.tmp / "p2019.tif", "--years", 2018, 2019,
+        "--out", x.out / "m18.tif", x.out / "m19.tif", "--confidence", x.out / "c18.tif", x.out / "c19.tif",
+        "--changes", x.out / "ch.tif", "--summary", x.out / "s.json"),
+        "probabilities {tmp}/p2018.tif do not exist (lcflow predict --probabilities writes them)"),
     Case("synth: an area that is not square", lambda x: x.lcflow(
         "synth", "--out", x.out, "--aoi", '{"31UFT": [640000, 5760000, 641280, 5760640]}', "--years", 2018),
         "demo aoi of 31UFT = [640000, 5760000, 641280, 5760640] must be square"),

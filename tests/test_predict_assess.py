@@ -62,3 +62,66 @@ def test_predict_refuses_a_cube_that_does_not_fit(stages, rf_model, tmp_path):
     with pytest.raises(LcflowError, match="does not fit model"):
         predict.run(rf_model, tmp_path / "c.tif", tmp_path / "m.tif", tmp_path / "mc.tif")
     assert not (tmp_path / "m.tif").exists() and not (tmp_path / "mc.tif").exists()
+
+
+def test_probabilities_are_the_map_s_evidence_and_a_nodata_hole_stays_nodata(stages, rf_model, tmp_path):
+    """Class probabilities beside the map: one band a class, argmax = the map; a hole in the cube (no
+    observation at any date) is nodata in all three outputs, and nothing around it is."""
+    from lcflow.cube import NODATA
+
+    holed = tmp_path / "holed.tif"
+    with rasterio.open(stages["cube2018"]) as src:
+        profile, data, tags = src.profile, src.read(), src.tags()
+    data[:, 30:50, 60:90] = NODATA
+    with rasterio.open(holed, "w", **profile) as dst:
+        dst.write(data)
+        dst.update_tags(**tags)
+    predict.run(rf_model, holed, tmp_path / "m.tif", tmp_path / "c.tif", block=32, out_probabilities=tmp_path / "p.tif")
+    predict.run(rf_model, stages["cube2018"], tmp_path / "whole.tif", tmp_path / "wc.tif", block=32)
+    with rasterio.open(tmp_path / "whole.tif") as w:
+        unholed = w.read(1)
+    with rasterio.open(tmp_path / "m.tif") as m, rasterio.open(tmp_path / "c.tif") as c, \
+            rasterio.open(tmp_path / "p.tif") as p:
+        classes = json.loads(p.tags()["class_codes"])
+        codes, conf, proba = m.read(1), c.read(1), p.read()
+        assert p.count == len(classes) and p.scales[0] == pytest.approx(1 / predict.PROBABILITY_SCALE)
+    hole = np.zeros(codes.shape, bool)
+    hole[30:50, 60:90] = True
+    assert (codes[hole] == 255).all() and (conf[hole] == 255).all() and (proba[:, hole] == 255).all()
+    assert np.array_equal(codes[~hole], unholed[~hole])  # pixel models: the hole changes nothing around it
+    mapped = codes != 255
+    assert mapped.mean() > 0.9 and (proba[:, mapped] != 255).all() and (proba[:, ~mapped] == 255).all()
+    share = proba[:, mapped].astype(float) / predict.PROBABILITY_SCALE
+    assert np.allclose(share.sum(axis=0), 1, atol=len(classes) / predict.PROBABILITY_SCALE)
+    assert (np.asarray(classes)[share.argmax(axis=0)] != codes[mapped]).mean() < 0.002  # ties after rounding
+
+
+def test_a_killed_prediction_leaves_no_finished_looking_file(stages, rf_model, tmp_path):
+    """SIGKILL in the middle of the windows: no map, confidence or probabilities under their names;
+    the rerun clears what the killed job left and publishes all three."""
+    import os
+    import subprocess
+    import sys
+
+    out = {k: tmp_path / f"{k}.tif" for k in ("map", "conf", "proba")}
+    code = (
+        "import os, signal, sys\n"
+        "from lcflow import predict, trained\n"
+        "calls = []\n"
+        "real = trained.TrainedModel.window_probabilities\n"
+        "def dying(self, x):\n"
+        "    calls.append(1)\n"
+        "    if len(calls) == 3:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return real(self, x)\n"
+        "trained.TrainedModel.window_probabilities = dying\n"
+        "predict.run(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], block=32, out_probabilities=sys.argv[5])\n"
+    )
+    args = [str(rf_model), str(stages["cube2018"]), str(out["map"]), str(out["conf"]), str(out["proba"])]
+    killed = subprocess.run([sys.executable, "-c", code, *args], env={**os.environ}, timeout=300)
+    assert killed.returncode == -9
+    assert not any(p.exists() for p in out.values())
+    assert any(p.name.startswith(".") for p in tmp_path.iterdir())  # the killed job's staging files
+    predict.run(*args[:4], block=32, out_probabilities=args[4])
+    assert all(p.exists() for p in out.values())
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]

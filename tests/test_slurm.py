@@ -118,7 +118,8 @@ def test_forcerun_of_one_stage_reruns_only_its_downstream(slurm_run, slurm):
     plan = dry.stdout + dry.stderr
     # the deep models' four maps each and their assessments again; the forest's stay as they are
     n = len(DEEP)
-    assert job_counts(plan) == {"train": n, "learning_curve": n, "predict": 4 * n, "quicklook": 4 * n, "assess": 4 * n,
+    assert job_counts(plan) == {"train": n, "learning_curve": n, "predict": 4 * n, "consistent_maps": 2 * n,
+                                "change_figure": 2 * n, "change_summary": 1, "quicklook": 4 * n, "assess": 4 * n,
                                 "summary": 1, "all": 1}
     assert "model=rf" not in plan and all(f"model={m}" in plan for m in DEEP)
 

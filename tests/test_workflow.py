@@ -44,6 +44,37 @@ def test_maps_meet_the_accuracy_bar(run):
             assert truth[tile, year, model] >= truth[tile, year, "rf"] - 0.015, (tile, year, model, truth)
 
 
+def test_the_map_series_is_consistent_across_years(run):
+    """The maps a user receives (maps/) are the consistent series: on every tile and model, truly stable
+    pixels keep their class (>= 0.98), the planted changes are found (F1 >= 0.7), and the maps are no less
+    right against the truth than the independent annual maps in maps/raw (measured: stable 0.991-1.000
+    against 0.965-0.987, F1 0.85-0.96 against 0.64-0.78, OA +0.002 to +0.006)."""
+    rows = list(csv.DictReader((run / "changes.tsv").open(), delimiter="\t"))
+    assert len(rows) == len(DEMO["tiles"]) * (len(DEMO["years"]) - 1) * len(DEMO["models"])
+    for row in rows:
+        assert float(row["stable_kept"]) >= 0.98 and float(row["change_f1"]) >= 0.7, row
+        assert float(row["stable_kept"]) > float(row["stable_kept_raw"]) and float(row["change_f1"]) > float(row["change_f1_raw"]), row
+        assert float(row["truth_OA"]) >= float(row["truth_OA_raw"]), row
+        assert float(row["changed"]) < float(row["changed_raw"]), row
+    for tile in DEMO["tiles"]:
+        for model in DEMO["models"]:
+            summary = json.loads((run / "changes" / f"{tile}_{model}.json").read_text())
+            pair = summary["pairs"][0]
+            with rasterio.open(run / "changes" / f"{tile}_{DEMO['years'][0]}_{DEMO['years'][1]}_{model}.tif") as ds:
+                codes = ds.read(1)
+                assert ds.tags(ns="IMAGE_STRUCTURE")["LAYOUT"] == "COG" and ds.dtypes[0] == "uint16"
+            maps = []
+            for year in DEMO["years"]:
+                with rasterio.open(run / "maps" / f"{tile}_{year}_{model}.tif") as ds:
+                    maps.append(ds.read(1))
+                assert (run / "maps" / "raw" / f"{tile}_{year}_{model}.tif").exists()
+                assert not (run / "maps" / "raw" / f"{tile}_{year}_{model}_probabilities.tif").exists()  # temporary
+            both = (maps[0] != 255) & (maps[1] != 255)
+            assert np.array_equal(codes[both] != 0, maps[0][both] != maps[1][both])
+            assert pair["consistent"]["changed_fraction"] == pytest.approx(float((codes[both] != 0).mean()))
+            assert (run / "changes" / f"{tile}_{DEMO['years'][0]}_{DEMO['years'][1]}_{model}.png").stat().st_size > 0
+
+
 def test_reference_sample_estimates_hold_the_true_areas_and_accuracy(run):
     """The demo draws a stratified random design from the rf map of each tile-year and labels it from the
     truth; every map's assessment then gives area-adjusted class areas and overall accuracy with 95 %
@@ -132,8 +163,10 @@ def test_rerun_does_nothing_and_forcerun_reruns_only_downstream(run):
     counts = job_counts(forced.stdout + forced.stderr)
     deep = [m for m in DEMO["models"] if m != "rf"]  # the rule train; rf has its own (train_rf)
     n_maps = len(DEMO["tiles"]) * len(DEMO["years"]) * len(deep)
+    n_series = len(DEMO["tiles"]) * len(deep)
     assert counts == {"train": len(deep), "learning_curve": len(deep), "predict": n_maps, "quicklook": n_maps,
-                      "assess": n_maps, "summary": 1, "all": 1}
+                      "consistent_maps": n_series, "change_figure": n_series * (len(DEMO["years"]) - 1),
+                      "change_summary": 1, "assess": n_maps, "summary": 1, "all": 1}
 
 
 def test_report_embeds_every_figure_and_the_accuracy_table(run):
@@ -143,7 +176,11 @@ def test_report_embeds_every_figure_and_the_accuracy_table(run):
     embedded = {m.group(1): m.group(2) for m in re.finditer(
         r'"filename": "([^"]+)".*?"data_uri": "data:[^;]+;charset=utf8;filename=[^;]+;base64,([^"]+)"', html, re.S)}
     expected = {f"{t}_{y}_{m}.png" for t in DEMO["tiles"] for y in DEMO["years"] for m in DEMO["models"]}
-    assert expected | {"accuracy.tsv"} <= set(embedded), sorted(embedded)
+    changes = {f"{t}_{DEMO['years'][0]}_{DEMO['years'][1]}_{m}.png" for t in DEMO["tiles"] for m in DEMO["models"]}
+    assert expected | changes | {"accuracy.tsv", "changes.tsv"} <= set(embedded), sorted(embedded)
+    for name in changes:
+        assert base64.b64decode(embedded[name]) == (run / "changes" / name).read_bytes(), name
+    assert html.count("Change between two consecutive years of the consistent map series") >= len(changes)
     for name in expected:  # the figures themselves, byte for byte, with their caption
         assert base64.b64decode(embedded[name]) == (run / "assessment" / name).read_bytes(), name
     assert base64.b64decode(embedded["accuracy.tsv"]) == (run / "accuracy.tsv").read_bytes()
@@ -208,7 +245,8 @@ def test_the_report_shows_its_pictures_in_a_browser(run, tmp_path):
     if not report.exists():
         done = snakemake(run.parent, "--report", str(report), configfile=run.parent / "demo.yaml")
         assert done.returncode == 0, done.stderr[-2000:]
-    views = [("Maps", "lstm", "31UFT", 1000), ("Class areas", "rf", "32ULC", 500), ("Training", None, "tempcnn", 600)]
+    views = [("Maps", "lstm", "31UFT", 1000), ("Class areas", "rf", "32ULC", 500), ("Training", None, "tempcnn", 600),
+             ("Change", "tempcnn", "32ULC", 1000)]
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
         try:
@@ -270,7 +308,8 @@ def test_a_users_config_replaces_the_demo_config(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     counts = job_counts(done.stdout + done.stderr)
     assert counts == {"search": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict": 1, "quicklook": 1,
-                      "design_sample": 1, "assess": 1, "summary": 1, "all": 1}, counts
+                      "consistent_maps": 1, "change_summary": 1, "design_sample": 1, "assess": 1, "summary": 1,
+                      "all": 1}, counts
 
 
 def test_a_bad_value_names_the_config_file_that_set_it(tmp_path):
@@ -293,8 +332,9 @@ def test_the_demo_with_hpo_tunes_lstm_and_trains_it_with_the_best_parameters(run
     assert done.returncode == 0, done.stderr[-4000:]
     n_maps = len(DEMO["tiles"]) * len(DEMO["years"])
     assert job_counts(done.stdout + done.stderr) == {"hpo": 2, "hpo_summary": 1, "train": 1, "learning_curve": 1,
-                                                     "predict": n_maps, "quicklook": n_maps, "assess": n_maps,
-                                                     "summary": 1, "all": 1}
+                                                     "predict": n_maps, "consistent_maps": len(DEMO["tiles"]),
+                                                     "change_figure": len(DEMO["tiles"]), "change_summary": 1,
+                                                     "quicklook": n_maps, "assess": n_maps, "summary": 1, "all": 1}
     results = work / HOSTILE_RESULTS
     best = yaml.safe_load((results / "hpo" / "lstm" / "best_params.yaml").read_text())
     assert set(best["params"]) == {"learning_rate", "dropout"} and best["trials"]["complete"] >= 1

@@ -223,8 +223,34 @@ def cmd_evaluate(a):
 def cmd_predict(a):
     from . import predict
 
-    predict.run(a.model_dir, a.cube, a.out, a.confidence, block=a.block)
-    log.info("map -> %s, confidence -> %s", a.out, a.confidence)
+    predict.run(a.model_dir, a.cube, a.out, a.confidence, block=a.block, out_probabilities=a.probabilities)
+    log.info("map -> %s, confidence -> %s%s", a.out, a.confidence,
+             f", probabilities -> {a.probabilities}" if a.probabilities else "")
+
+
+def cmd_consistent_maps(a):
+    from . import consistent_maps
+
+    if len(a.years) != len(a.probabilities):
+        raise LcflowError(f"--years names {len(a.years)} years for {len(a.probabilities)} --probabilities")
+    nomen = _nomenclature(a) if a.truth else None
+    consistent_maps.run(a.probabilities, a.years, a.out, a.confidence, a.changes or [], a.summary,
+                        evidence_ratio=a.evidence_ratio, min_change_ha=a.min_change_ha, block=a.block,
+                        truths=a.truth, nomenclature=nomen)
+
+
+def cmd_change_figure(a):
+    from . import quicklook
+
+    quicklook.change_figure(a.change, a.summary, a.out, a.title, max_px=a.max_px)
+
+
+def cmd_summarize_changes(a):
+    from . import consistent_maps
+    from .atomic import write_text
+
+    write_text(a.out, consistent_maps.summary_table(a.summaries))
+    log.info("%d series -> %s", len(a.summaries), a.out)
 
 
 def cmd_assess(a):
@@ -477,7 +503,27 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="class map (COG) to write")
     p.add_argument("--confidence", required=True, help="confidence map (COG, percent) to write")
     p.add_argument("--block", type=_int_at_least(16), default=256, help="prediction window, pixels a side")
+    p.add_argument("--probabilities", help="also write every class's probability (GeoTIFF, one band a class), "
+                                           "the input of consistent-maps")
     p.set_defaults(func=cmd_predict)
+
+    p = command("consistent-maps", "consistent annual maps of one tile and model from every year's probabilities, "
+                                   "with change maps")
+    p.add_argument("--probabilities", nargs="+", required=True, help="probability rasters of lcflow predict, one a year")
+    p.add_argument("--years", nargs="+", type=int, required=True, help="their years, in the same order")
+    p.add_argument("--out", nargs="+", required=True, help="consistent class maps (COG) to write, one a year")
+    p.add_argument("--confidence", nargs="+", required=True, help="their confidence maps (COG, percent)")
+    p.add_argument("--changes", nargs="*", help="change maps (COG, from-to codes) to write, one per pair of "
+                                                "consecutive years")
+    p.add_argument("--summary", required=True, help="JSON to write: agreement, change matrices, truth scores")
+    p.add_argument("--evidence-ratio", type=_float_above(1), default=4.0,
+                   help="how many times more likely a class change must be than keeping the class")
+    p.add_argument("--min-change-ha", type=_non_negative, default=0.1,
+                   help="smallest patch of change kept, hectares (0: every changed pixel)")
+    p.add_argument("--truth", nargs="*", help="truth rasters of CLC level-3 codes, one a year (the demo)")
+    _nomenclature_args(p)
+    p.add_argument("--block", type=_int_at_least(16), default=256, help="window, pixels a side")
+    p.set_defaults(func=cmd_consistent_maps)
 
     p = command("design-sample", "a stratified random sample of reference points from a map, to label independently")
     p.add_argument("--map", required=True, help="class map written by lcflow predict: its classes are the strata")
@@ -498,6 +544,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="PNG to write")
     p.add_argument("--max-px", type=_int_at_least(16), default=1024, help="longest side of the picture, in pixels")
     p.set_defaults(func=cmd_quicklook)
+
+    p = command("change-figure", "picture of a change map beside its change matrix, for the report")
+    p.add_argument("--change", required=True, help="change map written by lcflow consistent-maps")
+    p.add_argument("--summary", required=True, help="its summary JSON")
+    p.add_argument("--title", default="", help="what the series is (tile, model)")
+    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--max-px", type=_int_at_least(16), default=1024, help="longest side of the map, in pixels")
+    p.set_defaults(func=cmd_change_figure)
+
+    p = command("summarize-changes", "table of the change between years of every consistent map series")
+    p.add_argument("--summaries", nargs="+", required=True, help="summary JSON files of lcflow consistent-maps")
+    p.add_argument("--out", required=True, help="TSV to write")
+    p.set_defaults(func=cmd_summarize_changes)
 
     p = command("learning-curve", "loss and accuracy of a deep model's training, per round, as a PNG")
     p.add_argument("--history", required=True, help="history.csv written by lcflow train")

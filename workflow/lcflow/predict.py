@@ -1,8 +1,10 @@
-"""Apply a trained model to a whole cube, window by window: class map COG and confidence COG.
+"""Apply a trained model to a whole cube, window by window: class map COG and confidence COG, and
+optionally every class's probability (the evidence :mod:`lcflow.consistent_maps` weighs across years).
 
 Patch models read each window with a halo of context (nodata beyond the tile, as when sampling).
 """
 
+import contextlib
 import logging
 from pathlib import Path
 
@@ -45,11 +47,19 @@ def cube_layout(cube: str | Path) -> tuple[list[str], int]:
     return bands, len(steps)
 
 
+#: class probabilities are stored as uint8 0..254 (scale 1/254; 255 = no data): storing them finer
+#: changed no consistent-map pixel on the demo
+PROBABILITY_SCALE = 254
+PROBABILITY_NODATA = 255
+
+
 def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confidence: str | Path,
-        block: int = 256) -> None:
-    """Write the class map and the confidence map of ``cube``, published together when both are done."""
-    if Path(out_map).resolve() == Path(out_confidence).resolve():
-        raise LcflowError(f"the map and the confidence map would be the same file {out_map}: name two files")
+        block: int = 256, out_probabilities: str | Path | None = None) -> None:
+    """Write the class map and the confidence map of ``cube`` (and, if asked, the class probabilities,
+    one band per class), published together when all are done."""
+    outputs = [Path(p).resolve() for p in (out_map, out_confidence, out_probabilities) if p is not None]
+    if len(set(outputs)) < len(outputs):
+        raise LcflowError(f"the map, confidence and probability outputs must be different files (got {outputs})")
     trained = TrainedModel.load(model_dir)
     cube_bands, steps = cube_layout(cube)
     missing = [b for b in trained.bands if b not in cube_bands]
@@ -63,20 +73,38 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
             "class_codes": trained.classes}
     windows = list(grid.windows(block))
     progress = Progress(log, f"predict {Path(cube).name}", grid.width * grid.height)
-    with rasterio.open(cube) as src, \
-            staged_cog(out_map, grid, 1, dtype, nodata=nodata, colors=trained.class_colors, tags=tags,
-                       descriptions=["class"], resampling="mode") as staged_map, \
-            staged_cog(out_confidence, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": trained.model.name},
-                       descriptions=["confidence"], resampling="average") as staged_conf:
+    with contextlib.ExitStack() as stack:
+        src = stack.enter_context(rasterio.open(cube))
+        staged_map = stack.enter_context(staged_cog(
+            out_map, grid, 1, dtype, nodata=nodata, colors=trained.class_colors, tags=tags, descriptions=["class"],
+            resampling="mode"))
+        staged_conf = stack.enter_context(staged_cog(
+            out_confidence, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": trained.model.name},
+            descriptions=["confidence"], resampling="average"))
+        staged_proba = None
+        if out_probabilities is not None:
+            staged_proba = stack.enter_context(staged_cog(
+                out_probabilities, grid, len(trained.classes), "uint8", nodata=PROBABILITY_NODATA,
+                tags={**tags, "class_colors": {str(k): list(v) for k, v in trained.class_colors.items()},
+                      "scale": 1 / PROBABILITY_SCALE, "time_steps": read_tag(cube, "time_steps")},
+                descriptions=[f"p({c})" for c in trained.classes]))
+            staged_proba.dataset.scales = [1 / PROBABILITY_SCALE] * len(trained.classes)
         dst_map, dst_conf = staged_map.dataset, staged_conf.dataset
         h = trained.halo  # context a patch model needs around each pixel; nodata beyond the tile
         for win in windows:
             read = Window(win.col_off - h, win.row_off - h, win.width + 2 * h, win.height + 2 * h)
             raw = src.read(window=read, boundless=h > 0, fill_value=NODATA)
-            codes, confidence, empty = trained.predict_window(window_features(raw, steps, trained.bands, cube_bands))
+            proba, empty = trained.window_probabilities(window_features(raw, steps, trained.bands, cube_bands))
+            codes, confidence = np.asarray(trained.classes)[proba.argmax(axis=1)], proba.max(axis=1)
             shape = (int(win.height), int(win.width))
+            if staged_proba is not None:
+                stored = np.where(empty[:, None], PROBABILITY_NODATA, np.round(proba * PROBABILITY_SCALE))
+                staged_proba.dataset.write(stored.T.astype(np.uint8).reshape(-1, *shape), window=win)
             dst_map.write(np.where(empty, nodata, codes).astype(dtype).reshape(shape), 1, window=win)
             conf = np.where(empty, 255, np.round(confidence * 100)).astype(np.uint8)
             dst_conf.write(conf.reshape(shape), 1, window=win)
             progress.add(1, len(windows), shape[0] * shape[1])
-        publish_together([(staged_conf.finish(), staged_conf.final), (staged_map.finish(), staged_map.final)])
+        staged = [(staged_conf.finish(), staged_conf.final), (staged_map.finish(), staged_map.final)]
+        if staged_proba is not None:
+            staged.insert(0, (staged_proba.finish(cog=False), staged_proba.final))
+        publish_together(staged)

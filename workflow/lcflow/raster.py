@@ -73,10 +73,13 @@ class StagedCog:
         self.final, self.tmpdir, self.dataset = final, tmpdir, dataset
         self._count, self._resampling = count, resampling
 
-    def finish(self) -> Path:
-        """Close the staging file and copy it as a COG with overviews; return the COG's temporary path."""
+    def finish(self, cog: bool = True) -> Path:
+        """Close the staging file and copy it as a COG with overviews; return the COG's temporary path.
+        ``cog=False`` keeps the tiled staging GeoTIFF as it is (intermediate rasters nobody views)."""
         stage = Path(self.dataset.name)
         self.dataset.close()
+        if not cog:
+            return stage
         cog = self.tmpdir / "cog.tif"
         rasterio.shutil.copy(
             stage, cog, driver="COG", compress="DEFLATE", overview_resampling=self._resampling, blocksize=256,

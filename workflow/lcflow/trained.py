@@ -62,15 +62,10 @@ class TrainedModel:
         best = proba.argmax(axis=1)
         return np.asarray(self.classes)[best], proba.max(axis=1), empty
 
-    def predict_window(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(steps, bands, rows, cols) raw window with ``halo`` pixels of context each side -> codes,
-        confidence and no-data mask of the inner (rows - 2 halo, cols - 2 halo) pixels, row-major."""
-        proba, empty = self.window_probabilities(x)
-        return np.asarray(self.classes)[proba.argmax(axis=1)], proba.max(axis=1), empty
-
     def window_probabilities(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """As :meth:`predict_window`, the probability of every class instead: (pixels, classes) in the
-        order of ``classes``, and the no-data mask."""
+        """(steps, bands, rows, cols) raw window with ``halo`` pixels of context each side -> the
+        probability of every class, (pixels, classes) in the order of ``classes``, and the no-data mask,
+        of the inner (rows - 2 halo, cols - 2 halo) pixels, row-major."""
         h = self.halo
         if not h:
             t, b, rows, cols = x.shape

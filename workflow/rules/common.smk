@@ -14,6 +14,9 @@ ENV = "../../envs/lcflow.yaml"
 LABELS = config["labels"]
 LABEL_YEAR = int(LABELS.get("year") or YEARS[0])
 TRUTH = (config.get("assess") or {}).get("truth")
+SERIES = sorted(YEARS)  # the years of a tile's consistent map series, in time order
+PAIRS = [f"{a}_{b}" for a, b in zip(SERIES, SERIES[1:])]  # consecutive years: one change map each
+CONSISTENCY = config["consistency"]
 
 
 def all_cores():
@@ -31,6 +34,7 @@ wildcard_constraints:
     tile=r"(0[1-9]|[1-5][0-9]|60)[C-HJ-NP-X][A-HJ-NP-Z][A-HJ-NP-V]",
     year=r"\d{4}",
     model=r"[a-z][a-z0-9_]*",
+    pair=r"\d{4}_\d{4}",
 
 
 # Values from the config reach a job as data: paths and values in a rule's shell are quoted ({x:q}),
@@ -75,6 +79,11 @@ def aoi_args(wildcards):
     """--bounds of the configured area of a tile; none processes the whole tile."""
     bounds = (config.get("aoi") or {}).get(wildcards.tile)
     return f"--bounds {shlex.quote(','.join(map(str, bounds)))}" if bounds else ""
+
+
+def series_truth(wildcards):
+    """The truth rasters of every year of a tile (the demo), for the consistent maps' scores."""
+    return [TRUTH.format(tile=wildcards.tile, year=y) for y in SERIES] if TRUTH else []
 
 
 def truth_input(wildcards):

@@ -1,10 +1,13 @@
+# Each year is mapped on its own (maps/raw); the maps a user receives (maps/) are the consistent series
+# of all years, made from every year's class probabilities.
 rule predict:
     input:
         model=f"{R}/models/{{model}}/model.json",
         cube=f"{R}/{{tile}}/{{year}}/cube.tif",
     output:
-        map=f"{R}/maps/{{tile}}_{{year}}_{{model}}.tif",
-        confidence=f"{R}/maps/{{tile}}_{{year}}_{{model}}_confidence.tif",
+        map=f"{R}/maps/raw/{{tile}}_{{year}}_{{model}}.tif",
+        confidence=f"{R}/maps/raw/{{tile}}_{{year}}_{{model}}_confidence.tif",
+        probabilities=temp(f"{R}/maps/raw/{{tile}}_{{year}}_{{model}}_probabilities.tif"),
     log:
         f"{R}/logs/predict/{{tile}}_{{year}}_{{model}}.log",
     params:
@@ -14,7 +17,74 @@ rule predict:
         ENV
     shell:
         "lcflow -v predict --model-dir {params.model_dir:q} --cube {input.cube:q} --out {output.map:q}"
-        " --confidence {output.confidence:q} --block {params.block} > {log:q} 2>&1"
+        " --confidence {output.confidence:q} --probabilities {output.probabilities:q} --block {params.block}"
+        " > {log:q} 2>&1"
+
+
+rule consistent_maps:
+    input:
+        probabilities=expand(
+            f"{R}/maps/raw/{{tile}}_{{year}}_{{model}}_probabilities.tif", year=SERIES, allow_missing=True
+        ),
+        truth=series_truth,
+    output:
+        maps=expand(f"{R}/maps/{{tile}}_{{year}}_{{model}}.tif", year=SERIES, allow_missing=True),
+        confidence=expand(f"{R}/maps/{{tile}}_{{year}}_{{model}}_confidence.tif", year=SERIES, allow_missing=True),
+        changes=expand(f"{R}/changes/{{tile}}_{{pair}}_{{model}}.tif", pair=PAIRS, allow_missing=True),
+        summary=f"{R}/changes/{{tile}}_{{model}}.json",
+    log:
+        f"{R}/logs/consistent_maps/{{tile}}_{{model}}.log",
+    params:
+        years=SERIES,
+        changes=lambda wc, output: f"--changes {' '.join(shlex.quote(c) for c in output.changes)}" if PAIRS else "",
+        truth=lambda wc, input: f"--truth {' '.join(shlex.quote(t) for t in input.truth)}" if input.truth else "",
+        evidence_ratio=CONSISTENCY["evidence_ratio"],
+        min_change_ha=CONSISTENCY["min_change_ha"],
+        nomenclature=nomenclature_args(),
+        block=config["predict"]["block_px"],
+    conda:
+        ENV
+    shell:
+        "lcflow -v consistent-maps --probabilities {input.probabilities:q} --years {params.years}"
+        " --out {output.maps:q} --confidence {output.confidence:q} {params.changes} --summary {output.summary:q}"
+        " --evidence-ratio {params.evidence_ratio} --min-change-ha {params.min_change_ha} {params.truth}"
+        " {params.nomenclature} --block {params.block} > {log:q} 2>&1"
+
+
+rule change_figure:
+    input:
+        change=f"{R}/changes/{{tile}}_{{pair}}_{{model}}.tif",
+        summary=f"{R}/changes/{{tile}}_{{model}}.json",
+    output:
+        report(
+            f"{R}/changes/{{tile}}_{{pair}}_{{model}}.png",
+            caption="../report/change.rst",
+            category="Change",
+            subcategory="{model}",
+            labels={"tile": "{tile}", "years": "{pair}", "model": "{model}"},
+        ),
+    log:
+        f"{R}/logs/change_figure/{{tile}}_{{pair}}_{{model}}.log",
+    params:
+        title="{tile} {model}",
+    conda:
+        ENV
+    shell:
+        "lcflow -v change-figure --change {input.change:q} --summary {input.summary:q} --title {params.title:q}"
+        " --out {output:q} > {log:q} 2>&1"
+
+
+rule change_summary:
+    input:
+        expand(f"{R}/changes/{{tile}}_{{model}}.json", tile=TILES, model=MODELS),
+    output:
+        report(f"{R}/changes.tsv", caption="../report/changes.rst", category="Change"),
+    log:
+        f"{R}/logs/change_summary.log",
+    conda:
+        ENV
+    shell:
+        "lcflow -v summarize-changes --summaries {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule quicklook:
