@@ -57,9 +57,15 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
         block: int = 256, out_probabilities: str | Path | None = None) -> None:
     """Write the class map and the confidence map of ``cube`` (and, if asked, the class probabilities,
     one band per class), published together when all are done."""
-    outputs = [Path(p).resolve() for p in (out_map, out_confidence, out_probabilities) if p is not None]
-    if len(set(outputs)) < len(outputs):
-        raise LcflowError(f"the map, confidence and probability outputs must be different files (got {outputs})")
+    named = {"map": out_map, "confidence map": out_confidence, "probabilities": out_probabilities}
+    seen: dict[Path, str] = {}
+    for what, path in named.items():
+        if path is None:
+            continue
+        if Path(path).resolve() in seen:
+            raise LcflowError(f"the {seen[Path(path).resolve()]} and the {what} would be the same file {path}: "
+                              "name different files")
+        seen[Path(path).resolve()] = what
     trained = TrainedModel.load(model_dir)
     cube_bands, steps = cube_layout(cube)
     missing = [b for b in trained.bands if b not in cube_bands]
