@@ -126,7 +126,7 @@ def _write_probabilities(path, proba, grid, classes, empty=None):
         dst.write(data)
         dst.update_tags(class_codes=json.dumps(classes), model="test",
                         class_names=json.dumps({str(c): f"class {c}" for c in classes}),
-                        class_colors=json.dumps({str(c): [c, 100, 200 - c] for c in classes}))
+                        class_colors=json.dumps({str(c): [c % 256, 100, (200 - c) % 256] for c in classes}))
 
 
 def _series(tmp_path, size=64):
@@ -252,3 +252,34 @@ def test_change_codes_name_every_ordered_pair():
     assert codes.tolist() == [0, 6, 0, change.CHANGE_NODATA]
     with pytest.raises(LcflowError, match="too many from-to pairs"):
         change.change_codes(256)
+
+
+def test_a_single_year_series_is_that_year_s_map(tmp_path):
+    paths, truth, grid, classes = _series(tmp_path)
+    d = tmp_path / "single"
+    result = consistent_maps.run(paths[:1], [2018], [d / "m.tif"], [d / "c.tif"], [], d / "s.json")
+    assert result["pairs"] == []
+    with rasterio.open(d / "m.tif") as m, rasterio.open(paths[0]) as p:
+        proba = p.read()
+        empty = proba[0] == PROBABILITY_NODATA
+        assert np.array_equal(m.read(1)[~empty], np.asarray(classes)[proba.argmax(axis=0)][~empty])
+        assert (m.read(1)[empty] == 255).all()
+
+
+def test_class_codes_beyond_a_byte_make_uint16_maps(tmp_path):
+    grid = Grid.from_bounds(32631, (640000, 5760000, 640320, 5760320), 10)
+    classes = [300, 1000, 65000]
+    proba = np.zeros((3, 32, 32))
+    proba[2] = 0.9
+    proba[:2] = 0.05
+    empty = np.zeros((32, 32), bool)
+    empty[0, 0] = True
+    paths = [tmp_path / "a.tif", tmp_path / "b.tif"]
+    for p in paths:
+        _write_probabilities(p, proba, grid, classes, empty)
+    _, d = _run(tmp_path, paths)
+    with rasterio.open(d / "m18.tif") as m:
+        codes = m.read(1)
+        assert m.dtypes[0] == "uint16" and m.nodata == 65535
+        assert m.colormap(1)[65000][:3] == (65000 % 256, 100, (200 - 65000) % 256)
+        assert codes[0, 0] == 65535 and (codes.ravel()[1:] == 65000).all()
