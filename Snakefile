@@ -46,6 +46,7 @@ rule all:
     input:
         f"{R}/accuracy.tsv",
         f"{R}/changes.tsv",
+        f"{R}/stac/catalog.json",
         expand(f"{R}/changes/{{tile}}_{{pair}}_{{model}}.png", tile=TILES, pair=PAIRS, model=MODELS),
         expand(f"{R}/maps/{{tile}}_{{year}}_{{model}}.tif", tile=TILES, year=YEARS, model=MODELS),
         expand(f"{R}/reference/{{tile}}_{{year}}_design.gpkg", tile=TILES, year=YEARS),

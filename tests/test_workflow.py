@@ -75,6 +75,46 @@ def test_the_map_series_is_consistent_across_years(run):
             assert (run / "changes" / f"{tile}_{DEMO['years'][0]}_{DEMO['years'][1]}_{model}.png").stat().st_size > 0
 
 
+def test_every_product_has_a_stac_item_in_one_catalog(run):
+    """Items beside every map and change map, gathered by results/stac/catalog.json: valid STAC 1.1
+    (the core schemas pystac ships, no network), with projection, raster, file and classification fields
+    that match the files, and links that resolve."""
+    import hashlib
+
+    import pystac
+    import pystac.validation
+
+    catalog = pystac.Catalog.from_file(str(run / "stac" / "catalog.json"))
+    items = {i.id: i for i in catalog.get_items()}
+    n_maps = len(DEMO["tiles"]) * len(DEMO["years"]) * len(DEMO["models"])
+    assert len(items) == n_maps + len(DEMO["tiles"]) * (len(DEMO["years"]) - 1) * len(DEMO["models"])
+    level2 = nomenclature.clc_level(2)
+    for item in items.values():
+        pystac.validation.validate_dict(item.to_dict(), extensions=[])
+        asset = item.assets["change" if "change" in item.assets else "class"]
+        path = Path(asset.get_absolute_href())
+        assert path.exists() and path.parent.name in ("maps", "changes")
+        with rasterio.open(path) as ds:
+            assert item.properties["proj:code"] == f"EPSG:{ds.crs.to_epsg()}"
+            assert item.properties["proj:shape"] == [ds.height, ds.width]
+            assert asset.extra_fields["raster:bands"][0]["data_type"] == ds.dtypes[0]
+        assert asset.extra_fields["file:size"] == path.stat().st_size
+        assert asset.extra_fields["file:checksum"] == "1220" + hashlib.sha256(path.read_bytes()).hexdigest()
+        classes = {c["value"]: c for c in asset.extra_fields["classification:classes"]}
+        if "class" in item.assets:
+            assert classes[31]["description"] == "Forests"
+            assert classes[31]["color_hint"] == "{:02X}{:02X}{:02X}".format(*level2.colors[31])
+            accuracy = item.properties["lcflow:accuracy"]
+            assert 0.9 < accuracy["truth"]["overall_accuracy"] <= 1 and accuracy["reference"]["overall_accuracy_ci95"] > 0
+            assert Path(item.assets["confidence"].get_absolute_href()).exists()
+            manifest = next(link for link in item.links if link.rel == "derived_from")
+            assert Path(manifest.get_absolute_href()).name == "items.json" and Path(manifest.get_absolute_href()).exists()
+        else:
+            assert classes[0]["description"] == "no change" and len(classes) > 1
+        lon0, lat0, lon1, lat1 = item.bbox
+        assert 2 < lon0 < lon1 < 10 and 50 < lat0 < lat1 < 53  # the demo tiles, in the Netherlands and Germany
+
+
 def test_reference_sample_estimates_hold_the_true_areas_and_accuracy(run):
     """The demo draws a stratified random design from the rf map of each tile-year and labels it from the
     truth; every map's assessment then gives area-adjusted class areas and overall accuracy with 95 %
@@ -164,9 +204,11 @@ def test_rerun_does_nothing_and_forcerun_reruns_only_downstream(run):
     deep = [m for m in DEMO["models"] if m != "rf"]  # the rule train; rf has its own (train_rf)
     n_maps = len(DEMO["tiles"]) * len(DEMO["years"]) * len(deep)
     n_series = len(DEMO["tiles"]) * len(deep)
+    n_pairs = n_series * (len(DEMO["years"]) - 1)
     assert counts == {"train": len(deep), "learning_curve": len(deep), "predict": n_maps, "quicklook": n_maps,
-                      "consistent_maps": n_series, "change_figure": n_series * (len(DEMO["years"]) - 1),
-                      "change_summary": 1, "assess": n_maps, "summary": 1, "all": 1}
+                      "consistent_maps": n_series, "change_figure": n_pairs, "change_summary": 1, "assess": n_maps,
+                      "stac_map_item": n_maps, "stac_change_item": n_pairs, "stac_catalog": 1, "summary": 1,
+                      "all": 1}
 
 
 def test_report_embeds_every_figure_and_the_accuracy_table(run):
@@ -309,7 +351,7 @@ def test_a_users_config_replaces_the_demo_config(tmp_path):
     counts = job_counts(done.stdout + done.stderr)
     assert counts == {"search": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict": 1, "quicklook": 1,
                       "consistent_maps": 1, "change_summary": 1, "design_sample": 1, "assess": 1, "summary": 1,
-                      "all": 1}, counts
+                      "stac_map_item": 1, "stac_catalog": 1, "all": 1}, counts
 
 
 def test_a_bad_value_names_the_config_file_that_set_it(tmp_path):
@@ -334,7 +376,9 @@ def test_the_demo_with_hpo_tunes_lstm_and_trains_it_with_the_best_parameters(run
     assert job_counts(done.stdout + done.stderr) == {"hpo": 2, "hpo_summary": 1, "train": 1, "learning_curve": 1,
                                                      "predict": n_maps, "consistent_maps": len(DEMO["tiles"]),
                                                      "change_figure": len(DEMO["tiles"]), "change_summary": 1,
-                                                     "quicklook": n_maps, "assess": n_maps, "summary": 1, "all": 1}
+                                                     "quicklook": n_maps, "assess": n_maps, "summary": 1,
+                                                     "stac_map_item": n_maps, "stac_change_item": len(DEMO["tiles"]),
+                                                     "stac_catalog": 1, "all": 1}
     results = work / HOSTILE_RESULTS
     best = yaml.safe_load((results / "hpo" / "lstm" / "best_params.yaml").read_text())
     assert set(best["params"]) == {"learning_rate", "dropout"} and best["trials"]["complete"] >= 1

@@ -253,6 +253,32 @@ def cmd_summarize_changes(a):
     log.info("%d series -> %s", len(a.summaries), a.out)
 
 
+def cmd_stac_item(a):
+    from pathlib import Path
+
+    from . import stac_products
+
+    needed = ("summary", "model") if a.change else ("map", "confidence", "year", "model_dir", "manifest")
+    missing = [f"--{k.replace('_', '-')}" for k in needed if getattr(a, k) is None]
+    if missing:
+        raise LcflowError(f"an Item of a {'change' if a.change else 'class'} map needs {' '.join(missing)}")
+    if a.change:
+        item = stac_products.change_item(Path(a.change), a.tile, a.model, Path(a.summary))
+    else:
+        item = stac_products.map_item(Path(a.map), Path(a.confidence), a.tile, a.year, Path(a.model_dir),
+                                      Path(a.manifest), Path(a.assessment) if a.assessment else None,
+                                      Path(a.quicklook) if a.quicklook else None)
+    stac_products.write_item(item, a.out, a.catalog)
+    log.info("STAC Item %s -> %s", item.id, a.out)
+
+
+def cmd_stac_catalog(a):
+    from . import stac_products
+
+    stac_products.write_catalog(a.items, a.out, a.title)
+    log.info("catalog of %d Items -> %s", len(a.items), a.out)
+
+
 def cmd_assess(a):
     from . import assess
 
@@ -552,6 +578,28 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="PNG to write")
     p.add_argument("--max-px", type=_int_at_least(16), default=1024, help="longest side of the map, in pixels")
     p.set_defaults(func=cmd_change_figure)
+
+    p = command("stac-item", "STAC Item of a class map (with its confidence) or of a change map")
+    p.add_argument("--map", help="class map (COG)")
+    p.add_argument("--confidence", help="its confidence map")
+    p.add_argument("--year", type=int, help="the map's year")
+    p.add_argument("--model-dir", help="the model that made it")
+    p.add_argument("--manifest", help="the tile-year's scenes (items.json of lcflow search)")
+    p.add_argument("--assessment", help="its assessment JSON")
+    p.add_argument("--quicklook", help="its quicklook PNG")
+    p.add_argument("--change", help="a change map instead (COG of lcflow consistent-maps)")
+    p.add_argument("--summary", help="the change map's summary JSON")
+    p.add_argument("--model", help="the change map's model")
+    p.add_argument("--tile", required=True, help="MGRS tile")
+    p.add_argument("--catalog", required=True, help="the catalog the Item will belong to (for its links)")
+    p.add_argument("--out", required=True, help="Item JSON to write")
+    p.set_defaults(func=cmd_stac_item)
+
+    p = command("stac-catalog", "static STAC catalog of Items")
+    p.add_argument("--items", nargs="+", required=True, help="Item JSON files")
+    p.add_argument("--title", default="lcflow", help="what the products are")
+    p.add_argument("--out", required=True, help="catalog.json to write")
+    p.set_defaults(func=cmd_stac_catalog)
 
     p = command("summarize-changes", "table of the change between years of every consistent map series")
     p.add_argument("--summaries", nargs="+", required=True, help="summary JSON files of lcflow consistent-maps")

@@ -177,3 +177,58 @@ rule summary:
         ENV
     shell:
         "lcflow -v summarize --assessments {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule stac_map_item:
+    input:
+        map=f"{R}/maps/{{tile}}_{{year}}_{{model}}.tif",
+        confidence=f"{R}/maps/{{tile}}_{{year}}_{{model}}_confidence.tif",
+        model=f"{R}/models/{{model}}/model.json",
+        manifest=f"{R}/{{tile}}/{{year}}/items.json",
+        assessment=f"{R}/assessment/{{tile}}_{{year}}_{{model}}.json",
+        quicklook=f"{R}/quicklooks/{{tile}}_{{year}}_{{model}}.quicklook.png",
+    output:
+        f"{R}/maps/{{tile}}_{{year}}_{{model}}.stac.json",
+    log:
+        f"{R}/logs/stac/{{tile}}_{{year}}_{{model}}.log",
+    params:
+        model_dir=subpath(input.model, parent=True),
+        catalog=f"{R}/stac/catalog.json",
+    conda:
+        ENV
+    shell:
+        "lcflow -v stac-item --map {input.map:q} --confidence {input.confidence:q} --tile {wildcards.tile}"
+        " --year {wildcards.year} --model-dir {params.model_dir:q} --manifest {input.manifest:q}"
+        " --assessment {input.assessment:q} --quicklook {input.quicklook:q} --catalog {params.catalog:q}"
+        " --out {output:q} > {log:q} 2>&1"
+
+
+rule stac_change_item:
+    input:
+        change=f"{R}/changes/{{tile}}_{{pair}}_{{model}}.tif",
+        summary=f"{R}/changes/{{tile}}_{{model}}.json",
+    output:
+        f"{R}/changes/{{tile}}_{{pair}}_{{model}}.stac.json",
+    log:
+        f"{R}/logs/stac/{{tile}}_{{pair}}_{{model}}.log",
+    params:
+        catalog=f"{R}/stac/catalog.json",
+    conda:
+        ENV
+    shell:
+        "lcflow -v stac-item --change {input.change:q} --summary {input.summary:q} --tile {wildcards.tile}"
+        " --model {wildcards.model} --catalog {params.catalog:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule stac_catalog:
+    input:
+        expand(f"{R}/maps/{{tile}}_{{year}}_{{model}}.stac.json", tile=TILES, year=SERIES, model=MODELS),
+        expand(f"{R}/changes/{{tile}}_{{pair}}_{{model}}.stac.json", tile=TILES, pair=PAIRS, model=MODELS),
+    output:
+        f"{R}/stac/catalog.json",
+    log:
+        f"{R}/logs/stac/catalog.log",
+    conda:
+        ENV
+    shell:
+        "lcflow -v stac-catalog --items {input:q} --out {output:q} > {log:q} 2>&1"
