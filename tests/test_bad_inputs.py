@@ -520,6 +520,10 @@ COMMAND_CASES = [
         "--out", x.out / "m18.tif", x.out / "m19.tif", "--confidence", x.out / "c18.tif", x.out / "c19.tif",
         "--changes", x.out / "ch.tif", "--summary", x.out / "s.json"),
         "probabilities {tmp}/p2018.tif do not exist (lcflow predict --probabilities writes them)"),
+    Case("stac-item: a class map without its model and scenes", lambda x: x.lcflow(
+        "stac-item", "--map", x.out / "m.tif", "--confidence", x.out / "c.tif", "--year", 2018, "--tile", "31UFT",
+        "--catalog", x.out / "catalog.json", "--out", x.out / "m.stac.json"),
+        "an Item of a class map needs --model-dir --manifest"),
     Case("synth: an area that is not square", lambda x: x.lcflow(
         "synth", "--out", x.out, "--aoi", '{"31UFT": [640000, 5760000, 641280, 5760640]}', "--years", 2018),
         "demo aoi of 31UFT = [640000, 5760000, 641280, 5760640] must be square"),

@@ -2,6 +2,7 @@
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -283,3 +284,27 @@ def test_class_codes_beyond_a_byte_make_uint16_maps(tmp_path):
         assert m.dtypes[0] == "uint16" and m.nodata == 65535
         assert m.colormap(1)[65000][:3] == (65000 % 256, 100, (200 - 65000) % 256)
         assert codes[0, 0] == 65535 and (codes.ravel()[1:] == 65000).all()
+
+
+def test_a_change_map_gets_a_stac_item_in_a_catalog(tmp_path):
+    import pystac
+    import pystac.validation
+
+    from lcflow import stac_products
+
+    paths, *_ = _series(tmp_path)
+    _, d = _run(tmp_path, paths, min_change_ha=0.05)
+    item = stac_products.change_item(d / "change.tif", "31UFT", "test", d / "summary.json")
+    stac_products.write_item(item, d / "change.stac.json", tmp_path / "stac" / "catalog.json")
+    stac_products.write_catalog([d / "change.stac.json"], tmp_path / "stac" / "catalog.json", "test")
+    catalog = pystac.Catalog.from_file(str(tmp_path / "stac" / "catalog.json"))
+    [read] = list(catalog.get_items())
+    pystac.validation.validate_dict(read.to_dict(), extensions=[])
+    assert read.properties["start_datetime"].startswith("2018-01-01") and read.properties["end_datetime"].startswith("2019-12-31")
+    assert read.properties["lcflow:changed_fraction"] == pytest.approx(120 / (64 * 64 - 16))
+    asset = read.assets["change"]
+    assert Path(asset.get_absolute_href()) == (d / "change.tif").resolve() and asset.href == "./change.tif"
+    classes = {c["value"]: c for c in asset.extra_fields["classification:classes"]}
+    assert classes[6]["description"] == "class 31 -> class 32" and classes[6]["name"] == "class_31_class_32"
+    assert classes[6]["color_hint"] == "{:02X}{:02X}{:02X}".format(32, 100, 168)  # the colour of class 32
+    assert read.properties["proj:code"] == "EPSG:32631" and read.properties["proj:shape"] == [64, 64]
