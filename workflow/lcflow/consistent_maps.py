@@ -98,7 +98,8 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
     for t in truths or []:
         if Grid.of(t) != grid:
             raise LcflowError(f"truth raster {t} is not on the grid of {probabilities[0]}")
-    min_px = max(1, math.ceil(min_change_ha * 1e4 / (grid.resolution * abs(grid.transform.e)) - 1e-9))
+    pixel_area_m2 = grid.resolution * abs(grid.transform.e)
+    min_px = max(1, math.ceil(min_change_ha * 1e4 / pixel_area_m2 - 1e-9))
     halo = min(min_px, MAX_HALO_PX) if min_px > 1 and n > 1 else 0
     if min_px > MAX_HALO_PX:
         log.warning("a minimum change patch of %d px is judged on a halo of %d px around each window",
@@ -165,14 +166,13 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
             progress.add(1, len(windows), shape[0] * shape[1])
         staged = [(s.finish(), s.final) for s in out_conf + out_change + out_maps]
         publish_together(staged)
-    area = grid.resolution * abs(grid.transform.e)
     result = {
         "model": info["model"], "years": list(years), "method": METHOD, "evidence_ratio": evidence_ratio,
         "min_change_ha": min_change_ha, "min_change_px": min_px, "classes": classes,
         "class_names": info["class_names"], "change_classes": table,
         "pairs": [{"years": [years[i], years[i + 1]], "change_map": str(changes[i]),
-                   "raw": raw_tally[i].summary(area, bool(truths)),
-                   "consistent": tally[i].summary(area, bool(truths))} for i in range(n - 1)],
+                   "raw": raw_tally[i].summary(pixel_area_m2, bool(truths)),
+                   "consistent": tally[i].summary(pixel_area_m2, bool(truths))} for i in range(n - 1)],
     }
     if truths:
         result["truth_overall_accuracy"] = {

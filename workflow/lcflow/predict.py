@@ -91,8 +91,7 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
         if out_probabilities is not None:
             staged_proba = stack.enter_context(staged_cog(
                 out_probabilities, grid, len(trained.classes), "uint8", nodata=PROBABILITY_NODATA,
-                tags={**tags, "class_colors": {str(k): list(v) for k, v in trained.class_colors.items()},
-                      "scale": 1 / PROBABILITY_SCALE, "time_steps": read_tag(cube, "time_steps")},
+                tags={**tags, "class_colors": {str(k): list(v) for k, v in trained.class_colors.items()}},
                 descriptions=[f"p({c})" for c in trained.classes]))
             staged_proba.dataset.scales = [1 / PROBABILITY_SCALE] * len(trained.classes)
         dst_map, dst_conf = staged_map.dataset, staged_conf.dataset

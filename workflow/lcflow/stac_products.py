@@ -9,7 +9,6 @@ weights' checksum, the source scenes (a ``derived_from`` link to the tile-year's
 and the accuracy figures of the map's assessment. ``results/stac/catalog.json`` links every Item.
 """
 
-import hashlib
 import json
 import re
 from datetime import datetime, timezone
@@ -26,17 +25,14 @@ from shapely.geometry import box, mapping
 
 from .atomic import write_text
 from .errors import LcflowError
+from .trained import sha256
 
 COG = "image/tiff; application=geotiff; profile=cloud-optimized"
 
 
 def _multihash(path: Path) -> str:
     """SHA-256 of a file as the multihash ``file:checksum`` expects (0x12 = sha2-256, 0x20 = 32 bytes)."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return "1220" + h.hexdigest()
+    return "1220" + sha256(path)
 
 
 def _slug(text: str) -> str:
