@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from .errors import LcflowError
+from .remote import SIGNING_CHOICES
 
 log = logging.getLogger("lcflow")
 
@@ -130,11 +131,14 @@ def cmd_search(a):
 
 
 def cmd_cube(a):
-    from . import cube, sentinel2
+    from . import cube, remote, sentinel2
 
+    network = remote.Network(timeout_s=a.http_timeout, retries=a.http_retries, retry_delay_s=a.http_retry_delay,
+                             threads=a.read_threads, s3_endpoint=a.s3_endpoint)
     grid = cube.run(a.items, a.tile, a.year, a.out, a.valid, bands=sentinel2.check_bands(a.bands.split(",")),
                     resolution=a.resolution, bounds=a.bounds, invalid_scl=a.invalid_scl, dilation_px=a.dilation_px,
-                    steps=a.time_steps, block=a.block, min_clear_fraction=a.min_clear_fraction)
+                    steps=a.time_steps, block=a.block, min_clear_fraction=a.min_clear_fraction, network=network,
+                    signing=a.signing)
     log.info("%s %s: cube %d x %d px (%s) -> %s", a.tile, a.year, grid.width, grid.height, grid.crs, a.out)
 
 
@@ -393,7 +397,7 @@ def parser() -> argparse.ArgumentParser:
     p = command("search", "STAC search of one tile and year -> items.json manifest")
     p.add_argument("--tile", required=True, help="MGRS tile id, e.g. 31UFT")
     p.add_argument("--year", type=int, required=True, help="calendar year")
-    p.add_argument("--catalog", help="local static STAC catalog.json (or give --api)")
+    p.add_argument("--catalog", help="static STAC catalog.json, a local path or an http(s) URL (or give --api)")
     p.add_argument("--api", help="STAC API root URL (or give --catalog)")
     p.add_argument("--collection", default="sentinel-2-l2a", help="collection to search")
     p.add_argument("--max-cloud-cover", type=float, default=100.0, help="skip scenes with more cloud, percent")
@@ -413,6 +417,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--block", type=_int_at_least(16), default=512, help="processing window, pixels a side")
     p.add_argument("--min-clear-fraction", type=_share, default=0.1,
                    help="refuse a cube whose share of composite cells with a clear observation is lower")
+    p.add_argument("--read-threads", type=_int_at_least(1), default=4, help="scene files read at a time")
+    p.add_argument("--signing", choices=SIGNING_CHOICES, default="auto",
+                   help="sign asset URLs before reading (auto: Planetary Computer items are signed)")
+    p.add_argument("--http-timeout", type=_positive_float, default=60.0, help="seconds before a request is given up")
+    p.add_argument("--http-retries", type=_int_at_least(0), default=6,
+                   help="retries of a request answered 429 or 5xx or timed out")
+    p.add_argument("--http-retry-delay", type=_positive_float, default=1.0,
+                   help="seconds before the first retry; about doubled before each next")
+    p.add_argument("--s3-endpoint", help="S3 endpoint of s3:// assets (default: AWS; Copernicus Data Space's is "
+                                         "set for its items)")
     p.add_argument("--out", required=True, help="cube GeoTIFF (COG) to write")
     p.add_argument("--valid", required=True, help="output: valid-observation count per time step")
     p.set_defaults(func=cmd_cube)

@@ -6,6 +6,7 @@ how many clear observations went into each composite pixel. The tile is processe
 so a full 10980 x 10980 tile never has to fit in memory.
 """
 
+import dataclasses
 import datetime as dt
 import logging
 import warnings
@@ -15,7 +16,7 @@ import numpy as np
 from odc.geo.geobox import GeoBox
 from scipy import ndimage
 
-from . import mgrs, sentinel2
+from . import mgrs, remote, sentinel2
 from .atomic import publish_together
 from .errors import LcflowError
 from .progress import Progress
@@ -73,20 +74,21 @@ def check_items(items, tile: str, year: int, bands: list[str]) -> tuple[list[str
     return keys, scl_key
 
 
-def _read_failure(exc: Exception, items, keys: list[str], tile: str, year: int, window: GeoBox) -> LcflowError:
-    """One line naming the item and asset whose read failed (the URL without its query: no signatures).
+def _read_failure(exc: Exception, items, keys: list[str], tile: str, year: int, window: GeoBox,
+                  sign=None) -> LcflowError:
+    """One line naming the item and asset whose read failed (URLs without credentials or query strings:
+    no signatures, no tokens).
 
     odc-stac's exception does not say which file failed, so each asset's part of the window is read
     again, one by one, until one fails.
     """
-    failed = _failing_asset(items, keys, window)
+    failed = _failing_asset(items, keys, window, sign)
     if failed is None:
         return LcflowError(f"tile {tile} {year}: reading the scenes failed ({type(exc).__name__}: "
-                           f"{_first_line(str(exc), '')})")
+                           f"{_first_line(str(exc))})")
     item, key, error = failed
-    href = item.assets[key].href
-    return LcflowError(f"tile {tile} {year}: reading item {item.id} asset {key} ({href.split('?', 1)[0]}) failed: "
-                       f"{_first_line(_root_cause(error), href)}")
+    return LcflowError(f"tile {tile} {year}: reading item {item.id} asset {key} ({remote.redact(item.assets[key].href)}) "
+                       f"failed: {_first_line(_root_cause(error))}")
 
 
 def _root_cause(error: BaseException) -> str:
@@ -96,7 +98,7 @@ def _root_cause(error: BaseException) -> str:
     return str(error)
 
 
-def _failing_asset(items, keys: list[str], window: GeoBox):
+def _failing_asset(items, keys: list[str], window: GeoBox, sign=None):
     """(item, asset key, error) of the first asset whose pixels in ``window`` cannot be read, or None."""
     import rasterio
     from rasterio.warp import transform_bounds
@@ -105,8 +107,9 @@ def _failing_asset(items, keys: list[str], window: GeoBox):
     bounds = window.boundingbox
     for item in items:
         for key in keys:
+            href = item.assets[key].href
             try:
-                with rasterio.open(item.assets[key].href) as src:
+                with rasterio.open(sign(href) if sign else href) as src:
                     left, bottom, right, top = transform_bounds(window.crs.to_wkt(), src.crs, *bounds)
                     win = from_bounds(left, bottom, right, top, src.transform).round_offsets().round_lengths()
                     src.read(1, window=win, boundless=True)
@@ -115,11 +118,8 @@ def _failing_asset(items, keys: list[str], window: GeoBox):
     return None
 
 
-def _first_line(text: str, href: str) -> str:
-    line = (text.strip().splitlines() or [""])[0]
-    if href and "?" in href:
-        line = line.replace(href, href.split("?", 1)[0])
-    return line[:300]
+def _first_line(text: str) -> str:
+    return remote.redact((text.strip().splitlines() or [""])[0])[:300]
 
 
 def clear_mask(scl: np.ndarray, invalid: list[int], dilation_px: int) -> np.ndarray:
@@ -142,13 +142,12 @@ def composite(values: np.ndarray, clear: np.ndarray, times: np.ndarray, edges: l
     n_obs, n_bands, h, w = values.shape
     out = np.full((steps, n_bands, h, w), np.nan, dtype=np.float32)
     counts = np.zeros((steps, h, w), dtype=np.uint8)
-    masked = np.where(clear[:, None], values, np.nan)
     edge64 = np.array(edges, dtype="datetime64[us]")
     for k in range(steps):
         sel = (times >= edge64[k]) & (times < edge64[k + 1])
         if not sel.any():
             continue
-        window = masked[sel]
+        window = np.where(clear[sel, None], values[sel], np.nan)  # one step's copy at a time, not the year's
         counts[k] = np.minimum(np.isfinite(window[:, 0]).sum(axis=0), 255)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -159,11 +158,16 @@ def composite(values: np.ndarray, clear: np.ndarray, times: np.ndarray, edges: l
 def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_valid: str | Path, *,
         bands: list[str], resolution: float = 10.0, bounds: list[float] | None = None,
         invalid_scl: list[int] = list(sentinel2.DEFAULT_INVALID_SCL), dilation_px: int = 1,
-        steps: int = 12, block: int = 512, min_clear_fraction: float = 0.1) -> Grid:
+        steps: int = 12, block: int = 512, min_clear_fraction: float = 0.1,
+        network: remote.Network | None = None, signing: str = "auto") -> Grid:
     """Composite the manifest's items of ``tile``/``year`` onto its grid; return the grid.
 
     Refused, with nothing written, when fewer than ``min_clear_fraction`` of the composite cells
     (pixel x time step) hold a clear observation: the year is all cloud, or the area has no data.
+    Scenes are read through ``network``'s GDAL settings, ``network.threads`` files at a time, their
+    URLs signed as they are read where ``signing`` (or, for ``auto``, the catalogue) asks for it.
+    Memory holds one window of every date: it grows with ``block`` and the number of scenes, not with
+    the tile.
     """
     import odc.stac
 
@@ -173,6 +177,10 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
         raise LcflowError(f"manifest {manifest} lists no items")
     grid = tile_grid(tile, items, resolution, bounds)
     keys, scl_key = check_items(items, tile, year, bands)
+    sign = remote.signer(signing, items)
+    network = network or remote.Network()
+    if network.s3_endpoint is None and remote.s3_endpoint(items):
+        network = dataclasses.replace(network, s3_endpoint=remote.s3_endpoint(items))
     by_time = sorted(items, key=lambda i: i.datetime)
     offsets = np.array([sentinel2.boa_offset(i.properties) for i in by_time], dtype=np.float32)
     edges, centres = time_grid(year, steps)
@@ -183,8 +191,9 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     windows = list(grid.windows(block))
     progress = Progress(log, f"cube {tile} {year}", grid.width * grid.height)
     clear_cells = 0
-    with staged_cog(out_cube, grid, steps * len(bands), "int16", nodata=NODATA, tags=tags,
-                    descriptions=names, resampling="average") as staged_cube, \
+    with remote.gdal_env(network), \
+            staged_cog(out_cube, grid, steps * len(bands), "int16", nodata=NODATA, tags=tags,
+                       descriptions=names, resampling="average") as staged_cube, \
             staged_cog(out_valid, grid, steps, "uint8", tags={"time_steps": tags["time_steps"]},
                        descriptions=[f"valid_t{k:02d}" for k in range(steps)]) as staged_valid:
         cube, valid = staged_cube.dataset, staged_valid.dataset
@@ -194,12 +203,16 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
             gb = GeoBox((h, w), grid.transform @ grid.transform.translation(c0, r0), grid.crs)
             try:
                 ds = odc.stac.load(by_time, bands=keys + [scl_key], geobox=gb, groupby="id",
-                                   resampling={"*": "bilinear", scl_key: "nearest"}, preserve_original_order=True)
+                                   resampling={"*": "bilinear", scl_key: "nearest"}, preserve_original_order=True,
+                                   pool=network.threads, patch_url=sign)
                 times = ds.time.values.astype("datetime64[us]")
-                raw = np.stack([ds[k].values for k in keys], axis=1).astype(np.float32)  # (obs, bands, h, w)
+                raw = np.empty((len(times), len(keys), h, w), dtype=np.float32)  # (obs, bands, h, w)
+                for i, k in enumerate(keys):
+                    raw[:, i] = ds[k].values
                 scl = ds[scl_key].values
+                del ds
             except Exception as exc:  # GDAL, HTTP or decoding errors of one asset: name it
-                raise _read_failure(exc, by_time, keys + [scl_key], tile, year, gb) from exc
+                raise _read_failure(exc, by_time, keys + [scl_key], tile, year, gb, sign) from exc
             if len(times) != len(by_time):
                 raise LcflowError(f"{manifest}: {len(by_time)} items loaded as {len(times)} scenes")
             raw[raw == 0] = np.nan

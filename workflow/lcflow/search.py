@@ -1,11 +1,13 @@
-"""Find the Sentinel-2 L2A items of one MGRS tile and year, from a STAC API or a local static catalog.
+"""Find the Sentinel-2 L2A items of one MGRS tile and year, from a STAC API or a static catalog.
 
 The result is a manifest (a STAC ItemCollection, ``items.json``) with absolute asset hrefs, so later
-stages never search again and a rerun of ``cube`` reads exactly the same scenes.
+stages never search again and a rerun of ``cube`` reads exactly the same scenes. It also records where
+the items came from and which duplicate acquisitions were dropped.
 """
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,11 @@ import pystac
 from . import mgrs
 from .atomic import write_text
 from .errors import LcflowError
+from .remote import redact
+
+log = logging.getLogger("lcflow.search")
+#: acquisitions of one tile closer in time than this are the same acquisition
+SAME_ACQUISITION_S = 60.0
 
 
 def item_tile(item: pystac.Item) -> str | None:
@@ -42,39 +49,104 @@ def select(items: Iterable[pystac.Item], tile: str, year: int, max_cloud_cover: 
     return sorted(chosen, key=lambda i: (i.datetime, i.id))
 
 
-def from_catalog(catalog_path: str | Path) -> Iterable[pystac.Item]:
-    """Every item of a local static STAC catalog, asset hrefs made absolute."""
-    path = Path(catalog_path)
-    if not path.exists():
-        raise LcflowError(f"STAC catalog {path} does not exist")
+def baseline(item: pystac.Item) -> tuple[int, ...]:
+    """Processing baseline as a comparable tuple (``05.09`` -> (5, 9)); () when the item has none."""
+    value = item.properties.get("s2:processing_baseline")
     try:
-        catalog = pystac.Catalog.from_file(str(path))
-        items = list(catalog.get_items(recursive=True))
+        return tuple(int(part) for part in str(value).split(".")) if value is not None else ()
+    except ValueError:
+        return ()
+
+
+def _newest_first(item: pystac.Item) -> tuple:
+    p = item.properties
+    return (baseline(item), str(p.get("s2:generation_time") or ""), str(p.get("updated") or p.get("created") or ""),
+            item.id)
+
+
+def dedupe(items: list[pystac.Item]) -> tuple[list[pystac.Item], list[dict[str, str]]]:
+    """Keep one item per acquisition (tile and sensing time): the newest processing baseline, then the
+    newest generation. Catalogues list reprocessed scenes beside the originals; a cube must not count
+    one acquisition twice. Returns the kept items (by date) and a record of each dropped one."""
+    kept: list[pystac.Item] = []
+    dropped: list[dict[str, str]] = []
+    by_tile: dict[str | None, list[pystac.Item]] = {}
+    for item in items:
+        by_tile.setdefault(item_tile(item), []).append(item)
+    for group_items in by_tile.values():
+        group_items.sort(key=lambda i: i.datetime)
+        groups: list[list[pystac.Item]] = []
+        for item in group_items:
+            if groups and (item.datetime - groups[-1][0].datetime).total_seconds() <= SAME_ACQUISITION_S:
+                groups[-1].append(item)
+            else:
+                groups.append([item])
+        for group in groups:
+            ordered = sorted(group, key=_newest_first, reverse=True)
+            kept.append(ordered[0])
+            for other in ordered[1:]:
+                dropped.append({"id": other.id, "kept": ordered[0].id,
+                                "baseline": str(other.properties.get("s2:processing_baseline")),
+                                "kept_baseline": str(ordered[0].properties.get("s2:processing_baseline"))})
+    for d in dropped:
+        log.info("dropped %s: the same acquisition as %s (baseline %s, kept %s)", d["id"], d["kept"], d["baseline"],
+                 d["kept_baseline"])
+    return sorted(kept, key=lambda i: (i.datetime, i.id)), dropped
+
+
+def is_url(location: str) -> bool:
+    return location.startswith(("http://", "https://"))
+
+
+def from_catalog(catalog: str | Path) -> Iterable[pystac.Item]:
+    """Every item of a static STAC catalog (a local path or an http(s) URL), asset hrefs made absolute."""
+    location = str(catalog)
+    if not is_url(location) and not Path(location).exists():
+        raise LcflowError(f"STAC catalog {location} does not exist")
+    shown = redact(location)
+    try:
+        items = list(pystac.Catalog.from_file(location).get_items(recursive=True))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LcflowError(f"STAC catalog {path} (or a file it links) is not JSON: {exc}") from exc
+        raise LcflowError(f"STAC catalog {shown} (or a file it links) is not JSON: {exc}") from exc
     except (pystac.STACError, pystac.STACTypeError, KeyError, TypeError, ValueError, OSError) as exc:
-        raise LcflowError(f"STAC catalog {path} cannot be read as a STAC catalog ({type(exc).__name__}: {exc})") from exc
+        raise LcflowError(f"STAC catalog {shown} cannot be read as a STAC catalog "
+                          f"({type(exc).__name__}: {redact(str(exc))})") from exc
     for item in items:
         item.make_asset_hrefs_absolute()
         yield item
 
 
-def tile_query(url: str, tile: str) -> dict[str, Any]:
-    """The STAC query that selects one MGRS tile, in the property the endpoint indexes."""
+def tile_query(url: str, tile: str) -> dict[str, Any] | None:
+    """The STAC query that selects one MGRS tile, in the property the endpoint indexes (None where the
+    endpoint's query support is not known: the search then goes by the tile's centre)."""
     if "planetarycomputer" in url:
         return {"s2:mgrs_tile": {"eq": tile}}
-    return {"grid:code": {"eq": f"MGRS-{tile}"}}
+    if "earth-search" in url:
+        return {"grid:code": {"eq": f"MGRS-{tile}"}}
+    return None
+
+
+def tile_centre(tile: str) -> dict[str, Any]:
+    """The centre of the tile as a GeoJSON point in longitude/latitude (inside this tile only; the
+    search results are filtered by tile anyway)."""
+    from pyproj import Transformer
+
+    xmin, ymin, xmax, ymax = mgrs.tile_bounds(tile)
+    lon, lat = Transformer.from_crs(mgrs.tile_epsg(tile), 4326, always_xy=True).transform((xmin + xmax) / 2,
+                                                                                         (ymin + ymax) / 2)
+    return {"type": "Point", "coordinates": [lon, lat]}
 
 
 def from_api(url: str, collection: str, tile: str, year: int, max_cloud_cover: float) -> Iterable[pystac.Item]:
-    """Items from a STAC API search (Earth Search v1, Planetary Computer, Copernicus Data Space)."""
+    """Items from a STAC API search (Earth Search v1, Planetary Computer, Copernicus Data Space, any
+    other STAC API by the tile's centre)."""
     from pystac_client import Client
 
     client = Client.open(url)
-    search = client.search(
-        collections=[collection], datetime=f"{year}-01-01/{year}-12-31",
-        query={**tile_query(url, tile), "eo:cloud_cover": {"lte": max_cloud_cover}},
-    )
+    query = tile_query(url, tile)
+    where = {"query": {**query, "eo:cloud_cover": {"lte": max_cloud_cover}}} if query else \
+        {"intersects": tile_centre(tile)}
+    search = client.search(collections=[collection], datetime=f"{year}-01-01/{year}-12-31", **where)
     return search.items()
 
 
@@ -92,12 +164,17 @@ def run(tile: str, year: int, out: str | Path, *, catalog: str | None = None, ap
         except LcflowError:
             raise
         except Exception as exc:  # pystac-client's APIError, connection errors, timeouts
-            raise LcflowError(f"STAC search of tile {tile} {year} at {api} (collection {collection}) failed: "
-                              f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}") from exc
+            text = redact(str(exc)).strip()
+            raise LcflowError(f"STAC search of tile {tile} {year} at {redact(api)} (collection {collection}) failed: "
+                              f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}") from exc
+    where = redact(str(catalog or api))
     if not items:
-        where = catalog or api
         raise LcflowError(f"no Sentinel-2 item for tile {tile} in {year} (cloud cover <= {max_cloud_cover}) in {where}")
-    manifest = pystac.ItemCollection(items)
+    items, dropped = dedupe(items)
+    source = {"catalog": where} if catalog else {"api": where, "collection": collection}
+    manifest = pystac.ItemCollection(items, extra_fields={
+        "lcflow:source": {**source, "tile": tile, "year": year, "max_cloud_cover": max_cloud_cover},
+        "lcflow:dropped": dropped})
     write_text(out, json.dumps(manifest.to_dict(transform_hrefs=False), indent=1))
     return len(items)
 

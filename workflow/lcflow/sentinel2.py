@@ -45,13 +45,19 @@ def check_bands(bands: list[str]) -> list[str]:
     return list(bands)
 
 
+def asset_keys(band: str) -> tuple[str, ...]:
+    """The asset keys ``band`` goes by: band-named (``B02``, Planetary Computer), Earth Search v1
+    (``blue``), lower case, and at its native resolution (``B02_10m``, Copernicus Data Space)."""
+    return (band, EARTH_SEARCH_KEYS[band], band.lower(), f"{band}_{BAND_RESOLUTION[band]}m")
+
+
 def asset_key(assets: Mapping[str, Any], band: str, item_id: str = "") -> str:
-    """Asset key of ``band`` in an item: Earth Search style (``blue``) or band-named (``B02``, Planetary Computer)."""
-    for key in (band, EARTH_SEARCH_KEYS[band], band.lower()):
+    """Asset key of ``band`` in an item, under any of :func:`asset_keys`."""
+    for key in asset_keys(band):
         if key in assets:
             return key
     which = f"item {item_id}" if item_id else "item"
-    raise LcflowError(f"{which} has no asset for band {band} (looked for {band!r}, {EARTH_SEARCH_KEYS[band]!r}; "
+    raise LcflowError(f"{which} has no asset for band {band} (looked for {', '.join(map(repr, asset_keys(band)))}; "
                       f"it has {', '.join(sorted(assets)) or 'none'})")
 
 

@@ -1,0 +1,93 @@
+"""A loopback HTTP file server for tests: byte ranges (as GDAL reads COGs), and failures on demand."""
+
+import contextlib
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from functools import partial
+from http import HTTPStatus
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+class Handler(SimpleHTTPRequestHandler):
+    """Serves ``directory`` with single byte ranges; answers 503 to the first ``fail_first`` requests of
+    each .tif file."""
+
+    server: "Server"
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+        pass
+
+    def do_HEAD(self):
+        self._serve(body=False)
+
+    def do_GET(self):
+        self._serve(body=True)
+
+    def _serve(self, body: bool) -> None:
+        path = Path(self.translate_path(self.path))
+        name = self.path.split("?", 1)[0]
+        with self.server.lock:
+            self.server.requests[name] += 1
+            failing = name.endswith(".tif") and self.server.requests[name] <= self.server.fail_first
+            if failing:
+                self.server.statuses[503] += 1
+        if failing:
+            self.send_error(HTTPStatus.SERVICE_UNAVAILABLE, "busy, try again")
+            return
+        if not path.is_file():
+            self.send_error(HTTPStatus.NOT_FOUND)
+            return
+        data = path.read_bytes()
+        start, end, status = 0, len(data) - 1, HTTPStatus.OK
+        spec = self.headers.get("Range")
+        if spec and spec.startswith("bytes=") and "," not in spec:
+            first, _, last = spec[6:].partition("-")
+            start = int(first) if first else max(0, len(data) - int(last))
+            end = min(int(last), len(data) - 1) if first and last else len(data) - 1
+            if start >= len(data):
+                self.send_response(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.end_headers()
+                return
+            status = HTTPStatus.PARTIAL_CONTENT
+        with self.server.lock:
+            self.server.statuses[int(status)] += 1
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json" if name.endswith(".json") else "image/tiff")
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(end - start + 1))
+        if status == HTTPStatus.PARTIAL_CONTENT:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        self.end_headers()
+        if body:
+            self.wfile.write(data[start:end + 1])
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, directory: Path, fail_first: int = 0):
+        super().__init__(("127.0.0.1", 0), partial(Handler, directory=str(directory)))
+        self.fail_first = fail_first
+        self.lock = threading.Lock()
+        self.requests: Counter[str] = Counter()
+        self.statuses: Counter[int] = Counter()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@contextlib.contextmanager
+def serve(directory: Path, fail_first: int = 0) -> Iterator[Server]:
+    """Serve ``directory`` on a free loopback port for the duration of the block."""
+    server = Server(directory, fail_first)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
