@@ -4,15 +4,15 @@ CUBE = config["cube"]
 
 rule search:
     input:
-        [STAC["catalog"]] if STAC.get("catalog") else [],
+        [STAC["catalog"]] if STAC.get("catalog") and not STAC["catalog"].startswith(("http://", "https://")) else [],
     output:
         f"{R}/{{tile}}/{{year}}/items.json",
     log:
         f"{R}/logs/search/{{tile}}_{{year}}.log",
     params:
         source=f"--catalog {shlex.quote(STAC['catalog'])}" if STAC.get("catalog") else f"--api {shlex.quote(STAC['api'])}",
-        collection=STAC.get("collection", "sentinel-2-l2a"),
-        clouds=STAC.get("max_cloud_cover", 100),
+        collection=STAC["collection"],
+        clouds=STAC["max_cloud_cover"],
     conda:
         ENV
     shell:
@@ -36,11 +36,16 @@ rule cube:
         steps=CUBE["time_steps"],
         block=CUBE["block_px"],
         resolution=CUBE["resolution"],
-        min_clear=CUBE.get("min_clear_fraction", 0.1),
+        min_clear=CUBE["min_clear_fraction"],
+        network=(f"--read-threads {CUBE['read_threads']} --signing {STAC['signing']}"
+                 f" --http-timeout {STAC['http']['timeout_s']} --http-retries {STAC['http']['retries']}"
+                 f" --http-retry-delay {STAC['http']['retry_delay_s']}"
+                 + (f" --s3-endpoint {shlex.quote(STAC['s3_endpoint'])}" if STAC["s3_endpoint"] else "")),
     conda:
         ENV
     shell:
         "lcflow -v cube --items {input:q} --tile {wildcards.tile} --year {wildcards.year} --bands {params.bands:q}"
         " --resolution {params.resolution} {params.bounds} --invalid-scl {params.invalid:q}"
         " --dilation-px {params.dilation} --time-steps {params.steps} --block {params.block}"
-        " --min-clear-fraction {params.min_clear} --out {output.cube:q} --valid {output.valid:q} > {log:q} 2>&1"
+        " --min-clear-fraction {params.min_clear} {params.network} --out {output.cube:q} --valid {output.valid:q}"
+        " > {log:q} 2>&1"
