@@ -39,16 +39,16 @@ class Handler(SimpleHTTPRequestHandler):
         if not path.is_file():
             self.send_error(HTTPStatus.NOT_FOUND)
             return
-        data = path.read_bytes()
-        start, end, status = 0, len(data) - 1, HTTPStatus.OK
+        size = path.stat().st_size
+        start, end, status = 0, size - 1, HTTPStatus.OK
         spec = self.headers.get("Range")
         if spec and spec.startswith("bytes=") and "," not in spec:
             first, _, last = spec[6:].partition("-")
-            start = int(first) if first else max(0, len(data) - int(last))
-            end = min(int(last), len(data) - 1) if first and last else len(data) - 1
-            if start >= len(data):
+            start = int(first) if first else max(0, size - int(last))
+            end = min(int(last), size - 1) if first and last else size - 1
+            if start >= size:
                 self.send_response(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE)
-                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Range", f"bytes */{size}")
                 self.end_headers()
                 return
             status = HTTPStatus.PARTIAL_CONTENT
@@ -59,10 +59,18 @@ class Handler(SimpleHTTPRequestHandler):
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(end - start + 1))
         if status == HTTPStatus.PARTIAL_CONTENT:
-            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
         self.end_headers()
         if body:
-            self.wfile.write(data[start:end + 1])
+            with path.open("rb") as fh:  # only the range: a whole-tile band is hundreds of MB
+                fh.seek(start)
+                left = end + 1 - start
+                while left > 0:
+                    chunk = fh.read(min(left, 1 << 20))
+                    if not chunk:
+                        break
+                    self.wfile.write(chunk)
+                    left -= len(chunk)
 
 
 class Server(ThreadingHTTPServer):

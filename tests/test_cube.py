@@ -1,6 +1,7 @@
 import datetime as dt
 import json
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -85,3 +86,17 @@ def test_cube_errors(stages, tmp_path):
     with pytest.raises(LcflowError, match="B13"):
         cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=["B13"])
     assert not list(tmp_path.glob("*.tif"))
+
+
+def test_nan_median_is_numpys_nanmedian():
+    rng = np.random.default_rng(3)
+    for obs in (1, 2, 3, 6, 11):
+        values = rng.integers(0, 5000, (obs, 2, 30, 40)).astype(np.float32)
+        values[rng.random(values.shape) < 0.45] = np.nan
+        values[:, :, 0, 0] = np.nan  # a pixel without any observation
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN pixel
+            expected = np.nanmedian(values, axis=0)
+        got = cube.nan_median(values)
+        assert got.dtype == np.float32 and np.array_equal(got, expected, equal_nan=True)
+        assert np.isnan(got[:, 0, 0]).all()

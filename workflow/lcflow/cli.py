@@ -427,7 +427,7 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds before the first retry; about doubled before each next")
     p.add_argument("--s3-endpoint", help="S3 endpoint of s3:// assets (default: AWS; Copernicus Data Space's is "
                                          "set for its items)")
-    p.add_argument("--out", required=True, help="cube GeoTIFF (COG) to write")
+    p.add_argument("--out", required=True, help="cube to write (tiled GeoTIFF)")
     p.add_argument("--valid", required=True, help="output: valid-observation count per time step")
     p.set_defaults(func=cmd_cube)
 

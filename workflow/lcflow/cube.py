@@ -1,15 +1,14 @@
 """Build the per-tile, per-year data cube: cloud-masked, harmonised, composited onto a regular time grid.
 
-Output ``cube.tif``: int16 reflectance x 10000, one band per (time step, band) named ``B04_t03``,
-time-major, nodata -32768, with the time-step dates in its tags. ``cube_valid.tif``: per time step,
-how many clear observations went into each composite pixel. The tile is processed window by window,
+Output ``cube.tif``: a tiled GeoTIFF of int16 reflectance x 10000, one band per (time step, band)
+named ``B04_t03``, time-major, nodata -32768, with the time-step dates in its tags. ``cube_valid.tif``:
+per time step, how many clear observations went into each composite pixel. The tile is processed window by window,
 so a full 10980 x 10980 tile never has to fit in memory.
 """
 
 import dataclasses
 import datetime as dt
 import logging
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -149,10 +148,21 @@ def composite(values: np.ndarray, clear: np.ndarray, times: np.ndarray, edges: l
             continue
         window = np.where(clear[sel, None], values[sel], np.nan)  # one step's copy at a time, not the year's
         counts[k] = np.minimum(np.isfinite(window[:, 0]).sum(axis=0), 255)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            out[k] = np.nanmedian(window, axis=0)
+        out[k] = nan_median(window)
     return out, counts
+
+
+def nan_median(values: np.ndarray) -> np.ndarray:
+    """Median over axis 0 of the finite values, NaN where there is none: ``np.nanmedian``'s result,
+    many times faster on the short axis of a composite (nanmedian goes pixel by pixel there).
+
+    Sorting puts NaN last, so the median of a pixel's n finite values sits at (n - 1) // 2 and n // 2.
+    """
+    n = np.isfinite(values).sum(axis=0)
+    ordered = np.sort(values, axis=0)
+    low = np.take_along_axis(ordered, (np.maximum(n, 1) - 1)[None] // 2, axis=0)[0]
+    high = np.take_along_axis(ordered, (n // 2)[None], axis=0)[0]
+    return np.where(n > 0, (low + high) / 2, np.nan).astype(values.dtype)
 
 
 def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_valid: str | Path, *,
@@ -233,5 +243,8 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
                               "(cube.min_clear_fraction): the year is cloud-covered or the area has no data")
         if share < 2 * min_clear_fraction:
             log.warning("tile %s %s: only %.1f %% of the composite cells hold a clear observation", tile, year, 100 * share)
-        publish_together([(staged_valid.finish(), staged_valid.final), (staged_cube.finish(), staged_cube.final)])
+        # tiled GeoTIFFs (256 px tiles, pixel-interleaved: a pixel's series in one read) as written: a COG's
+        # overviews of 120 bands would cost a second pass over the largest file of the workflow
+        publish_together([(staged_valid.finish(cog=False), staged_valid.final),
+                          (staged_cube.finish(cog=False), staged_cube.final)])
     return grid
