@@ -33,12 +33,10 @@ class Network:
     retry_delay_s: float = 1.0
     threads: int = 4
     s3_endpoint: str | None = None
-    cache_mb: int = 512
 
-    def gdal_options(self) -> dict[str, str | int]:
-        """GDAL configuration options for every remote read. The raster block cache is bounded (GDAL's
-        default, 5 % of RAM, is 13 GB on a 256 GB node) but holds a window of every band being written
-        (an int, as rasterio wants it)."""
+    def gdal_options(self) -> dict[str, str]:
+        """GDAL configuration options for every remote read (the raster block cache is bounded for every
+        lcflow process: ``lcflow.GDAL_CACHE_MB``)."""
         options = {
             # a COG is one file: never list its folder (one request saved per file, no 403 on S3)
             "GDAL_DISABLE_READDIR_ON_OPEN": "EMPTY_DIR",
@@ -49,7 +47,6 @@ class Network:
             "GDAL_HTTP_RETRY_DELAY": f"{self.retry_delay_s:g}",
             "GDAL_HTTP_MERGE_CONSECUTIVE_RANGES": "YES",
             "GDAL_HTTP_MULTIPLEX": "YES",
-            "GDAL_CACHEMAX": self.cache_mb,
             "VSI_CACHE": "TRUE",  # a block cache of each remote file's recent byte ranges
             "VSI_CACHE_SIZE": str(16 * 2**20),
         }
