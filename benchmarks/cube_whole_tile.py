@@ -1,0 +1,186 @@
+"""lcflow cube on a whole Sentinel-2 tile: from local disk and over HTTP, with 1 and 2 reading threads,
+against a plain windowed read of the same bytes.
+
+Synthetic scenes the size of a real tile (10980 x 10980 px for the 10 m bands B02 B03 B04 B08,
+5490 x 5490 for the 20 m bands and SCL; tiled 1024 px, DEFLATE, as Earth Search's COGs) over
+``--dates`` dates, in a static STAC catalog with Earth Search's asset keys. Each variant runs in its
+own process (its own peak RSS) and prints wall time, pixels per second and peak RSS; the overhead
+ratio is cube time over the time a plain rasterio read of the same assets and windows takes (the
+pixels read and discarded). The HTTP variants read through a loopback server with byte ranges
+(tests/http_server.py). ``--size`` shrinks the tile (a multiple of 2) for a quicker run.
+"""
+
+import argparse
+import datetime as dt
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pystac
+import rasterio
+from pyproj import Transformer
+from rasterio.transform import from_origin
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tests.http_server
+
+from lcflow import mgrs  # noqa: E402
+from lcflow.raster import Grid  # noqa: E402
+from lcflow.sentinel2 import BAND_RESOLUTION, EARTH_SEARCH_KEYS  # noqa: E402
+
+TILE = "31UFT"
+BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
+BLOCK = 512  # the cube's processing window (cube.block_px)
+
+
+def write_band(path: Path, size: int, left: float, top: float, res: float, epsg: int, seed: int, scl: bool) -> None:
+    """A band of smooth fields plus noise (compresses like real data), written strip by strip."""
+    rng = np.random.default_rng(seed)
+    profile = dict(driver="GTiff", width=size, height=size, count=1, dtype="uint8" if scl else "uint16", nodata=0,
+                   crs=f"EPSG:{epsg}", transform=from_origin(left, top, res, res), tiled=True, blockxsize=1024,
+                   blockysize=1024, compress="deflate", predictor=2 if not scl else 1)
+    with rasterio.open(path, "w", **profile) as dst:
+        for row in range(0, size, 1024):
+            h = min(1024, size - row)
+            coarse = rng.integers(300, 4000, size=((h + 31) // 32, (size + 31) // 32))
+            field = np.kron(coarse, np.ones((32, 32), dtype=np.int64))[:h, :size]
+            if scl:
+                data = np.where(field > 3600, 9, 4).astype(np.uint8)  # about a tenth cloud
+            else:
+                data = (field + rng.integers(-50, 50, size=(h, size))).astype(np.uint16)
+            dst.write(data, 1, window=rasterio.windows.Window(0, row, size, h))
+
+
+def make_catalog(out: Path, size: int, dates: int) -> Path:
+    """``dates`` scenes of the tile's top-left ``size`` px square, as a static STAC catalog."""
+    epsg = mgrs.tile_epsg(TILE)
+    xmin, _, _, ymax = mgrs.tile_bounds(TILE)
+    catalog = pystac.Catalog("bench", "synthetic whole-tile scenes")
+    for d in range(dates):
+        day = dt.datetime(2018, 1, 15, 10, 50, tzinfo=dt.timezone.utc) + dt.timedelta(days=60 * d)
+        item_id = f"S2A_{TILE}_{day:%Y%m%d}_0_L2A"
+        folder = out / item_id
+        folder.mkdir(parents=True)
+        extent = size * 10.0
+        to_lonlat = Transformer.from_crs(epsg, 4326, always_xy=True)
+        ring = [list(to_lonlat.transform(x, y)) for x, y in
+                [(xmin, ymax), (xmin + extent, ymax), (xmin + extent, ymax - extent), (xmin, ymax - extent), (xmin, ymax)]]
+        lons, lats = [p[0] for p in ring], [p[1] for p in ring]
+        item = pystac.Item(item_id, {"type": "Polygon", "coordinates": [ring]}, [min(lons), min(lats), max(lons), max(lats)],
+                           day, {"grid:code": f"MGRS-{TILE}", "proj:epsg": epsg, "s2:processing_baseline": "02.14",
+                                 "eo:cloud_cover": 10.0})
+        for i, band in enumerate([*BANDS, "SCL"]):
+            res = float(BAND_RESOLUTION[band])
+            px = int(round(extent / res))
+            path = folder / f"{band}.tif"
+            write_band(path, px, xmin, ymax, res, epsg, seed=d * 100 + i, scl=band == "SCL")
+            item.add_asset(EARTH_SEARCH_KEYS[band], pystac.Asset(
+                href=str(path), media_type=pystac.MediaType.COG, roles=["data"],
+                extra_fields={"proj:shape": [px, px], "proj:transform": [res, 0, xmin, 0, -res, ymax]}))
+        catalog.add_item(item)
+    catalog.normalize_hrefs(str(out))
+    catalog.make_all_asset_hrefs_relative()
+    catalog.save(pystac.CatalogType.SELF_CONTAINED)
+    return out / "catalog.json"
+
+
+def cube_child(catalog: str, work: str, threads: int, size: int) -> dict:
+    from lcflow import cube, remote, search
+
+    items = Path(work) / "items.json"
+    search.run(TILE, 2018, items, catalog=catalog)
+    xmin, _, _, ymax = mgrs.tile_bounds(TILE)
+    bounds = [xmin, ymax - size * 10.0, xmin + size * 10.0, ymax]
+    cube.run(items, TILE, 2018, Path(work) / "cube.tif", Path(work) / "valid.tif", bands=BANDS, bounds=bounds,
+             block=BLOCK, network=remote.Network(threads=threads), signing="none")
+    return {}
+
+
+def plain_child(catalog: str, work: str, threads: int, size: int) -> dict:
+    """The same assets and windows (with the cube's 1 px halo), read with rasterio and discarded."""
+    from lcflow import search
+
+    items = Path(work) / "items.json"
+    search.run(TILE, 2018, items, catalog=catalog)
+    manifest = search.read_manifest(items)
+    hrefs = [i.assets[EARTH_SEARCH_KEYS[b]].href for i in manifest for b in [*BANDS, "SCL"]]
+    grid = Grid(f"EPSG:{mgrs.tile_epsg(TILE)}", from_origin(0, 0, 10, 10), size, size)
+    with rasterio.Env(GDAL_DISABLE_READDIR_ON_OPEN="EMPTY_DIR", GDAL_CACHEMAX=256):
+        sources = [rasterio.open(h) for h in hrefs]
+
+        def read(args) -> int:
+            src, win = args
+            f = src.width / size  # 0.5 for 20 m bands
+            w = rasterio.windows.Window(int((win.col_off - 1) * f), int((win.row_off - 1) * f),
+                                        int((win.width + 2) * f), int((win.height + 2) * f))
+            return int(src.read(1, window=w, boundless=True).size)
+
+        with ThreadPoolExecutor(threads) as pool:
+            for win in grid.windows(BLOCK):
+                sum(pool.map(read, [(s, win) for s in sources]))
+        for s in sources:
+            s.close()
+    return {}
+
+
+def child(variant: str, catalog: str, work: str, threads: int, size: int) -> None:
+    {"cube": cube_child, "plain": plain_child}[variant](catalog, work, threads, size)
+    print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def measure(variant: str, catalog: str, threads: int, size: int, scratch: Path) -> dict:
+    with tempfile.TemporaryDirectory(dir=scratch) as work:
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, __file__, "--child", variant, catalog, work, str(threads), str(size)],
+                              check=True, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+    return {"wall_s": wall, "px_s": size * size / wall, **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--size", type=int, default=10980, help="tile side in px at 10 m (even)")
+    ap.add_argument("--dates", type=int, default=6, help="scenes in the year")
+    ap.add_argument("--threads", default="1,2", help="reading threads to compare")
+    ap.add_argument("--work", default=None, help="folder for the scenes (a whole tile at 6 dates needs ~5 GB)")
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        variant, catalog, work, threads, size = args.child
+        child(variant, catalog, work, int(threads), int(size))
+        return
+    from tests.http_server import serve
+
+    threads = [int(t) for t in args.threads.split(",")]
+    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
+        tmp = Path(tmp)
+        start = time.perf_counter()
+        catalog = make_catalog(tmp / "catalog", args.size, args.dates)
+        gb = sum(p.stat().st_size for p in (tmp / "catalog").rglob("*.tif")) / 2**30
+        print(f"{args.dates} dates of a {args.size} x {args.size} px tile written in {time.perf_counter() - start:.0f} s "
+              f"({gb:.1f} GiB of GeoTIFFs); cube windows of {BLOCK} px", flush=True)
+        rows = []
+        with serve(tmp / "catalog") as server:
+            for where, cat in (("local disk", str(catalog)), ("loopback HTTP", f"{server.url}/catalog.json")):
+                for n in threads:
+                    plain = measure("plain", cat, n, args.size, tmp)
+                    built = measure("cube", cat, n, args.size, tmp)
+                    rows.append((where, n, built, plain))
+                    print(f"  {where:13s} {n} thread(s): cube {built['wall_s']:7.1f} s ({built['px_s']:8.0f} px/s, "
+                          f"peak RSS {built['peak_rss_mb']:5.0f} MB); plain read {plain['wall_s']:7.1f} s "
+                          f"(peak RSS {plain['peak_rss_mb']:5.0f} MB); overhead ratio {built['wall_s'] / plain['wall_s']:.2f}",
+                          flush=True)
+    worst = max(r[2]["peak_rss_mb"] for r in rows)
+    print(f"\nlargest cube peak RSS {worst:.0f} MB (limit 4096 MB)")
+    if worst > 4096:
+        sys.exit("peak RSS over 4 GiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""lcflow predict on cubes of growing size: wall time, pixels per second and peak memory per model.
+
+A whole Sentinel-2 tile is 10980 x 10980 px; with 12 monthly composites of 10 bands its cube holds
+120 int16 bands (29 GB uncompressed). Prediction reads it window by window, so peak memory must depend
+on the window, not on the cube: this benchmark predicts cubes of several sizes (the 256 px demo cube
+tiled to each size, written as the cube stage writes it) with each model, each prediction in its own
+process, and prints peak RSS and throughput per size and model (in all, and of the window loop the log
+reports), and the whole-tile time implied by the window loop's rate at the largest measured size.
+``--sizes 10980`` measures a whole tile (on 2 CPU cores about 1 h for RF and 4-5 h for the LSTM).
+"""
+
+import argparse
+import json
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import rasterio
+
+from lcflow import cube, labels, nomenclature, sampling, search, training
+from lcflow.raster import Grid, staged_cog, read_tag
+from lcflow.synth.demo import make_demo
+
+AOI = {"31UFT": [640000, 5760000, 642560, 5762560]}
+BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
+TILE_PX = 10980
+#: model -> training settings: the workflow's defaults, the LSTM trained briefly (its speed of
+#: prediction does not depend on how long it was trained)
+MODELS = {"rf": {}, "lstm": {"epochs": 1, "min_steps": 50}}
+
+
+def child(model_dir: str, cube_path: str, out: str) -> None:
+    """Predict in this process; print its own peak RSS (ru_maxrss of the process, not of its siblings)."""
+    import logging
+
+    from lcflow import predict
+
+    logging.basicConfig(level=logging.INFO, format="    %(message)s")
+    predict.run(model_dir, cube_path, out, out.replace(".tif", "_confidence.tif"), block=256)
+    print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def measure(model_dir: Path, cube_path: Path, out: Path) -> dict:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, __file__, "--child", str(model_dir), str(cube_path), str(out)],
+                          check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    last = [line for line in done.stderr.splitlines() if " windows, " in line][-1]
+    loop_px_s = float(re.search(r"windows, (\d+) px/s", last).group(1))
+    return {"wall_s": wall, "loop_px_s": loop_px_s, **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def prepare(work: Path) -> tuple[dict[str, Path], Path]:
+    """Demo scenes -> 256 px cube -> samples -> one model of each kind."""
+    make_demo(work / "demo", AOI, [2018])
+    search.run("31UFT", 2018, work / "items.json", catalog=str(work / "demo" / "catalog" / "catalog.json"))
+    cube.run(work / "items.json", "31UFT", 2018, work / "cube.tif", work / "valid.tif", bands=BANDS, bounds=AOI["31UFT"])
+    labels.run(work / "demo" / "corine" / "clc_demo_3035.tif", work / "cube.tif", work / "labels.tif", nomenclature.clc_level(2))
+    sampling.run(work / "cube.tif", work / "valid.tif", work / "labels.tif", work / "samples.parquet", tile="31UFT", year=2018)
+    models = {}
+    for name, params in MODELS.items():
+        training.train(name, [str(work / "samples.parquet")], work / name, params)
+        models[name] = work / name
+    return models, work / "cube.tif"
+
+
+def tiled_cube(small: Path, size: int, out: Path) -> None:
+    """The small cube repeated to ``size`` x ``size`` px, written window by window as the cube stage does
+    (tiled 256 px, DEFLATE, pixel interleaved), so that only one window is ever in memory."""
+    with rasterio.open(small) as src:
+        data, names, raw_tags = src.read(), list(src.descriptions), src.tags()
+    g = Grid.of(small)
+    tags = {k: json.loads(v) if k in ("bands", "time_steps", "invalid_scl") else v
+            for k, v in raw_tags.items() if k != "AREA_OR_POINT"}
+    grid = Grid(g.crs, g.transform, size, size)
+    n = data.shape[1]
+    with staged_cog(out, grid, data.shape[0], "int16", nodata=cube.NODATA, tags=tags, descriptions=names) as staged:
+        for win in grid.windows(1024):
+            rows = (np.arange(win.row_off, win.row_off + win.height) % n)[:, None]
+            cols = (np.arange(win.col_off, win.col_off + win.width) % n)[None, :]
+            staged.dataset.write(data[:, rows, cols], window=win)
+        stage = staged.finish(cog=False)
+        stage.rename(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="1024,2048", help="cube sides in px, comma-separated")
+    ap.add_argument("--models", default="rf,lstm", help=f"of {', '.join(MODELS)}")
+    ap.add_argument("--work", default=None, help="folder for the cubes (a whole-tile cube needs ~20 GB)")
+    ap.add_argument("--child", nargs=3, metavar=("MODEL", "CUBE", "OUT"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    names = args.models.split(",")
+    rows = []
+    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
+        work = Path(tmp)
+        models, small = prepare(work)
+        print(f"cube: {len(read_tag(small, 'time_steps'))} time steps x {len(BANDS)} bands = "
+              f"{len(read_tag(small, 'time_steps')) * len(BANDS)} int16 bands; windows of 256 px", flush=True)
+        for size in sizes:
+            big = work / f"cube_{size}.tif"
+            start = time.perf_counter()
+            tiled_cube(small, size, big)
+            print(f"{size} x {size} px cube written in {time.perf_counter() - start:.0f} s "
+                  f"({big.stat().st_size / 2**30:.1f} GiB on disk)", flush=True)
+            for name in names:
+                r = measure(models[name], big, work / f"map_{name}_{size}.tif")
+                r.update(model=name, size=size, px_s=size * size / r["wall_s"])
+                rows.append(r)
+                print(f"  {name:5s} {r['wall_s']:8.1f} s in all ({r['px_s']:6.0f} px/s), window loop {r['loop_px_s']:6.0f} px/s,"
+                      f" peak RSS {r['peak_rss_mb']:6.0f} MB", flush=True)
+                (work / f"map_{name}_{size}.tif").unlink()
+                (work / f"map_{name}_{size}_confidence.tif").unlink()
+            big.unlink()
+    print("\nsummary (one process per prediction, same machine, same run)")
+    for name in names:
+        mine = [r for r in rows if r["model"] == name]
+        rss = [r["peak_rss_mb"] for r in mine]
+        largest = max(mine, key=lambda r: r["size"])
+        print(f"  {name:5s} peak RSS {min(rss):.0f}-{max(rss):.0f} MB over sides {', '.join(str(r['size']) for r in mine)}"
+              f" px (ratio largest/smallest cube {max(rss) / min(rss):.2f} for {largest['size'] ** 2 / min(r['size'] for r in mine) ** 2:.0f}x the pixels);"
+              f" a whole {TILE_PX} px tile at the window loop's {largest['loop_px_s']:.0f} px/s:"
+              f" {TILE_PX ** 2 / largest['loop_px_s'] / 3600:.1f} h plus start-up and COG writing")
+        if max(rss) > 4096:
+            sys.exit(f"{name}: peak RSS {max(rss):.0f} MB is over 4 GiB")
+
+
+if __name__ == "__main__":
+    main()
