@@ -258,8 +258,6 @@ def cmd_summarize_changes(a):
 
 
 def cmd_stac_item(a):
-    from pathlib import Path
-
     from . import stac_products
 
     needed = ("summary", "model") if a.change else ("map", "confidence", "year", "model_dir", "manifest")

@@ -19,6 +19,7 @@ import yaml
 from . import mgrs
 from . import params as model_params
 from .errors import LcflowError
+from .remote import is_url
 from .models import PATCH as PATCH_MODELS
 
 DEFAULT_CONFIG = "config/config.yaml"
@@ -188,7 +189,7 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
     inputs = {("stac", "catalog"): config["stac"].get("catalog"), ("labels", given[0]): labels_cfg[given[0]],
               ("labels", "mapping"): labels_cfg.get("mapping"), ("labels", "change"): labels_cfg.get("change")}
     for path, value in inputs.items():
-        if value and value not in produced and not _is_url(value) and not (base / value).exists():
+        if value and value not in produced and not is_url(value) and not (base / value).exists():
             raise _Bad(path, f"{_where(path)} = {value!r}: file does not exist")
     assess_cfg = config.get("assess") or {}
     _check_per_tile_year(config, base, produced, "truth", "")
@@ -199,7 +200,7 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
         raise _Bad(("assess", "design", "model"), f"assess.design.model = {design_model!r} is not one of models "
                    f"{config['models']} (its map gives the strata)")
     catalog = config["stac"].get("catalog")
-    if catalog and catalog not in produced and not _is_url(catalog):
+    if catalog and catalog not in produced and not is_url(catalog):  # read when search runs
         _check_catalog(base / catalog)
     if labels_cfg[given[0]] not in produced:
         _check_labels(base, config, given[0])
@@ -231,11 +232,6 @@ def _check_hpo(config: dict[str, Any]) -> None:
             search_space.parse(model, space, where=f"hpo.space.{model}")
         except model_params.ParamError as exc:
             raise _Bad(("hpo", "space", model) + ((exc.key,) if exc.key else ()), str(exc)) from None
-
-
-def _is_url(value: str) -> bool:
-    """An http(s) location: read when the stage runs, not checked beforehand."""
-    return str(value).startswith(("http://", "https://"))
 
 
 def _check_catalog(path: Path) -> None:

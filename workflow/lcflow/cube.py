@@ -189,7 +189,7 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     keys, scl_key = check_items(items, tile, year, bands)
     sign = remote.signer(signing, items)
     network = network or remote.Network()
-    if network.s3_endpoint is None and remote.s3_endpoint(items):
+    if network.s3_endpoint is None:
         network = dataclasses.replace(network, s3_endpoint=remote.s3_endpoint(items))
     by_time = sorted(items, key=lambda i: i.datetime)
     offsets = np.array([sentinel2.boa_offset(i.properties) for i in by_time], dtype=np.float32)

@@ -55,14 +55,20 @@ class Network:
         return options
 
 
+def is_url(location: str) -> bool:
+    """An http(s) location (read over the network when used), not a local path."""
+    return str(location).startswith(("http://", "https://"))
+
+
 @contextmanager
 def gdal_env(network: Network) -> Iterator[None]:
     """The options for rasterio in this thread and for odc-stac's reading threads."""
     import odc.stac
     import rasterio
 
-    odc.stac.configure_rio(**network.gdal_options())
-    with rasterio.Env(**network.gdal_options()):
+    options = network.gdal_options()
+    odc.stac.configure_rio(**options)
+    with rasterio.Env(**options):
         yield
 
 

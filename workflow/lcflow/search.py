@@ -17,7 +17,7 @@ import pystac
 from . import mgrs
 from .atomic import write_text
 from .errors import LcflowError
-from .remote import redact
+from .remote import is_url, redact
 
 log = logging.getLogger("lcflow.search")
 #: acquisitions of one tile closer in time than this are the same acquisition
@@ -92,10 +92,6 @@ def dedupe(items: list[pystac.Item]) -> tuple[list[pystac.Item], list[dict[str, 
         log.info("dropped %s: the same acquisition as %s (baseline %s, kept %s)", d["id"], d["kept"], d["baseline"],
                  d["kept_baseline"])
     return sorted(kept, key=lambda i: (i.datetime, i.id)), dropped
-
-
-def is_url(location: str) -> bool:
-    return location.startswith(("http://", "https://"))
 
 
 def from_catalog(catalog: str | Path) -> Iterable[pystac.Item]:

@@ -4,6 +4,7 @@ import shlex
 from snakemake.exceptions import WorkflowError
 
 from lcflow import launch
+from lcflow.remote import is_url
 
 R = config["results"]
 TILES = config["tiles"]

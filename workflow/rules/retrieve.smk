@@ -4,7 +4,7 @@ CUBE = config["cube"]
 
 rule search:
     input:
-        [STAC["catalog"]] if STAC.get("catalog") and not STAC["catalog"].startswith(("http://", "https://")) else [],
+        [STAC["catalog"]] if STAC.get("catalog") and not is_url(STAC["catalog"]) else [],
     output:
         f"{R}/{{tile}}/{{year}}/items.json",
     log:
