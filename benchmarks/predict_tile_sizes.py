@@ -22,12 +22,9 @@ from pathlib import Path
 import numpy as np
 import rasterio
 
-from lcflow import cube, labels, nomenclature, sampling, search, training
+from _demo_cube import BANDS, demo_cube
+from lcflow import cube, training
 from lcflow.raster import Grid, staged_cog, read_tag
-from lcflow.synth.demo import make_demo
-
-AOI = {"31UFT": [640000, 5760000, 642560, 5762560]}
-BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 TILE_PX = 10980
 #: model -> training settings: the workflow's defaults, the LSTM trained briefly (its speed of
 #: prediction does not depend on how long it was trained)
@@ -57,16 +54,12 @@ def measure(model_dir: Path, cube_path: Path, out: Path) -> dict:
 
 def prepare(work: Path) -> tuple[dict[str, Path], Path]:
     """Demo scenes -> 256 px cube -> samples -> one model of each kind."""
-    make_demo(work / "demo", AOI, [2018])
-    search.run("31UFT", 2018, work / "items.json", catalog=str(work / "demo" / "catalog" / "catalog.json"))
-    cube.run(work / "items.json", "31UFT", 2018, work / "cube.tif", work / "valid.tif", bands=BANDS, bounds=AOI["31UFT"])
-    labels.run(work / "demo" / "corine" / "clc_demo_3035.tif", work / "cube.tif", work / "labels.tif", nomenclature.clc_level(2))
-    sampling.run(work / "cube.tif", work / "valid.tif", work / "labels.tif", work / "samples.parquet", tile="31UFT", year=2018)
+    small, samples = demo_cube(work)
     models = {}
     for name, params in MODELS.items():
-        training.train(name, [str(work / "samples.parquet")], work / name, params)
+        training.train(name, [str(samples)], work / name, params)
         models[name] = work / name
-    return models, work / "cube.tif"
+    return models, small
 
 
 def tiled_cube(small: Path, size: int, out: Path) -> None:

@@ -16,12 +16,9 @@ from pathlib import Path
 import numpy as np
 import rasterio
 
-from lcflow import cube, labels, nomenclature, sampling, search, training
+from _demo_cube import demo_cube
+from lcflow import training
 from lcflow.raster import Grid, write_cog, read_tag
-from lcflow.synth.demo import make_demo
-
-AOI = {"31UFT": [640000, 5760000, 642560, 5762560]}
-BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 
 
 def naive(model_dir: str, cube_path: str, out: str) -> None:
@@ -57,16 +54,12 @@ def measure(variant: str, model_dir: Path, cube_path: Path, out: Path) -> dict:
 
 def prepare(work: Path, repeat: int) -> tuple[Path, Path]:
     """Demo scenes -> cube -> samples -> RF; the cube tiled ``repeat`` x ``repeat`` times to a larger one."""
-    make_demo(work / "demo", AOI, [2018])
-    search.run("31UFT", 2018, work / "items.json", catalog=str(work / "demo" / "catalog" / "catalog.json"))
-    cube.run(work / "items.json", "31UFT", 2018, work / "cube.tif", work / "valid.tif", bands=BANDS, bounds=AOI["31UFT"])
-    labels.run(work / "demo" / "corine" / "clc_demo_3035.tif", work / "cube.tif", work / "labels.tif", nomenclature.clc_level(2))
-    sampling.run(work / "cube.tif", work / "valid.tif", work / "labels.tif", work / "samples.parquet", tile="31UFT", year=2018)
-    training.train("rf", [str(work / "samples.parquet")], work / "rf", {"n_estimators": 100})
-    with rasterio.open(work / "cube.tif") as src:
+    small, samples = demo_cube(work)
+    training.train("rf", [str(samples)], work / "rf", {"n_estimators": 100})
+    with rasterio.open(small) as src:
         data, tags, names = src.read(), src.tags(), list(src.descriptions)
     big = np.tile(data, (1, repeat, repeat))
-    g = Grid.of(work / "cube.tif")
+    g = Grid.of(small)
     big_grid = Grid(g.crs, g.transform, g.width * repeat, g.height * repeat)
     write_cog(work / "big_cube.tif", big, big_grid, nodata=-32768, descriptions=names,
               tags={k: json.loads(v) if k in ("bands", "time_steps") else v for k, v in tags.items() if k != "AREA_OR_POINT"})

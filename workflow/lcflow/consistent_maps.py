@@ -26,7 +26,7 @@ from .errors import LcflowError
 from .nomenclature import Nomenclature
 from .predict import PROBABILITY_NODATA, PROBABILITY_SCALE
 from .progress import Progress
-from .raster import Grid, staged_cog
+from .raster import Grid, read_with_halo, staged_cog
 
 log = logging.getLogger("lcflow.consistent_maps")
 
@@ -64,8 +64,7 @@ def _classes_of(paths: list[Path]) -> dict:
 
 def _read(ds: rasterio.io.DatasetReader, window: Window, halo: int) -> tuple[np.ndarray, np.ndarray]:
     """(pixels, classes) probabilities and the no-data mask of a window with ``halo`` px around it."""
-    read = Window(window.col_off - halo, window.row_off - halo, window.width + 2 * halo, window.height + 2 * halo)
-    raw = ds.read(window=read, boundless=halo > 0, fill_value=PROBABILITY_NODATA)
+    raw = read_with_halo(ds, window, halo, PROBABILITY_NODATA)
     empty = raw[0] == PROBABILITY_NODATA
     return raw.reshape(raw.shape[0], -1).T.astype(np.float32) / PROBABILITY_SCALE, empty.ravel()
 

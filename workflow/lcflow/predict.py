@@ -11,13 +11,12 @@ from pathlib import Path
 import numpy as np
 import rasterio
 import rasterio.errors
-from rasterio.windows import Window
 
 from .atomic import publish_together
 from .cube import NODATA
 from .errors import LcflowError
 from .progress import Progress
-from .raster import Grid, read_tag, staged_cog
+from .raster import Grid, read_tag, read_with_halo, staged_cog
 from .trained import TrainedModel
 
 log = logging.getLogger("lcflow.predict")
@@ -97,8 +96,7 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
         dst_map, dst_conf = staged_map.dataset, staged_conf.dataset
         h = trained.halo  # context a patch model needs around each pixel; nodata beyond the tile
         for win in windows:
-            read = Window(win.col_off - h, win.row_off - h, win.width + 2 * h, win.height + 2 * h)
-            raw = src.read(window=read, boundless=h > 0, fill_value=NODATA)
+            raw = read_with_halo(src, win, h, NODATA)
             proba, empty = trained.window_probabilities(window_features(raw, steps, trained.bands, cube_bands))
             codes, confidence = np.asarray(trained.classes)[proba.argmax(axis=1)], proba.max(axis=1)
             shape = (int(win.height), int(win.width))

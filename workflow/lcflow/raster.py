@@ -62,6 +62,12 @@ class Grid:
                 yield Window(col, row, min(block, self.width - col), min(block, self.height - row))
 
 
+def read_with_halo(ds: rasterio.io.DatasetReader, window: Window, halo: int, fill_value: float) -> np.ndarray:
+    """Every band of ``window`` grown by ``halo`` px each side; ``fill_value`` beyond the raster."""
+    grown = Window(window.col_off - halo, window.row_off - halo, window.width + 2 * halo, window.height + 2 * halo)
+    return ds.read(window=grown, boundless=halo > 0, fill_value=fill_value)
+
+
 def colormap(colors: dict[int, tuple[int, int, int]]) -> dict[int, tuple[int, int, int, int]]:
     return {int(k): (*v, 255) for k, v in colors.items()}
 

@@ -27,7 +27,7 @@ from .errors import LcflowError
 from .features import fill_gaps
 from .label_noise import Cleaning
 from .label_transfer import ChangeTest
-from .raster import Grid, read_tag
+from .raster import Grid, read_tag, read_with_halo
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +219,7 @@ def _cap(labels: np.ndarray, keep: np.ndarray, per_class: int, rng: np.random.Ge
 
 def _patches(ds, win: Window, half: int, r: np.ndarray, c: np.ndarray) -> np.ndarray:
     """(samples, bands, 2*half+1, 2*half+1) around window pixels (r, c); nodata beyond the raster."""
-    halo = Window(win.col_off - half, win.row_off - half, win.width + 2 * half, win.height + 2 * half)
-    block = ds.read(window=halo, boundless=True, fill_value=NODATA)
+    block = read_with_halo(ds, win, half, NODATA)
     size = 2 * half + 1
     views = np.lib.stride_tricks.sliding_window_view(block, (size, size), axis=(1, 2))  # (bands, rows, cols, p, p)
     return np.moveaxis(views[:, r, c], 0, 1)
