@@ -95,6 +95,11 @@ class StagedCog:
         return cog
 
 
+#: ZSTD at level 1 writes the staging GeoTIFF several times faster than DEFLATE at the same size (the cube's
+#: 120 int16 bands: 0.7 s against 3.7 s per megapixel, benchmarks/cube_whole_tile.py); GDAL >= 2.3 reads it
+STAGING_COMPRESSION = {"compress": "zstd", "zstd_level": 1}
+
+
 @contextlib.contextmanager
 def staged_cog(
     path: str | Path,
@@ -120,7 +125,8 @@ def staged_cog(
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=staging_prefix(final)) as tmpdir:
         profile = dict(
             driver="GTiff", dtype=dtype, count=count, nodata=nodata, tiled=True, blockxsize=256,
-            blockysize=256, compress="deflate", interleave="pixel" if count > 1 else "band",
+            blockysize=256, interleave="pixel" if count > 1 else "band", **STAGING_COMPRESSION,
+            predictor=3 if np.dtype(dtype).kind == "f" else 2,
             BIGTIFF="IF_SAFER", **grid.profile(),
         )
         dst = rasterio.open(Path(tmpdir) / "stage.tif", "w", **profile)
