@@ -63,7 +63,7 @@ def make_catalog(out: Path, size: int, dates: int) -> Path:
     xmin, _, _, ymax = mgrs.tile_bounds(TILE)
     catalog = pystac.Catalog("bench", "synthetic whole-tile scenes")
     for d in range(dates):
-        day = dt.datetime(2018, 1, 15, 10, 50, tzinfo=dt.timezone.utc) + dt.timedelta(days=60 * d)
+        day = dt.datetime(2018, 1, 5, 10, 50, tzinfo=dt.timezone.utc) + dt.timedelta(days=d * 350 // dates)
         item_id = f"S2A_{TILE}_{day:%Y%m%d}_0_L2A"
         folder = out / item_id
         folder.mkdir(parents=True)

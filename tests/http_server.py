@@ -12,7 +12,7 @@ from pathlib import Path
 
 class Handler(SimpleHTTPRequestHandler):
     """Serves ``directory`` with single byte ranges; answers 503 to the first ``fail_first`` requests of
-    each .tif file."""
+    each .tif file, and to every .tif request once ``down_after`` of them were served (the server goes down)."""
 
     server: "Server"
 
@@ -30,7 +30,10 @@ class Handler(SimpleHTTPRequestHandler):
         name = self.path.split("?", 1)[0]
         with self.server.lock:
             self.server.requests[name] += 1
-            failing = name.endswith(".tif") and self.server.requests[name] <= self.server.fail_first
+            tif = name.endswith(".tif")
+            self.server.tif_requests += tif
+            down = self.server.down_after is not None and self.server.tif_requests > self.server.down_after
+            failing = tif and (self.server.requests[name] <= self.server.fail_first or down)
             if failing:
                 self.server.statuses[503] += 1
         if failing:
@@ -79,6 +82,8 @@ class Server(ThreadingHTTPServer):
     def __init__(self, directory: Path, fail_first: int = 0):
         super().__init__(("127.0.0.1", 0), partial(Handler, directory=str(directory)))
         self.fail_first = fail_first
+        self.down_after: int | None = None
+        self.tif_requests = 0
         self.lock = threading.Lock()
         self.requests: Counter[str] = Counter()
         self.statuses: Counter[int] = Counter()

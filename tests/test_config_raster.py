@@ -34,6 +34,10 @@ def test_demo_config_is_valid():
     (lambda c: c["stac"].update(api="https://x"), "stac: give exactly one"),
     (lambda c: c["models"].append("resnet"), "models includes resnet, which trains on patches: set sample.patch_px"),
     (lambda c: c["sample"].update(patch_px=10), "sample.patch_px = 10 must be odd"),
+    (lambda c: c.setdefault("cube", {}).update(indices=["NDVI", "NDBI"], bands=["B04", "B08"]),
+     "cube.indices[1]: index NDBI needs band(s) B11, which the cube's bands (B04, B08) do not include"),
+    (lambda c: c.setdefault("cube", {}).update(indices=["NDXI"]), "cube.indices[0] = 'NDXI' is not one of"),
+    (lambda c: c.setdefault("cube", {}).update(fill_gaps="spline"), "cube.fill_gaps = 'spline' is not one of"),
 ])
 def test_bad_config_is_named_in_one_line(change, message, tmp_path):
     cfg = copy.deepcopy(DEMO)

@@ -1,6 +1,5 @@
 import datetime as dt
 import json
-import shutil
 import warnings
 
 import numpy as np
@@ -29,14 +28,83 @@ def test_clear_mask_dilates_invalid_pixels():
     assert cube.clear_mask(scl, [9], 0).sum() == scl.size - 1
 
 
+def test_clear_mask_masks_no_data_without_growing_it():
+    """SCL 0 is also what lies outside a scene: masked, but a scene's edge loses no clear pixel."""
+    scl = np.full((1, 5, 5), 4, dtype=np.uint8)
+    scl[0, 0, :] = 0
+    scl[0, 4, 4] = 9
+    mask = cube.clear_mask(scl, [0, 9], dilation_px=1)
+    assert not mask[0, 0].any() and mask[0, 1].all()
+    assert not mask[0, 3, 4] and not mask[0, 4, 3]  # the cloud still grows
+
+
 def test_composite_is_median_of_clear_observations():
     edges = [dt.datetime(2018, 1, 1), dt.datetime(2018, 7, 1), dt.datetime(2019, 1, 1)]
     times = np.array(["2018-02-01", "2018-03-01", "2018-04-01", "2018-09-01"], dtype="datetime64[us]")
-    values = np.array([1.0, 5.0, 3.0, 7.0], dtype=np.float32).reshape(4, 1, 1, 1)
+    values = [np.array([1, 5, 3, 7], dtype=np.uint16).reshape(4, 1, 1)]
     clear = np.array([True, True, True, False]).reshape(4, 1, 1)
     out, counts = cube.composite(values, clear, times, edges)
     assert out[0, 0, 0, 0] == 3.0 and counts[0, 0, 0] == 3
     assert np.isnan(out[1, 0, 0, 0]) and counts[1, 0, 0] == 0
+
+
+def test_composite_removes_each_scenes_offset_before_the_median():
+    """Scenes of baseline 04.00 carry +1000 DN, older ones none: mixed in one window, the median
+    is taken of harmonised values (medians of raw DNs would pick the offset ones)."""
+    edges = [dt.datetime(2022, 1, 1), dt.datetime(2023, 1, 1)]
+    times = np.array(["2022-02-01", "2022-03-01", "2022-04-01"], dtype="datetime64[us]")
+    values = [np.array([1500, 1600, 700], dtype=np.uint16).reshape(3, 1, 1),  # 500, 600, 700 harmonised
+              np.array([2000, 2100, 1200], dtype=np.uint16).reshape(3, 1, 1)]
+    clear = np.ones((3, 1, 1), dtype=bool)
+    out, counts = cube.composite(values, clear, times, edges, np.array([1000, 1000, 0], dtype=np.float32))
+    assert out[0, :, 0, 0].tolist() == [600.0, 1100.0] and counts[0, 0, 0] == 3
+    one, _ = cube.composite(values, clear, times[:1], edges, np.array([1000.0], dtype=np.float32))
+    assert one[0, :, 0, 0].tolist() == [500.0, 1000.0]  # a single scene: its value
+
+
+def test_to_int16_rounds_clips_and_marks_nodata():
+    comp = np.array([1.4, 2.5, -3.6, 40000.0, -40000.0, np.nan], dtype=np.float32)
+    assert cube.to_int16(comp).tolist() == [1, 2, -4, 32767, -32767, cube.NODATA]
+
+
+def test_fill_time_gaps_interpolates_between_observed_steps():
+    comp = np.full((6, 2, 1, 2), np.nan, dtype=np.float32)
+    comp[[1, 4], 0, 0, 0] = [2.0, 8.0]
+    comp[:, 1, 0, 0] = np.arange(6)
+    filled = cube.fill_time_gaps(comp, chunk_px=1)
+    assert filled is comp  # in place
+    assert comp[:, 0, 0, 0].tolist() == [2, 2, 4, 6, 8, 8]  # ends: the nearest observed step
+    assert comp[:, 1, 0, 0].tolist() == list(range(6))  # observed steps keep their value
+    assert np.isnan(comp[:, :, 0, 1]).all()  # never observed: stays without value
+
+
+def test_cube_with_indices_and_filled_gaps(stages, tmp_path):
+    """NDVI follows the bands in each step and equals what the cube's own B08 and B04 give; filled
+    gaps leave observed values as they were and no nodata where the year has an observation."""
+    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=BANDS,
+             bounds=SMALL_AOI["31UFT"], block=64, spectral_indices=["NDVI"], fill_gaps=True)
+    layers = [*BANDS, "NDVI"]
+    with rasterio.open(tmp_path / "c.tif") as ds:
+        assert json.loads(ds.tags()["bands"]) == layers and ds.count == 12 * len(layers)
+        assert ds.descriptions[len(BANDS)] == "NDVI_t00" and ds.tags()["gaps"] == "linear in time"
+        got = ds.read().reshape(12, len(layers), ds.height, ds.width).astype(np.float64)
+    with rasterio.open(stages["cube2018"]) as ds:
+        plain = ds.read().reshape(12, len(BANDS), ds.height, ds.width)
+    with rasterio.open(tmp_path / "v.tif") as ds, rasterio.open(stages["valid2018"]) as ref:
+        counts = ds.read()
+        assert np.array_equal(counts, ref.read())  # valid counts still say what was observed
+    observed = np.broadcast_to((counts > 0)[:, None], plain.shape)
+    assert np.array_equal(got[:, :len(BANDS)][observed], plain[observed])
+    ever = (counts > 0).any(axis=0)
+    assert (~observed).any() and (got[:, :, ever] != cube.NODATA).all()
+    assert (got[:, :, ~ever] == cube.NODATA).all()
+    nir, red = got[:, BANDS.index("B08")], got[:, BANDS.index("B04")]
+    has = np.broadcast_to(ever, nir.shape) & (nir + red > 1)
+    nir, red, ndvi = nir[has], red[has], got[:, -1][has]
+    # computed from the composites before they were rounded to whole DNs: within what +-0.5 DN allows
+    low, high = 10000 * (nir - red - 1) / (nir + red), 10000 * (nir - red + 1) / (nir + red)
+    assert ((ndvi >= np.floor(low) - 1) & (ndvi <= np.ceil(high) + 1)).all()
+    assert np.median(np.abs(ndvi - 10000 * (nir - red) / (nir + red))) < 3
 
 
 def test_cube_layout(stages):

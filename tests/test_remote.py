@@ -65,6 +65,30 @@ def test_a_server_that_stays_down_ends_the_job_naming_the_asset(demo, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["items.json"]  # no staging folder left either
 
 
+def test_a_server_going_down_mid_job_keeps_the_last_cube_and_a_rerun_completes(demo, stages, tmp_path, monkeypatch):
+    """The server stops answering after every scene file was read from: the job fails naming the
+    asset, the cube of the previous run is still there unchanged, no staging is left; once the server
+    is back, the same command builds the cube again."""
+    out, valid = tmp_path / "cube.tif", tmp_path / "valid.tif"
+    shutil.copy(stages["cube2018"], out)  # the previous run's
+    shutil.copy(stages["valid2018"], valid)
+    before = out.stat().st_mtime_ns
+    files = 11 * len(search.read_manifest(stages["items2018"]))  # 10 bands and SCL per scene
+    with serve(demo / "catalog") as server:
+        # each run reads from the server, as separate jobs would (GDAL keeps fetched ranges per process)
+        monkeypatch.setenv("CPL_VSIL_CURL_NON_CACHED", f"/vsicurl/{server.url}")
+        server.down_after = 2 * files
+        with pytest.raises(LcflowError, match="reading item S2.* asset .*503"):
+            _cube_over_http(f"{server.url}/catalog.json", tmp_path, network=remote.Network(retries=1, retry_delay_s=0.01))
+        assert server.statuses[206] > 0 and server.statuses[503] > 0  # it failed on the way
+        assert out.stat().st_mtime_ns == before and _same_raster(out, stages["cube2018"])
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["cube.tif", "items.json", "valid.tif"]
+        server.down_after = None
+        _cube_over_http(f"{server.url}/catalog.json", tmp_path)
+    assert out.stat().st_mtime_ns != before
+    assert _same_raster(out, stages["cube2018"]) and _same_raster(valid, stages["valid2018"])
+
+
 def test_a_truncated_cog_names_item_and_asset_and_leaves_no_cube(demo, stages, tmp_path):
     served = tmp_path / "catalog"
     shutil.copytree(demo / "catalog", served)

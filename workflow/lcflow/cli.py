@@ -138,7 +138,8 @@ def cmd_cube(a):
     grid = cube.run(a.items, a.tile, a.year, a.out, a.valid, bands=sentinel2.check_bands(a.bands.split(",")),
                     resolution=a.resolution, bounds=a.bounds, invalid_scl=a.invalid_scl, dilation_px=a.dilation_px,
                     steps=a.time_steps, block=a.block, min_clear_fraction=a.min_clear_fraction, network=network,
-                    signing=a.signing)
+                    signing=a.signing, spectral_indices=[i for i in a.indices.split(",") if i],
+                    fill_gaps=a.fill_gaps == "linear")
     log.info("%s %s: cube %d x %d px (%s) -> %s", a.tile, a.year, grid.width, grid.height, grid.crs, a.out)
 
 
@@ -415,6 +416,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--block", type=_int_at_least(16), default=512, help="processing window, pixels a side")
     p.add_argument("--min-clear-fraction", type=_share, default=0.1,
                    help="refuse a cube whose share of composite cells with a clear observation is lower")
+    p.add_argument("--indices", default="", help="spectral indices added as bands after the reflectance bands, "
+                                                 "comma-separated (NDVI, EVI, SAVI, NDWI, MNDWI, NDMI, NBR, NDBI, NDRE)")
+    p.add_argument("--fill-gaps", choices=["none", "linear"], default="none",
+                   help="steps without a clear observation: left as nodata, or interpolated linearly in time")
     p.add_argument("--read-threads", type=_int_at_least(1), default=4, help="scene files read at a time")
     p.add_argument("--signing", choices=SIGNING_CHOICES, default="auto",
                    help="sign asset URLs before reading (auto: Planetary Computer items are signed)")

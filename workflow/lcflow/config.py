@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from . import indices as spectral_indices
 from . import mgrs
 from . import params as model_params
 from .errors import LcflowError
@@ -162,6 +163,13 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
         except model_params.ParamError as exc:
             raise _Bad(("model_params", model) + ((exc.key,) if exc.key else ()), str(exc)) from None
     _check_hpo(config)
+    cube_cfg = config.get("cube") or {}
+    for i, name in enumerate(cube_cfg.get("indices") or []):
+        try:
+            bands = cube_cfg.get("bands") or schema["properties"]["cube"]["properties"]["bands"]["default"]
+            spectral_indices.check([name], bands, where=f"cube.indices[{i}]")
+        except LcflowError as exc:
+            raise _Bad(("cube", "indices", i), str(exc)) from None
     aoi = config.get("aoi", {})
     for tile, bounds in aoi.items():
         if bounds[0] >= bounds[2] or bounds[1] >= bounds[3]:

@@ -9,20 +9,23 @@ so a full 10980 x 10980 tile never has to fit in memory.
 import dataclasses
 import datetime as dt
 import logging
+import warnings
 from pathlib import Path
 
 import numpy as np
 from odc.geo.geobox import GeoBox
 from scipy import ndimage
 
-from . import mgrs, remote, sentinel2
+from . import features, indices, mgrs, remote, sentinel2
 from .atomic import publish_together
 from .errors import LcflowError
+from .prefetch import prefetched
 from .progress import Progress
 from .raster import Grid, staged_cog
 from .search import read_manifest
 
 NODATA = -32768
+NO_DATA_SCL = 0
 log = logging.getLogger("lcflow.cube")
 
 
@@ -87,13 +90,15 @@ def _read_failure(exc: Exception, items, keys: list[str], tile: str, year: int, 
                            f"{_first_line(str(exc))})")
     item, key, error = failed
     return LcflowError(f"tile {tile} {year}: reading item {item.id} asset {key} ({remote.redact(item.assets[key].href)}) "
-                       f"failed: {_first_line(_root_cause(error))}")
+                       f"failed: {_first_line(_root_cause(error, exc))}")
 
 
-def _root_cause(error: BaseException) -> str:
-    """GDAL's own words: rasterio's 'Read failed. See previous exception' wraps them as causes."""
-    while (error.__cause__ or error.__context__) is not None:
-        error = error.__cause__ or error.__context__
+def _root_cause(error: BaseException, handled: BaseException) -> str:
+    """GDAL's own words: rasterio's 'Read failed. See previous exception' wraps them as causes. The
+    chain stops before ``handled``, the load's error that was being handled when this asset was re-read
+    (it may be about another file)."""
+    while (earlier := error.__cause__ or error.__context__) is not None and earlier is not handled:
+        error = earlier
     return str(error)
 
 
@@ -121,34 +126,74 @@ def _first_line(text: str) -> str:
     return remote.redact((text.strip().splitlines() or [""])[0])[:300]
 
 
+def _halo_geobox(grid: Grid, win, halo: int) -> GeoBox:
+    """The pixel grid of ``win`` grown by ``halo`` pixels on every side."""
+    r0, c0 = int(win.row_off) - halo, int(win.col_off) - halo
+    shape = (int(win.height) + 2 * halo, int(win.width) + 2 * halo)
+    return GeoBox(shape, grid.transform @ grid.transform.translation(c0, r0), grid.crs)
+
+
+def fill_time_gaps(composites: np.ndarray, chunk_px: int = 65536) -> np.ndarray:
+    """Steps without a value, interpolated linearly in time between the nearest observed steps (before
+    the first and after the last: the nearest one), per pixel and band, in place; a pixel never observed
+    stays NaN. composites: (steps, bands, rows, cols), C-contiguous."""
+    steps, n_bands, h, w = composites.shape
+    flat = composites.reshape(steps, n_bands, h * w)  # a view: filled in place
+    for start in range(0, h * w, chunk_px):  # bounded temporaries
+        part = flat[:, :, start:start + chunk_px]
+        flat[:, :, start:start + chunk_px] = np.moveaxis(features.fill_gaps(np.moveaxis(part, 2, 0)), 0, 2)
+    return composites
+
+
+def to_int16(composites: np.ndarray) -> np.ndarray:
+    """Reflectance x 10000 as stored: rounded, clipped to int16, NaN as :data:`NODATA` (in place)."""
+    np.round(composites, out=composites)
+    np.minimum(composites, 32767, out=composites)
+    np.maximum(composites, -32767, out=composites)
+    np.nan_to_num(composites, copy=False, nan=NODATA)
+    return composites.astype(np.int16)
+
+
 def clear_mask(scl: np.ndarray, invalid: list[int], dilation_px: int) -> np.ndarray:
-    """True where an observation (time, rows, cols) is usable: SCL not invalid, grown by ``dilation_px``."""
+    """True where an observation (time, rows, cols) is usable: SCL not invalid, clouds and shadows grown
+    by ``dilation_px`` (their edges are under-detected). No data (SCL 0, also what lies outside a scene)
+    is masked but not grown: a scene's edge or a tile's border loses no clear pixel."""
     bad = np.isin(scl, invalid)
     if dilation_px > 0:
         structure = np.zeros((3, 3, 3), dtype=bool)
         structure[1] = ndimage.generate_binary_structure(2, 1)
-        bad = ndimage.binary_dilation(bad, structure=structure, iterations=dilation_px)
+        grow = np.isin(scl, [c for c in invalid if c != NO_DATA_SCL])
+        bad |= ndimage.binary_dilation(grow, structure=structure, iterations=dilation_px)
     return ~bad
 
 
-def composite(values: np.ndarray, clear: np.ndarray, times: np.ndarray, edges: list[dt.datetime]):
+def composite(values: list[np.ndarray], clear: np.ndarray, times: np.ndarray, edges: list[dt.datetime],
+              offsets: np.ndarray | None = None):
     """Median of clear observations per time window.
 
-    values (obs, bands, rows, cols) float with NaN for nodata; clear (obs, rows, cols).
-    Returns (steps, bands, rows, cols) float with NaN where no clear observation, and counts (steps, rows, cols).
+    values: per band, (obs, rows, cols) digital numbers as read (any numeric dtype); clear (obs, rows, cols);
+    offsets: per observation, the DN offset to subtract (processing baseline), or None.
+    Returns (steps, bands, rows, cols) float32 with NaN where no clear observation, and counts (steps, rows, cols).
+    Only one time step's observations of one band are ever converted to float: the year stays in its
+    compact integer type.
     """
     steps = len(edges) - 1
-    n_obs, n_bands, h, w = values.shape
-    out = np.full((steps, n_bands, h, w), np.nan, dtype=np.float32)
+    n_obs, h, w = clear.shape
+    out = np.full((steps, len(values), h, w), np.nan, dtype=np.float32)
     counts = np.zeros((steps, h, w), dtype=np.uint8)
     edge64 = np.array(edges, dtype="datetime64[us]")
     for k in range(steps):
-        sel = (times >= edge64[k]) & (times < edge64[k + 1])
-        if not sel.any():
+        sel = np.flatnonzero((times >= edge64[k]) & (times < edge64[k + 1]))
+        if not len(sel):
             continue
-        window = np.where(clear[sel, None], values[sel], np.nan)  # one step's copy at a time, not the year's
-        counts[k] = np.minimum(np.isfinite(window[:, 0]).sum(axis=0), 255)
-        out[k] = nan_median(window)
+        cloudy = ~clear[sel]
+        counts[k] = np.minimum(len(sel) - cloudy.sum(axis=0), 255)
+        for b, dn in enumerate(values):
+            obs = dn[sel].astype(np.float32)
+            if offsets is not None:
+                obs -= offsets[sel, None, None]
+            obs[cloudy] = np.nan
+            out[k, b] = obs[0] if len(sel) == 1 else nan_median(obs)
     return out, counts
 
 
@@ -169,19 +214,27 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
         bands: list[str], resolution: float = 10.0, bounds: list[float] | None = None,
         invalid_scl: list[int] = list(sentinel2.DEFAULT_INVALID_SCL), dilation_px: int = 1,
         steps: int = 12, block: int = 512, min_clear_fraction: float = 0.1,
-        network: remote.Network | None = None, signing: str = "auto") -> Grid:
+        network: remote.Network | None = None, signing: str = "auto", spectral_indices: list[str] = (),
+        fill_gaps: bool = False) -> Grid:
     """Composite the manifest's items of ``tile``/``year`` onto its grid; return the grid.
 
     Refused, with nothing written, when fewer than ``min_clear_fraction`` of the composite cells
     (pixel x time step) hold a clear observation: the year is all cloud, or the area has no data.
     Scenes are read through ``network``'s GDAL settings, ``network.threads`` files at a time, their
     URLs signed as they are read where ``signing`` (or, for ``auto``, the catalogue) asks for it.
-    Memory holds one window of every date: it grows with ``block`` and the number of scenes, not with
-    the tile.
+    ``spectral_indices`` (NDVI, ...) follow the bands in every time step, computed from its composites.
+    ``fill_gaps`` interpolates steps without a clear observation linearly in time (the valid counts
+    still say which steps were observed). The next window is read while one is composited; memory
+    holds two windows of every date: it grows with ``block`` and the number of scenes, not with the tile.
     """
     import odc.stac
+    from rasterio.errors import NotGeoreferencedWarning
 
+    # odc-stac reprojects 20 m bands into bare arrays, always with an explicit target transform; rasterio
+    # still says those arrays have none
+    warnings.filterwarnings("ignore", category=NotGeoreferencedWarning, module="rasterio.warp")
     sentinel2.check_bands(bands)
+    spectral_indices = indices.check(list(spectral_indices), bands)
     items = read_manifest(manifest)
     if not items:
         raise LcflowError(f"manifest {manifest} lists no items")
@@ -194,45 +247,53 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     by_time = sorted(items, key=lambda i: i.datetime)
     offsets = np.array([sentinel2.boa_offset(i.properties) for i in by_time], dtype=np.float32)
     edges, centres = time_grid(year, steps)
-    names = [f"{b}_t{k:02d}" for k in range(steps) for b in bands]
-    tags = {"tile": tile, "year": str(year), "bands": bands, "time_steps": [c.isoformat() for c in centres],
-            "scale": "10000", "invalid_scl": invalid_scl}
+    layers = [*bands, *spectral_indices]
+    names = [f"{b}_t{k:02d}" for k in range(steps) for b in layers]
+    tags = {"tile": tile, "year": str(year), "bands": layers, "indices": spectral_indices,
+            "time_steps": [c.isoformat() for c in centres], "scale": "10000", "invalid_scl": invalid_scl,
+            "gaps": "linear in time" if fill_gaps else "none"}
     halo = dilation_px
     windows = list(grid.windows(block))
+    # Sentinel-2 L2A as every catalogue serves it: DNs in uint16, SCL in uint8, 0 = no data (declared, so
+    # that resampling leaves no-data out and the load stays in the compact type)
+    stac_cfg = {"assets": {**{k: {"data_type": "uint16", "nodata": 0, "unit": "1"} for k in keys},
+                           scl_key: {"data_type": "uint8", "nodata": 0, "unit": "1"}}}
+
+    def load(win) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+        """One window (grown by the mask's halo) of every scene: times, DNs per band, SCL."""
+        gb = _halo_geobox(grid, win, halo)
+        with remote.gdal_env(network):  # in the reading thread: GDAL's settings are per thread
+            try:
+                ds = odc.stac.load(by_time, bands=keys + [scl_key], geobox=gb, groupby="id", stac_cfg=stac_cfg,
+                                   resampling={"*": "bilinear", scl_key: "nearest"}, preserve_original_order=True,
+                                   pool=network.threads, patch_url=sign)
+                return ds.time.values.astype("datetime64[us]"), [ds[k].values for k in keys], ds[scl_key].values
+            except Exception as exc:  # GDAL, HTTP or decoding errors of one asset: name it
+                raise _read_failure(exc, by_time, keys + [scl_key], tile, year, gb, sign) from exc
+
     progress = Progress(log, f"cube {tile} {year}", grid.width * grid.height)
     clear_cells = 0
-    with remote.gdal_env(network), \
-            staged_cog(out_cube, grid, steps * len(bands), "int16", nodata=NODATA, tags=tags,
-                       descriptions=names, resampling="average") as staged_cube, \
+    with staged_cog(out_cube, grid, steps * len(layers), "int16", nodata=NODATA, tags=tags,
+                    descriptions=names, resampling="average") as staged_cube, \
             staged_cog(out_valid, grid, steps, "uint8", tags={"time_steps": tags["time_steps"]},
                        descriptions=[f"valid_t{k:02d}" for k in range(steps)]) as staged_valid:
         cube, valid = staged_cube.dataset, staged_valid.dataset
-        for win in windows:
-            r0, c0 = int(win.row_off) - halo, int(win.col_off) - halo
-            h, w = int(win.height) + 2 * halo, int(win.width) + 2 * halo
-            gb = GeoBox((h, w), grid.transform @ grid.transform.translation(c0, r0), grid.crs)
-            try:
-                ds = odc.stac.load(by_time, bands=keys + [scl_key], geobox=gb, groupby="id",
-                                   resampling={"*": "bilinear", scl_key: "nearest"}, preserve_original_order=True,
-                                   pool=network.threads, patch_url=sign)
-                times = ds.time.values.astype("datetime64[us]")
-                raw = np.empty((len(times), len(keys), h, w), dtype=np.float32)  # (obs, bands, h, w)
-                for i, k in enumerate(keys):
-                    raw[:, i] = ds[k].values
-                scl = ds[scl_key].values
-                del ds
-            except Exception as exc:  # GDAL, HTTP or decoding errors of one asset: name it
-                raise _read_failure(exc, by_time, keys + [scl_key], tile, year, gb, sign) from exc
+        for win, (times, values, scl) in prefetched(load, windows):
             if len(times) != len(by_time):
                 raise LcflowError(f"{manifest}: {len(by_time)} items loaded as {len(times)} scenes")
-            raw[raw == 0] = np.nan
-            raw -= offsets[:, None, None, None]
-            clear = clear_mask(scl, invalid_scl, dilation_px) & np.isfinite(raw).all(axis=1)
-            comp, counts = composite(raw, clear, times, edges)
-            comp, counts = comp[..., halo:h - halo, halo:w - halo], counts[..., halo:h - halo, halo:w - halo]
+            clear = clear_mask(scl, invalid_scl, dilation_px)
+            for dn in values:
+                clear &= dn != 0
+            comp, counts = composite(values, clear, times, edges, offsets)
+            del values, scl, clear
+            inner = (slice(halo, comp.shape[-2] - halo), slice(halo, comp.shape[-1] - halo))
+            comp, counts = comp[(..., *inner)], counts[(..., *inner)]
             clear_cells += int((counts > 0).sum())
-            data = np.where(np.isfinite(comp), np.clip(np.round(comp), -32767, 32767), NODATA).astype(np.int16)
-            cube.write(data.reshape(-1, *data.shape[2:]), window=win)
+            if fill_gaps:
+                comp = fill_time_gaps(np.ascontiguousarray(comp))
+            if spectral_indices:
+                comp = np.concatenate([comp, indices.compute(spectral_indices, comp, bands, sentinel2.QUANTIFICATION)], axis=1)
+            cube.write(to_int16(comp).reshape(-1, *comp.shape[2:]), window=win)
             valid.write(counts, window=win)
             progress.add(1, len(windows), int(win.width * win.height))
         share = clear_cells / (steps * grid.width * grid.height)

@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import LcflowError
+from .indices import INDICES
 
 #: band -> native resolution in metres
 BAND_RESOLUTION: dict[str, int] = {
@@ -12,8 +13,8 @@ BAND_RESOLUTION: dict[str, int] = {
 }
 REFLECTANCE_BANDS = tuple(b for b in BAND_RESOLUTION if b != "SCL")
 
-#: spectral indices a samples table may carry beside (or instead of) the bands, e.g. NDVI only
-SPECTRAL_INDICES = ("NDVI", "EVI", "SAVI", "NDWI", "MNDWI", "NDMI", "NBR", "NDBI", "NDRE")
+#: spectral indices a cube or a samples table may carry beside (or instead of) the bands, e.g. NDVI only
+SPECTRAL_INDICES = tuple(INDICES)
 
 #: every feature name of a samples table, in the order its columns are read
 FEATURES = REFLECTANCE_BANDS + SPECTRAL_INDICES

@@ -37,6 +37,7 @@ rule cube:
         block=CUBE["block_px"],
         resolution=CUBE["resolution"],
         min_clear=CUBE["min_clear_fraction"],
+        extra=(f"--fill-gaps {CUBE['fill_gaps']}" + (f" --indices {','.join(CUBE['indices'])}" if CUBE["indices"] else "")),
         network=(f"--read-threads {CUBE['read_threads']} --signing {STAC['signing']}"
                  f" --http-timeout {STAC['http']['timeout_s']} --http-retries {STAC['http']['retries']}"
                  f" --http-retry-delay {STAC['http']['retry_delay_s']}"
@@ -47,5 +48,5 @@ rule cube:
         "lcflow -v cube --items {input:q} --tile {wildcards.tile} --year {wildcards.year} --bands {params.bands:q}"
         " --resolution {params.resolution} {params.bounds} --invalid-scl {params.invalid:q}"
         " --dilation-px {params.dilation} --time-steps {params.steps} --block {params.block}"
-        " --min-clear-fraction {params.min_clear} {params.network} --out {output.cube:q} --valid {output.valid:q}"
+        " --min-clear-fraction {params.min_clear} {params.extra} {params.network} --out {output.cube:q} --valid {output.valid:q}"
         " > {log:q} 2>&1"

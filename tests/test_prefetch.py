@@ -1,0 +1,61 @@
+import threading
+import time
+
+import pytest
+
+from lcflow.prefetch import prefetched
+
+
+def test_results_come_in_order_and_the_next_load_overlaps_the_consumer():
+    started: list[int] = []
+
+    def load(k: int) -> int:
+        started.append(k)
+        time.sleep(0.01 * (3 - k % 3))  # later keys finish first if run in parallel
+        return k * k
+
+    seen = []
+    for key, value in prefetched(load, range(6)):
+        if key == 2:
+            time.sleep(0.2)  # the consumer is busy: key 3 is being read meanwhile
+            assert 3 in started and 4 not in started  # one ahead, never more
+        seen.append((key, value))
+    assert seen == [(k, k * k) for k in range(6)]
+
+
+def test_loads_run_outside_the_consumers_thread():
+    threads = set()
+    list(prefetched(lambda k: threads.add(threading.current_thread().name), range(3)))
+    assert threads and threading.current_thread().name not in threads
+    threads.clear()
+    list(prefetched(lambda k: threads.add(threading.current_thread().name), range(3), ahead=0))
+    assert threads == {threading.current_thread().name}
+
+
+def test_a_failing_load_raises_where_its_result_is_taken():
+    def load(k: int) -> int:
+        if k == 2:
+            raise ValueError("window 2 unreadable")
+        return k
+
+    seen = []
+    with pytest.raises(ValueError, match="window 2"):
+        for key, _ in prefetched(load, range(5)):
+            seen.append(key)
+    assert seen == [0, 1]
+
+
+def test_stopping_early_leaves_no_load_running():
+    loaded = []
+
+    def load(k: int) -> int:
+        time.sleep(0.05)
+        loaded.append(k)
+        return k
+
+    gen = prefetched(load, range(100))
+    assert next(gen) == (0, 0)
+    gen.close()  # what a consumer's exception or break does
+    count = len(loaded)
+    time.sleep(0.2)
+    assert len(loaded) == count <= 2
