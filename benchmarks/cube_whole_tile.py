@@ -103,28 +103,29 @@ def cube_child(catalog: str, work: str, threads: int, size: int) -> dict:
 
 
 def plain_child(catalog: str, work: str, threads: int, size: int) -> dict:
-    """The same assets and windows (with the cube's 1 px halo), read with rasterio and discarded."""
+    """The same assets and windows as the cube reads (the bands exactly, SCL with the mask's 1 px halo),
+    read with rasterio and discarded."""
     from lcflow import search
 
     items = Path(work) / "items.json"
     search.run(TILE, 2018, items, catalog=catalog)
     manifest = search.read_manifest(items)
-    hrefs = [i.assets[EARTH_SEARCH_KEYS[b]].href for i in manifest for b in [*BANDS, "SCL"]]
+    hrefs = [(i.assets[EARTH_SEARCH_KEYS[b]].href, b == "SCL") for i in manifest for b in [*BANDS, "SCL"]]
     grid = Grid(f"EPSG:{mgrs.tile_epsg(TILE)}", from_origin(0, 0, 10, 10), size, size)
     with rasterio.Env(GDAL_DISABLE_READDIR_ON_OPEN="EMPTY_DIR", GDAL_CACHEMAX=256):
-        sources = [rasterio.open(h) for h in hrefs]
+        sources = [(rasterio.open(h), scl) for h, scl in hrefs]
 
         def read(args) -> int:
-            src, win = args
-            f = src.width / size  # 0.5 for 20 m bands
-            w = rasterio.windows.Window(int((win.col_off - 1) * f), int((win.row_off - 1) * f),
-                                        int((win.width + 2) * f), int((win.height + 2) * f))
-            return int(src.read(1, window=w, boundless=True).size)
+            (src, scl), win = args
+            f, halo = src.width / size, 1 if scl else 0  # f: 0.5 for 20 m bands
+            w = rasterio.windows.Window(int((win.col_off - halo) * f), int((win.row_off - halo) * f),
+                                        int((win.width + 2 * halo) * f), int((win.height + 2 * halo) * f))
+            return int(src.read(1, window=w, boundless=bool(halo)).size)
 
         with ThreadPoolExecutor(threads) as pool:
             for win in grid.windows(BLOCK):
                 sum(pool.map(read, [(s, win) for s in sources]))
-        for s in sources:
+        for s, _ in sources:
             s.close()
     return {}
 

@@ -107,6 +107,22 @@ def test_cube_with_indices_and_filled_gaps(stages, tmp_path):
     assert np.median(np.abs(ndvi - 10000 * (nir - red) / (nir + red))) < 3
 
 
+def test_coarse_bands_interpolated_by_lcflow_equal_gdals_warp(stages, tmp_path, monkeypatch):
+    """20 m bands read on their own grid and interpolated (lcflow.resample) give the cube that
+    odc-stac's GDAL warp of every band gives."""
+    items = cube.read_manifest(stages["items2018"])
+    keys, _ = cube.check_items(items, "31UFT", 2018, BANDS)
+    grid = cube.tile_grid("31UFT", items, 10.0, SMALL_AOI["31UFT"])
+    native = cube.native_grids(items, keys, grid)
+    assert set(native) == {"rededge1", "rededge2", "rededge3", "nir08", "swir16", "swir22"}
+    assert all(t.a == 20 for t in native.values())
+    monkeypatch.setattr(cube, "native_grids", lambda *args: {})
+    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=BANDS,
+             bounds=SMALL_AOI["31UFT"], block=64)
+    with rasterio.open(tmp_path / "c.tif") as a, rasterio.open(stages["cube2018"]) as b:
+        assert np.array_equal(a.read(), b.read())
+
+
 def test_cube_layout(stages):
     with rasterio.open(stages["cube2018"]) as ds:
         assert ds.count == 12 * len(BANDS) and ds.dtypes[0] == "int16" and ds.nodata == -32768

@@ -13,10 +13,11 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from affine import Affine
 from odc.geo.geobox import GeoBox
 from scipy import ndimage
 
-from . import features, indices, mgrs, remote, sentinel2
+from . import features, indices, mgrs, remote, resample, sentinel2
 from .atomic import publish_together
 from .errors import LcflowError
 from .prefetch import prefetched
@@ -126,6 +127,29 @@ def _first_line(text: str) -> str:
     return remote.redact((text.strip().splitlines() or [""])[0])[:300]
 
 
+def native_grids(items, keys: list[str], grid: Grid) -> dict[str, Affine]:
+    """Asset key -> its own pixel grid (transform), for the bands coarser than ``grid`` that every item
+    stores on one north-up grid in the tile's CRS: those are read as stored and interpolated by
+    :mod:`lcflow.resample`; the others are warped by odc-stac."""
+    grids = {}
+    for key in keys:
+        found = {tuple(i.assets[key].extra_fields.get("proj:transform") or ())[:6] for i in items}
+        if len(found) != 1 or len(t := found.pop()) != 6:
+            continue
+        transform = Affine(*t)
+        if transform.b == 0 and transform.d == 0 and abs(transform.a) > grid.transform.a * 1.001:
+            grids[key] = transform
+    return grids
+
+
+def _upsampled(values: np.ndarray, src: Affine, exact: GeoBox, chunk: int = 16) -> np.ndarray:
+    """:func:`lcflow.resample.bilinear` of (obs, rows, cols), a few scenes at a time (bounded temporaries)."""
+    out = np.empty((len(values), *exact.shape.yx), dtype=values.dtype)
+    for i in range(0, len(values), chunk):
+        out[i:i + chunk] = resample.bilinear(values[i:i + chunk], src, exact.transform, exact.shape.yx, nodata=0)
+    return out
+
+
 def _halo_geobox(grid: Grid, win, halo: int) -> GeoBox:
     """The pixel grid of ``win`` grown by ``halo`` pixels on every side."""
     r0, c0 = int(win.row_off) - halo, int(win.col_off) - halo
@@ -147,11 +171,13 @@ def fill_time_gaps(composites: np.ndarray, chunk_px: int = 65536) -> np.ndarray:
 
 def to_int16(composites: np.ndarray) -> np.ndarray:
     """Reflectance x 10000 as stored: rounded, clipped to int16, NaN as :data:`NODATA` (in place)."""
+    nodata = np.isnan(composites)
     np.round(composites, out=composites)
-    np.minimum(composites, 32767, out=composites)
-    np.maximum(composites, -32767, out=composites)
-    np.nan_to_num(composites, copy=False, nan=NODATA)
-    return composites.astype(np.int16)
+    np.clip(composites, -32767, 32767, out=composites)
+    with np.errstate(invalid="ignore"):  # NaN has no int16; those cells are set just below
+        stored = composites.astype(np.int16)
+    stored[nodata] = NODATA
+    return stored
 
 
 def clear_mask(scl: np.ndarray, invalid: list[int], dilation_px: int) -> np.ndarray:
@@ -259,17 +285,34 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     stac_cfg = {"assets": {**{k: {"data_type": "uint16", "nodata": 0, "unit": "1"} for k in keys},
                            scl_key: {"data_type": "uint8", "nodata": 0, "unit": "1"}}}
 
-    def load(win) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
-        """One window (grown by the mask's halo) of every scene: times, DNs per band, SCL."""
-        gb = _halo_geobox(grid, win, halo)
+    native = native_grids(by_time, keys, grid)
+
+    def load(win) -> tuple[np.ndarray, list, np.ndarray]:
+        """One window of every scene: times, DNs per band, and SCL grown by the mask's halo (only SCL:
+        a halo on every band would decompress the neighbouring tiles of every file again). Coarser
+        bands come on their own pixel grid, as (DNs, transform), to be interpolated by
+        :mod:`lcflow.resample`."""
+        grown, exact = _halo_geobox(grid, win, halo), _halo_geobox(grid, win, 0)
         with remote.gdal_env(network):  # in the reading thread: GDAL's settings are per thread
             try:
-                ds = odc.stac.load(by_time, bands=keys + [scl_key], geobox=gb, groupby="id", stac_cfg=stac_cfg,
-                                   resampling={"*": "bilinear", scl_key: "nearest"}, preserve_original_order=True,
-                                   pool=network.threads, patch_url=sign)
-                return ds.time.values.astype("datetime64[us]"), [ds[k].values for k in keys], ds[scl_key].values
+                common = dict(groupby="id", stac_cfg=stac_cfg, preserve_original_order=True, pool=network.threads,
+                              patch_url=sign)
+                scl = odc.stac.load(by_time, bands=[scl_key], geobox=grown, resampling="nearest", **common)
+                times = scl.time.values.astype("datetime64[us]")
+                values: dict[str, np.ndarray] = {}
+                warped = [k for k in keys if k not in native]
+                if warped:
+                    ds = odc.stac.load(by_time, bands=warped, geobox=exact, resampling="bilinear", **common)
+                    values.update((k, ds[k].values) for k in warped)
+                for transform in set(native.values()):
+                    group = [k for k in keys if native.get(k) == transform]
+                    src, shape = resample.source_window(transform, exact.transform, exact.shape.yx)
+                    ds = odc.stac.load(by_time, bands=group, geobox=GeoBox(shape, src, grid.crs), resampling="nearest",
+                                       **common)  # on the band's own grid: read as stored, nothing warped
+                    values.update((k, (ds[k].values, src)) for k in group)  # interpolated by the consumer
+                return times, [values[k] for k in keys], scl[scl_key].values
             except Exception as exc:  # GDAL, HTTP or decoding errors of one asset: name it
-                raise _read_failure(exc, by_time, keys + [scl_key], tile, year, gb, sign) from exc
+                raise _read_failure(exc, by_time, keys + [scl_key], tile, year, grown, sign) from exc
 
     progress = Progress(log, f"cube {tile} {year}", grid.width * grid.height)
     clear_cells = 0
@@ -281,16 +324,17 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
         for win, (times, values, scl) in prefetched(load, windows):
             if len(times) != len(by_time):
                 raise LcflowError(f"{manifest}: {len(by_time)} items loaded as {len(times)} scenes")
-            clear = clear_mask(scl, invalid_scl, dilation_px)
+            # coarser bands are interpolated here, not in the reading thread: the two threads stay balanced
+            exact = _halo_geobox(grid, win, 0)
+            values = [_upsampled(*v, exact) if isinstance(v, tuple) else v for v in values]
+            clear = clear_mask(scl, invalid_scl, dilation_px)[:, halo:scl.shape[1] - halo, halo:scl.shape[2] - halo]
             for dn in values:
                 clear &= dn != 0
             comp, counts = composite(values, clear, times, edges, offsets)
             del values, scl, clear
-            inner = (slice(halo, comp.shape[-2] - halo), slice(halo, comp.shape[-1] - halo))
-            comp, counts = comp[(..., *inner)], counts[(..., *inner)]
             clear_cells += int((counts > 0).sum())
             if fill_gaps:
-                comp = fill_time_gaps(np.ascontiguousarray(comp))
+                comp = fill_time_gaps(comp)
             if spectral_indices:
                 comp = np.concatenate([comp, indices.compute(spectral_indices, comp, bands, sentinel2.QUANTIFICATION)], axis=1)
             cube.write(to_int16(comp).reshape(-1, *comp.shape[2:]), window=win)

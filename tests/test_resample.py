@@ -1,0 +1,46 @@
+import numpy as np
+import pytest
+from affine import Affine
+from rasterio.warp import Resampling, reproject
+
+from lcflow import resample
+
+SOURCE = Affine(20, 0, 600000, 0, -20, 5800000)  # a 20 m band's grid
+
+
+@pytest.fixture(scope="module")
+def band() -> np.ndarray:
+    rng = np.random.default_rng(1)
+    data = rng.integers(100, 5000, (2, 300, 300)).astype(np.uint16)
+    data[:, 50:60, 50:70] = 0  # a no-data hole
+    data[0, rng.random((300, 300)) < 0.05] = 0  # scattered no data
+    return data
+
+
+@pytest.mark.parametrize("left,top,shape,res", [
+    (2040, 2040, (256, 256), 10),  # a cube window with its halo: 10 m, offset by one pixel
+    (5130, 3330, (100, 77), 10),  # not on the 20 m grid
+    (200, 200, (50, 50), 7.5),  # a ratio that is not whole
+    (0, 0, (40, 30), 10),  # at the source's edge
+])
+def test_bilinear_is_gdals_bilinear(band, left, top, shape, res):
+    dst = Affine(res, 0, 600000 + left, 0, -res, 5800000 - top)
+    gdal = np.zeros((len(band), *shape), np.uint16)
+    for b in range(len(band)):
+        reproject(band[b], gdal[b], src_transform=SOURCE, src_crs="EPSG:32631", dst_transform=dst,
+                  dst_crs="EPSG:32631", resampling=Resampling.bilinear, src_nodata=0, dst_nodata=0)
+    src, src_shape = resample.source_window(SOURCE, dst, shape)
+    c0, r0 = round((src.c - SOURCE.c) / 20), round((SOURCE.f - src.f) / 20)
+    padded = np.pad(band, ((0, 0), (1, 1), (1, 1)))  # the window may reach one pixel outside: no data there
+    part = padded[:, r0 + 1:r0 + 1 + src_shape[0], c0 + 1:c0 + 1 + src_shape[1]]
+    assert part.shape[1:] == src_shape
+    mine = resample.bilinear(part, src, dst, shape, nodata=0)
+    assert mine.dtype == np.uint16 and (gdal > 0).mean() > 0.8
+    assert np.array_equal(mine, gdal)  # values, rounding and where there is no data
+
+
+def test_source_window_covers_every_neighbour():
+    dst = Affine(10, 0, 600010, 0, -10, 5799990)
+    src, shape = resample.source_window(SOURCE, dst, (4, 4))
+    # destination centres 600015..600045: source centres 600010, 600030, 600050 around them
+    assert src.c == 600000 and src.f == 5800000 and shape == (3, 3)
