@@ -237,3 +237,16 @@ def test_copernicus_items_name_bands_at_their_resolution_and_their_s3_endpoint(e
     assert remote.s3_endpoint([item]) == remote.CDSE_S3_ENDPOINT
     assert remote.s3_endpoint(earth_search_items) is None
     assert remote.signer("auto", [item]) is None
+
+
+def test_real_catalogue_items_have_their_20m_bands_read_on_their_own_grid(earth_search_items, planetary_items):
+    """Earth Search and Planetary Computer items give every asset's grid (proj:transform): the 20 m
+    bands are read as stored and interpolated, the 10 m bands pasted, nothing warped by GDAL."""
+    bands = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
+    for items, tile in ((earth_search_items, "13TDE"), (planetary_items, "35MNM")):
+        keys = [sentinel2.asset_key(items[0].assets, b) for b in bands]
+        grid = cube.tile_grid(tile, items, 10.0, None)
+        native = cube.native_grids(items, keys, grid)
+        coarse = [b for b, k in zip(bands, keys) if k in native]
+        assert coarse == ["B05", "B06", "B07", "B8A", "B11", "B12"], tile
+        assert {(t.a, t.c, t.f) for t in native.values()} == {(20.0, grid.transform.c, grid.transform.f)}
