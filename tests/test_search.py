@@ -49,3 +49,33 @@ def test_no_item_names_tile_and_year(demo, tmp_path):
         search.run("31UFT", 2018, tmp_path / "items.json", catalog=str(tmp_path / "nope.json"))
     with pytest.raises(LcflowError, match="exactly one"):
         search.run("31UFT", 2018, tmp_path / "items.json")
+
+
+def test_a_stac_api_search_gives_the_manifest_of_the_static_catalog(demo, tmp_path):
+    """pystac-client against a STAC API (loopback, paged by "next" links): the tile's items of the year,
+    found by the tile's centre as for Copernicus Data Space, are those the static catalog gives."""
+    from .stac_api import serve_api
+
+    local = tmp_path / "local.json"
+    search.run("31UFT", 2018, local, catalog=str(demo / "catalog" / "catalog.json"))
+    with serve_api(demo / "catalog" / "catalog.json", page_size=3) as api:
+        n = search.run("31UFT", 2018, tmp_path / "api.json", api=f"{api.url}/", max_cloud_cover=100)
+    assert api.searches["POST"] > 2  # several pages were followed
+    got, want = search.read_manifest(tmp_path / "api.json"), search.read_manifest(local)
+    assert n == len(want) > 3 and [i.id for i in got] == [i.id for i in want]
+    assert {i.datetime.year for i in got} == {2018} and {search.item_tile(i) for i in got} == {"31UFT"}
+    source = json.loads((tmp_path / "api.json").read_text())["lcflow:source"]
+    assert source["api"] == f"{api.url}/" and source["collection"] == "sentinel-2-l2a"
+
+
+def test_a_failing_stac_api_is_named_with_tile_year_and_collection(demo, tmp_path):
+    from .stac_api import serve_api
+
+    with serve_api(demo / "catalog" / "catalog.json") as api:
+        api.failing = True
+        with pytest.raises(LcflowError) as err:
+            search.run("31UFT", 2019, tmp_path / "items.json", api=f"{api.url}/", collection="sentinel-2-l2a")
+    text = str(err.value)
+    assert f"STAC search of tile 31UFT 2019 at {api.url}/ (collection sentinel-2-l2a) failed" in text
+    assert "database unavailable" in text or "500" in text
+    assert not (tmp_path / "items.json").exists()

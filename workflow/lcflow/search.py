@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pystac
 
 from . import mgrs
@@ -114,7 +115,7 @@ def from_catalog(catalog: str | Path) -> Iterable[pystac.Item]:
 
 def tile_query(url: str, tile: str) -> dict[str, Any] | None:
     """The STAC query that selects one MGRS tile, in the property the endpoint indexes (None where the
-    endpoint's query support is not known: the search then goes by the tile's centre)."""
+    endpoint's query support is not known: the search then goes by the tile's footprint)."""
     if "planetarycomputer" in url:
         return {"s2:mgrs_tile": {"eq": tile}}
     if "earth-search" in url:
@@ -122,26 +123,30 @@ def tile_query(url: str, tile: str) -> dict[str, Any] | None:
     return None
 
 
-def tile_centre(tile: str) -> dict[str, Any]:
-    """The centre of the tile as a GeoJSON point in longitude/latitude (inside this tile only; the
-    search results are filtered by tile anyway)."""
+def tile_footprint(tile: str) -> dict[str, Any]:
+    """The tile's square as a GeoJSON polygon in longitude/latitude (edges densified, so the lines stay
+    on the UTM square). Not its centre: a tile at the edge of an orbit's swath has scenes that do not
+    reach its centre. Neighbouring tiles' items that overlap it are dropped by :func:`select`."""
     from pyproj import Transformer
 
     xmin, ymin, xmax, ymax = mgrs.tile_bounds(tile)
-    lon, lat = Transformer.from_crs(mgrs.tile_epsg(tile), 4326, always_xy=True).transform((xmin + xmax) / 2,
-                                                                                         (ymin + ymax) / 2)
-    return {"type": "Point", "coordinates": [lon, lat]}
+    steps = np.linspace(0, 1, 11)
+    x = np.concatenate([xmin + (xmax - xmin) * steps, np.full(11, xmax), xmax - (xmax - xmin) * steps, np.full(11, xmin)])
+    y = np.concatenate([np.full(11, ymax), ymax - (ymax - ymin) * steps, np.full(11, ymin), ymin + (ymax - ymin) * steps])
+    lon, lat = Transformer.from_crs(mgrs.tile_epsg(tile), 4326, always_xy=True).transform(x, y)
+    ring = [[float(a), float(b)] for a, b in zip(lon, lat)]
+    return {"type": "Polygon", "coordinates": [[*ring, ring[0]]]}
 
 
 def from_api(url: str, collection: str, tile: str, year: int, max_cloud_cover: float) -> Iterable[pystac.Item]:
     """Items from a STAC API search (Earth Search v1, Planetary Computer, Copernicus Data Space, any
-    other STAC API by the tile's centre)."""
+    other STAC API by the tile's footprint)."""
     from pystac_client import Client
 
     client = Client.open(url)
     query = tile_query(url, tile)
     where = {"query": {**query, "eo:cloud_cover": {"lte": max_cloud_cover}}} if query else \
-        {"intersects": tile_centre(tile)}
+        {"intersects": tile_footprint(tile)}
     search = client.search(collections=[collection], datetime=f"{year}-01-01/{year}-12-31", **where)
     return search.items()
 
