@@ -132,13 +132,21 @@ def test_killed_training_resumes_from_its_checkpoint(samples, tmp_path):
     assert np.allclose(history["val_accuracy"], pd.read_csv(reference / "history.csv")["val_accuracy"])
 
 
+@pytest.fixture(scope="module")
+def rf_accuracy(samples, tmp_path_factory) -> float:
+    return training.train("rf", samples, tmp_path_factory.mktemp("rf") / "rf", {})["test"]["overall_accuracy"]
+
+
 @pytest.mark.parametrize("model,params", [("lstm", {"hidden_size": 32}), ("tempcnn", {"filters": 32, "dense": 64})])
-def test_deep_models_beat_the_majority_class_on_demo_samples(model, params, samples, tmp_path):
+def test_deep_models_beat_the_majority_class_on_demo_samples(model, params, samples, rf_accuracy, tmp_path):
+    """Labels are CORINE's (100 m, generalised), so agreement is capped well below 1 and how far above the
+    majority rate it can go depends on the sample drawn: the Random Forest on the same samples is the
+    yardstick, beside a kappa beyond chance and a clear margin over the majority class."""
     metrics = training.train(model, samples, tmp_path / model, {"epochs": 15, "min_steps": 0, "threads": 1, **params})
     test = metrics["test"]
     majority = max(c["support"] for c in test["per_class"].values()) / test["n_samples"]
-    # labels are CORINE's (100 m, generalised), so agreement is capped well below 1; kappa is beyond chance
-    assert test["overall_accuracy"] > majority + 0.15 and test["kappa"] > 0.5, (test, majority)
+    assert test["overall_accuracy"] >= rf_accuracy - 0.03, (test, rf_accuracy)
+    assert test["overall_accuracy"] > majority + 0.1 and test["kappa"] > 0.5, (test, majority)
 
 
 def _workers(root: int) -> list[int]:

@@ -11,7 +11,7 @@ import pystac
 import pytest
 import rasterio
 
-from lcflow import cube, remote, search, sentinel2
+from lcflow import cube, mgrs, remote, search, sentinel2
 from lcflow.errors import LcflowError
 
 from .conftest import BANDS, SMALL_AOI
@@ -245,7 +245,10 @@ def test_real_catalogue_items_have_their_20m_bands_read_on_their_own_grid(earth_
     bands = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
     for items, tile in ((earth_search_items, "13TDE"), (planetary_items, "35MNM")):
         keys = [sentinel2.asset_key(items[0].assets, b) for b in bands]
-        grid = cube.tile_grid(tile, items, 10.0, None)
+        grid = cube.tile_grid(tile, items, 10.0, None)  # the whole tile, from the items' proj:transform
+        assert (grid.width, grid.height) == (10980, 10980) and grid.crs.to_epsg() == mgrs.tile_epsg(tile)
+        assert (grid.transform.c, grid.transform.f) == tuple(items[0].assets[keys[0]].extra_fields["proj:transform"][i]
+                                                             for i in (2, 5))
         native = cube.native_grids(items, keys, grid)
         coarse = [b for b, k in zip(bands, keys) if k in native]
         assert coarse == ["B05", "B06", "B07", "B8A", "B11", "B12"], tile
