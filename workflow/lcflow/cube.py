@@ -256,8 +256,8 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     import odc.stac
     from rasterio.errors import NotGeoreferencedWarning
 
-    # odc-stac reprojects 20 m bands into bare arrays, always with an explicit target transform; rasterio
-    # still says those arrays have none
+    # odc-stac warps SCL (and bands without their own grid) into bare arrays, always with an explicit
+    # target transform; rasterio still says those arrays have none
     warnings.filterwarnings("ignore", category=NotGeoreferencedWarning, module="rasterio.warp")
     sentinel2.check_bands(bands)
     spectral_indices = indices.check(list(spectral_indices), bands)
@@ -287,7 +287,7 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
 
     native = native_grids(by_time, keys, grid)
 
-    def load(win) -> tuple[np.ndarray, list, np.ndarray]:
+    def load(win) -> tuple[np.ndarray, list[np.ndarray | tuple[np.ndarray, Affine]], np.ndarray]:
         """One window of every scene: times, DNs per band, and SCL grown by the mask's halo (only SCL:
         a halo on every band would decompress the neighbouring tiles of every file again). Coarser
         bands come on their own pixel grid, as (DNs, transform), to be interpolated by
@@ -299,7 +299,7 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
                               patch_url=sign)
                 scl = odc.stac.load(by_time, bands=[scl_key], geobox=grown, resampling="nearest", **common)
                 times = scl.time.values.astype("datetime64[us]")
-                values: dict[str, np.ndarray] = {}
+                values: dict[str, np.ndarray | tuple[np.ndarray, Affine]] = {}
                 warped = [k for k in keys if k not in native]
                 if warped:
                     ds = odc.stac.load(by_time, bands=warped, geobox=exact, resampling="bilinear", **common)
