@@ -96,7 +96,13 @@ class Server(ThreadingHTTPServer):
 @contextlib.contextmanager
 def serve(directory: Path, fail_first: int = 0) -> Iterator[Server]:
     """Serve ``directory`` on a free loopback port for the duration of the block."""
-    server = Server(directory, fail_first)
+    with running(Server(directory, fail_first)) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def running(server: ThreadingHTTPServer) -> Iterator[ThreadingHTTPServer]:
+    """``server`` answering in a thread of its own for the duration of the block, then closed."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -17,6 +17,8 @@ from urllib.parse import parse_qs, urlparse
 import pystac
 import shapely.geometry
 
+from .http_server import running
+
 CONFORMS = ["https://api.stacspec.org/v1.0.0/core", "https://api.stacspec.org/v1.0.0/item-search",
             "https://api.stacspec.org/v1.0.0/item-search#query"]
 OPS = {"eq": lambda a, b: a == b, "lt": lambda a, b: a < b, "lte": lambda a, b: a <= b,
@@ -140,10 +142,5 @@ class StacApi(ThreadingHTTPServer):
 @contextlib.contextmanager
 def serve_api(catalog: Path, collection: str = "sentinel-2-l2a", page_size: int = 4) -> Iterator[StacApi]:
     """A STAC API over the items of the static ``catalog``, on a free loopback port for the block."""
-    server = StacApi(catalog, collection, page_size)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(StacApi(catalog, collection, page_size)) as server:
         yield server
-    finally:
-        server.shutdown()
