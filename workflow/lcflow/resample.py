@@ -31,15 +31,15 @@ def bilinear(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int,
     """``values`` (..., rows, cols) on the grid ``src`` (as :func:`source_window` gives it), interpolated
     onto ``dst``; integer types are rounded half up, as GDAL does."""
     h, w = dst_shape
-    rows, row_w = _weights(dst.f, dst.e, h, src.f, src.e, values.shape[-2])
-    cols, col_w = _weights(dst.c, dst.a, w, src.c, src.a, values.shape[-1])
+    rows = _Axis(dst.f, dst.e, h, src.f, src.e, values.shape[-2])
+    cols = _Axis(dst.c, dst.a, w, src.c, src.a, values.shape[-1])
     valid = (values != nodata).astype(np.float32)
     data = np.where(valid > 0, values, 0).astype(np.float32)
-    num, den = (_interpolate(a, rows, row_w, cols, col_w) for a in (data, valid))
+    num, den = (_interpolate(a, rows, cols) for a in (data, valid))
     with np.errstate(invalid="ignore", divide="ignore"):
         out = num / den
     # GDAL computes a pixel only where the source pixel under its centre is valid
-    missing = (_nearest(valid, dst.f, dst.e, h, src.f, src.e, dst.c, dst.a, w, src.c, src.a) == 0) | (den < 1e-5)
+    missing = (valid[..., rows.under[:, None], cols.under] == 0) | (den < 1e-5)
     if np.issubdtype(values.dtype, np.integer):
         out = np.floor(out + 0.5)
         info = np.iinfo(values.dtype)
@@ -48,21 +48,19 @@ def bilinear(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int,
     return out.astype(values.dtype)
 
 
-def _weights(dst_origin, dst_step, n, src_origin, src_step, size) -> tuple[np.ndarray, np.ndarray]:
-    """Index of the lower neighbour and the weight of the upper one, for each destination pixel."""
-    pos = (dst_origin + (np.arange(n) + 0.5) * dst_step - src_origin) / src_step - 0.5
-    low = np.floor(pos).astype(np.intp)
-    weight = (pos - low).astype(np.float32)
-    return np.clip(low, 0, size - 2), np.where(low > size - 2, 1.0, weight).astype(np.float32)
+class _Axis:
+    """Along one axis, for each destination pixel centre: its lower source neighbour (``low``), the
+    weight of the upper one (``weight``) and the source pixel it lies in (``under``)."""
+
+    def __init__(self, dst_origin: float, dst_step: float, n: int, src_origin: float, src_step: float, size: int):
+        at = (dst_origin + (np.arange(n) + 0.5) * dst_step - src_origin) / src_step  # in source pixels
+        pos = at - 0.5  # from the first source pixel's centre
+        low = np.floor(pos).astype(np.intp)
+        self.low = np.clip(low, 0, size - 2)
+        self.weight = np.where(low > size - 2, 1.0, pos - low).astype(np.float32)
+        self.under = np.clip(np.floor(at).astype(np.intp), 0, size - 1)
 
 
-def _nearest(a: np.ndarray, dst_y, dst_dy, h, src_y, src_dy, dst_x, dst_dx, w, src_x, src_dx) -> np.ndarray:
-    """``a`` at the source pixel under each destination pixel centre."""
-    rows = np.floor((dst_y + (np.arange(h) + 0.5) * dst_dy - src_y) / src_dy).astype(np.intp)
-    cols = np.floor((dst_x + (np.arange(w) + 0.5) * dst_dx - src_x) / src_dx).astype(np.intp)
-    return a[..., np.clip(rows, 0, a.shape[-2] - 1)[:, None], np.clip(cols, 0, a.shape[-1] - 1)]
-
-
-def _interpolate(a: np.ndarray, rows, row_w, cols, col_w) -> np.ndarray:
-    along_rows = a[..., rows, :] * (1 - row_w)[:, None] + a[..., rows + 1, :] * row_w[:, None]
-    return along_rows[..., cols] * (1 - col_w) + along_rows[..., cols + 1] * col_w
+def _interpolate(a: np.ndarray, rows: _Axis, cols: _Axis) -> np.ndarray:
+    along_rows = a[..., rows.low, :] * (1 - rows.weight)[:, None] + a[..., rows.low + 1, :] * rows.weight[:, None]
+    return along_rows[..., cols.low] * (1 - cols.weight) + along_rows[..., cols.low + 1] * cols.weight
