@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pystac
 
 from . import mgrs
@@ -127,15 +126,12 @@ def tile_footprint(tile: str) -> dict[str, Any]:
     """The tile's square as a GeoJSON polygon in longitude/latitude (edges densified, so the lines stay
     on the UTM square). Not its centre: a tile at the edge of an orbit's swath has scenes that do not
     reach its centre. Neighbouring tiles' items that overlap it are dropped by :func:`select`."""
-    from pyproj import Transformer
+    from rasterio.warp import transform_geom
+    from shapely.geometry import box, mapping
 
     xmin, ymin, xmax, ymax = mgrs.tile_bounds(tile)
-    steps = np.linspace(0, 1, 11)
-    x = np.concatenate([xmin + (xmax - xmin) * steps, np.full(11, xmax), xmax - (xmax - xmin) * steps, np.full(11, xmin)])
-    y = np.concatenate([np.full(11, ymax), ymax - (ymax - ymin) * steps, np.full(11, ymin), ymin + (ymax - ymin) * steps])
-    lon, lat = Transformer.from_crs(mgrs.tile_epsg(tile), 4326, always_xy=True).transform(x, y)
-    ring = [[float(a), float(b)] for a, b in zip(lon, lat)]
-    return {"type": "Polygon", "coordinates": [[*ring, ring[0]]]}
+    square = box(xmin, ymin, xmax, ymax).segmentize((xmax - xmin) / 10)
+    return transform_geom(f"EPSG:{mgrs.tile_epsg(tile)}", "EPSG:4326", mapping(square))
 
 
 def from_api(url: str, collection: str, tile: str, year: int, max_cloud_cover: float) -> Iterable[pystac.Item]:
