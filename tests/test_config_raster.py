@@ -48,13 +48,29 @@ def test_bad_config_is_named_in_one_line(change, message, tmp_path):
     assert "\n" not in text and message in text, text
 
 
-def test_grid_windows_cover_the_grid_once():
+@pytest.mark.parametrize("order", ["rows", "z"])
+def test_grid_windows_cover_the_grid_once(order):
     g = Grid.from_bounds(32631, (0, 0, 1000, 700), 10)
     cover = np.zeros((g.height, g.width), int)
-    for w in g.windows(32):
+    for w in g.windows(32, order):
         cover[w.toslices()] += 1
     assert (cover == 1).all()
     assert g.bounds == (0, 0, 1000, 700)
+
+
+def test_z_ordered_windows_of_one_source_tile_follow_each_other():
+    """512 px windows over 1024 px tiles (a 10 m band) and 2048 px ones (a 20 m band tiled 1024 px):
+    each tile's windows come one after another, without windows of other tiles between them."""
+    g = Grid.from_bounds(32631, (0, 0, 109800, 109800), 10)  # a whole tile: windows not a power of two
+    windows = list(g.windows(512, "z"))
+    assert len(windows) == 22 * 22 and windows[0].col_off == windows[0].row_off == 0
+    for tile in (1024, 2048):
+        seen = [(int(w.row_off) // tile, int(w.col_off) // tile) for w in windows]
+        runs = [k for i, k in enumerate(seen) if i == 0 or seen[i - 1] != k]
+        assert len(runs) == len(set(seen)), tile  # no tile is come back to
+    assert [(w.row_off, w.col_off) for w in windows[:4]] == [(0, 0), (0, 512), (512, 0), (512, 512)]
+    with pytest.raises(ValueError, match="spiral"):
+        next(g.windows(512, "spiral"))
 
 
 def test_a_failed_write_leaves_nothing(tmp_path):

@@ -44,3 +44,38 @@ def test_source_window_covers_every_neighbour():
     src, shape = resample.source_window(SOURCE, dst, (4, 4))
     # destination centres 600015..600045: source centres 600010, 600030, 600050 around them
     assert src.c == 600000 and src.f == 5800000 and shape == (3, 3)
+
+
+@pytest.mark.parametrize("left,top,shape,res", [
+    (2030, 2030, (258, 258), 10),  # SCL for a cube window with its 1 px halo
+    (5130, 3330, (100, 77), 10),  # not on the 20 m grid
+    (200, 200, (50, 50), 7.5),  # a ratio that is not whole
+    (0, 0, (40, 30), 10),  # at the source's edge
+    (400, 600, (30, 40), 20),  # the source's own grid: the window itself
+])
+def test_nearest_is_gdals_nearest(band, left, top, shape, res):
+    scl = (band % 12).astype(np.uint8)
+    dst = Affine(res, 0, 600000 + left, 0, -res, 5800000 - top)
+    gdal = np.zeros((len(scl), *shape), np.uint8)
+    for b in range(len(scl)):
+        reproject(scl[b], gdal[b], src_transform=SOURCE, src_crs="EPSG:32631", dst_transform=dst,
+                  dst_crs="EPSG:32631", resampling=Resampling.nearest, src_nodata=0, dst_nodata=0)
+    src, src_shape = resample.source_window(SOURCE, dst, shape, "nearest")
+    c0, r0 = round((src.c - SOURCE.c) / 20), round((SOURCE.f - src.f) / 20)
+    assert c0 >= 0 and r0 >= 0
+    part = scl[:, r0:r0 + src_shape[0], c0:c0 + src_shape[1]]
+    assert part.shape[1:] == src_shape
+    mine = resample.nearest(part, src, dst, shape)
+    assert len(np.unique(mine)) == 12 and (gdal > 0).mean() > 0.8
+    assert np.array_equal(mine, gdal)
+    if res == 20:
+        assert mine is part and src == dst  # nothing resampled, nothing copied
+
+
+def test_source_window_for_nearest_is_the_pixels_under_the_centres():
+    dst = Affine(10, 0, 600010, 0, -10, 5799990)
+    src, shape = resample.source_window(SOURCE, dst, (4, 4), "nearest")
+    # destination centres 600015..600045 lie in the source pixels 600000-600020 .. 600040-600060
+    assert src.c == 600000 and src.f == 5800000 and shape == (3, 3)
+    with pytest.raises(ValueError, match="cubic"):
+        resample.source_window(SOURCE, dst, (4, 4), "cubic")

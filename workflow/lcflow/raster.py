@@ -55,11 +55,26 @@ class Grid:
     def profile(self) -> dict[str, Any]:
         return {"crs": self.crs, "transform": self.transform, "width": self.width, "height": self.height}
 
-    def windows(self, block: int) -> Iterator[Window]:
-        """Row-major square windows of at most ``block`` pixels a side covering the grid."""
-        for row in range(0, self.height, block):
-            for col in range(0, self.width, block):
-                yield Window(col, row, min(block, self.width - col), min(block, self.height - row))
+    def windows(self, block: int, order: str = "rows") -> Iterator[Window]:
+        """Square windows of at most ``block`` pixels a side covering the grid, row by row, or in
+        ``order="z"`` (Morton order: every aligned square of 2 x 2, 4 x 4, ... windows in a row, so that
+        windows inside one tile of a source file, whatever its size, follow each other)."""
+        cells = [(r, c) for r in range((self.height + block - 1) // block) for c in range((self.width + block - 1) // block)]
+        if order == "z":
+            cells.sort(key=lambda rc: _interleaved(*rc))
+        elif order != "rows":
+            raise ValueError(f"window order {order!r}: rows or z")
+        for r, c in cells:
+            row, col = r * block, c * block
+            yield Window(col, row, min(block, self.width - col), min(block, self.height - row))
+
+
+def _interleaved(row: int, col: int) -> int:
+    """The Morton code of (row, col): their bits interleaved."""
+    code = 0
+    for bit in range(max(row.bit_length(), col.bit_length())):
+        code |= ((row >> bit) & 1) << (2 * bit + 1) | ((col >> bit) & 1) << (2 * bit)
+    return code
 
 
 def read_with_halo(ds: rasterio.io.DatasetReader, window: Window, halo: int, fill_value: float) -> np.ndarray:

@@ -1,9 +1,11 @@
-"""Bilinear resampling of a coarser band (20 m, 60 m) onto the cube's finer grid of the same CRS.
+"""Resampling of a band stored on a coarser (or the same) grid onto the cube's grid of the same CRS:
+bilinear for reflectances (20 m, 60 m), nearest for the scene classification.
 
 GDAL's warper does this too, but costs six times a plain read for Sentinel-2's 20 m bands; on grids
-that are only scaled and shifted against each other, the same interpolation is two passes of numpy.
-The result is GDAL's: pixel-centre convention, no data where the source pixel under a pixel's centre
-has none, no-data neighbours left out and the weights of the others renormalised, rounded half up.
+that are only scaled and shifted against each other, the same resampling is two passes of numpy.
+The result is GDAL's: pixel-centre convention; for bilinear, no data where the source pixel under a
+pixel's centre has none, no-data neighbours left out and the weights of the others renormalised,
+rounded half up; for nearest, the source pixel under the centre.
 """
 
 import math
@@ -12,19 +14,38 @@ import numpy as np
 from affine import Affine
 
 
-def source_window(src: Affine, dst: Affine, dst_shape: tuple[int, int]) -> tuple[Affine, tuple[int, int]]:
-    """Transform and shape of the part of the source pixel grid ``src`` that interpolation onto
-    ``dst`` (its ``dst_shape``) reads: the source pixels around every destination pixel centre."""
+def source_window(src: Affine, dst: Affine, dst_shape: tuple[int, int],
+                  method: str = "bilinear") -> tuple[Affine, tuple[int, int]]:
+    """Transform and shape of the part of the source pixel grid ``src`` that resampling onto ``dst``
+    (its ``dst_shape``) reads: for bilinear the source pixels around every destination pixel centre, for
+    nearest those under them (on an aligned grid of the same pixel size: the destination window itself)."""
     h, w = dst_shape
-    c0, c1 = _span(dst.c, dst.a, w, src.c, src.a)
-    r0, r1 = _span(dst.f, dst.e, h, src.f, src.e)
+    c0, c1 = _span(dst.c, dst.a, w, src.c, src.a, method)
+    r0, r1 = _span(dst.f, dst.e, h, src.f, src.e, method)
     return src * Affine.translation(c0, r0), (r1 - r0 + 1, c1 - c0 + 1)
 
 
-def _span(dst_origin: float, dst_step: float, n: int, src_origin: float, src_step: float) -> tuple[int, int]:
-    first = (dst_origin + 0.5 * dst_step - src_origin) / src_step - 0.5
-    last = (dst_origin + (n - 0.5) * dst_step - src_origin) / src_step - 0.5
-    return math.floor(min(first, last)), math.floor(max(first, last)) + 1
+def _span(dst_origin: float, dst_step: float, n: int, src_origin: float, src_step: float,
+          method: str) -> tuple[int, int]:
+    first = (dst_origin + 0.5 * dst_step - src_origin) / src_step
+    last = (dst_origin + (n - 0.5) * dst_step - src_origin) / src_step
+    if method == "nearest":
+        return math.floor(min(first, last)), math.floor(max(first, last))
+    if method != "bilinear":
+        raise ValueError(f"resampling method {method!r}: bilinear or nearest")
+    return math.floor(min(first, last) - 0.5), math.floor(max(first, last) - 0.5) + 1
+
+
+def nearest(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int, int]) -> np.ndarray:
+    """``values`` (..., rows, cols) on the grid ``src`` (as :func:`source_window` gives it for nearest):
+    for each pixel of ``dst``, the source pixel its centre lies in (``values`` itself where the grids
+    are the same)."""
+    if src.almost_equals(dst) and values.shape[-2:] == tuple(dst_shape):
+        return values
+    h, w = dst_shape
+    rows = _Axis(dst.f, dst.e, h, src.f, src.e, values.shape[-2])
+    cols = _Axis(dst.c, dst.a, w, src.c, src.a, values.shape[-1])
+    return values[..., rows.under[:, None], cols.under]
 
 
 def bilinear(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int, int], nodata: float = 0) -> np.ndarray:
