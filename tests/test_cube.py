@@ -107,15 +107,23 @@ def test_cube_with_indices_and_filled_gaps(stages, tmp_path):
     assert np.median(np.abs(ndvi - 10000 * (nir - red) / (nir + red))) < 3
 
 
-def test_coarse_bands_interpolated_by_lcflow_equal_gdals_warp(stages, tmp_path, monkeypatch):
-    """20 m bands read on their own grid and interpolated (lcflow.resample) give the cube that
-    odc-stac's GDAL warp of every band gives."""
+def test_assets_read_as_stored_and_resampled_by_lcflow_equal_gdals_warp(stages, tmp_path, monkeypatch):
+    """Assets read on their own grid from files kept open, the 20 m bands interpolated and SCL taken
+    by nearest neighbour (lcflow.resample), give the cube that odc-stac's GDAL warp of every asset gives."""
     items = cube.read_manifest(stages["items2018"])
-    keys, _ = cube.check_items(items, "31UFT", 2018, BANDS)
+    keys, scl = cube.check_items(items, "31UFT", 2018, BANDS)
     grid = cube.tile_grid("31UFT", items, 10.0, SMALL_AOI["31UFT"])
-    native = cube.native_grids(items, keys, grid)
-    assert set(native) == {"rededge1", "rededge2", "rededge3", "nir08", "swir16", "swir22"}
-    assert all(t.a == 20 for t in native.values())
+    native = cube.native_grids(items, [*keys, scl], grid)
+    assert set(native) == {*keys, scl}
+    assert {k for k, t in native.items() if t.a == 20} == {"rededge1", "rededge2", "rededge3", "nir08", "swir16",
+                                                            "swir22", scl}
+    assert {cube._resampling(t, grid, k == scl) for k, t in native.items()} == {"nearest", "bilinear"}
+    assert cube._resampling(native[scl], grid, True) == "nearest" == cube._resampling(native["red"], grid, False)
+    other_zone = [i.clone() for i in items]
+    for i in other_zone:
+        i.properties.pop("proj:epsg", None)
+        i.properties["proj:code"] = "EPSG:32632"
+    assert cube.native_grids(other_zone, keys, grid) == {}  # not the tile's CRS: warped
     monkeypatch.setattr(cube, "native_grids", lambda *args: {})
     cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=BANDS,
              bounds=SMALL_AOI["31UFT"], block=64)

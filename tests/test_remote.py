@@ -240,9 +240,10 @@ def test_copernicus_items_name_bands_at_their_resolution_and_their_s3_endpoint(e
 
 
 def test_real_catalogue_items_have_their_20m_bands_read_on_their_own_grid(earth_search_items, planetary_items):
-    """Earth Search and Planetary Computer items give every asset's grid (proj:transform): the 20 m
-    bands are read as stored and interpolated, the 10 m bands pasted, nothing warped by GDAL."""
-    bands = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
+    """Earth Search and Planetary Computer items give every asset's grid (proj:transform): every asset is
+    read as stored, the 10 m bands as they are, the 20 m bands interpolated and SCL by nearest
+    neighbour, nothing warped by GDAL."""
+    bands = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12", "SCL"]
     for items, tile in ((earth_search_items, "13TDE"), (planetary_items, "35MNM")):
         keys = [sentinel2.asset_key(items[0].assets, b) for b in bands]
         grid = cube.tile_grid(tile, items, 10.0, None)  # the whole tile, from the items' proj:transform
@@ -250,6 +251,9 @@ def test_real_catalogue_items_have_their_20m_bands_read_on_their_own_grid(earth_
         assert (grid.transform.c, grid.transform.f) == tuple(items[0].assets[keys[0]].extra_fields["proj:transform"][i]
                                                              for i in (2, 5))
         native = cube.native_grids(items, keys, grid)
-        coarse = [b for b, k in zip(bands, keys) if k in native]
-        assert coarse == ["B05", "B06", "B07", "B8A", "B11", "B12"], tile
-        assert {(t.a, t.c, t.f) for t in native.values()} == {(20.0, grid.transform.c, grid.transform.f)}
+        assert set(native) == set(keys), tile
+        methods = {b: cube._resampling(native[k], grid, b == "SCL") for b, k in zip(bands, keys)}
+        assert [b for b in bands if methods[b] == "bilinear"] == ["B05", "B06", "B07", "B8A", "B11", "B12"], tile
+        assert [b for b in bands if methods[b] == "nearest"] == ["B02", "B03", "B04", "B08", "SCL"], tile
+        assert {(t.a, t.c, t.f) for t in native.values()} == {(10.0, grid.transform.c, grid.transform.f),
+                                                             (20.0, grid.transform.c, grid.transform.f)}

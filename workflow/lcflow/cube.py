@@ -10,6 +10,7 @@ import dataclasses
 import datetime as dt
 import logging
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from odc.geo.geobox import GeoBox
 from scipy import ndimage
 
 from . import features, indices, mgrs, remote, resample, sentinel2
+from .asset_reader import AssetReadError, AssetReader
 from .atomic import publish_together
 from .errors import LcflowError
 from .prefetch import prefetched
@@ -128,26 +130,43 @@ def _first_line(text: str) -> str:
 
 
 def native_grids(items, keys: list[str], grid: Grid) -> dict[str, Affine]:
-    """Asset key -> its own pixel grid (transform), for the bands coarser than ``grid`` that every item
-    stores on one north-up grid in the tile's CRS: those are read as stored and interpolated by
-    :mod:`lcflow.resample`; the others are warped by odc-stac."""
+    """Asset key -> its own pixel grid (transform), for the assets that every item stores on one north-up
+    grid in the tile's CRS, as fine as ``grid`` or coarser: those are read as stored, from files kept
+    open, and resampled by :mod:`lcflow.resample`; the others are warped by odc-stac."""
+    epsg = grid.crs.to_epsg()
+    if any(sentinel2.item_epsg(i.properties) != epsg for i in items):
+        return {}
     grids = {}
     for key in keys:
         found = {tuple(i.assets[key].extra_fields.get("proj:transform") or ())[:6] for i in items}
         if len(found) != 1 or len(t := found.pop()) != 6:
             continue
         transform = Affine(*t)
-        if transform.b == 0 and transform.d == 0 and abs(transform.a) > grid.transform.a * 1.001:
+        if transform.b == 0 and transform.d == 0 and transform.e < 0 and transform.a > grid.transform.a * 0.999:
             grids[key] = transform
     return grids
 
 
-def _upsampled(values: np.ndarray, src: Affine, exact: GeoBox, chunk: int = 16) -> np.ndarray:
-    """:func:`lcflow.resample.bilinear` of (obs, rows, cols), a few scenes at a time (bounded temporaries)."""
-    out = np.empty((len(values), *exact.shape.yx), dtype=values.dtype)
+def _resampling(transform: Affine, grid: Grid, categorical: bool) -> str:
+    """Nearest for classes and for a band on the grid's own pixel size (there: the pixels as stored,
+    where the grids are aligned), bilinear for a coarser band."""
+    return "nearest" if categorical or abs(transform.a - grid.transform.a) < 1e-6 * grid.transform.a else "bilinear"
+
+
+def _resampled(values: np.ndarray, src: Affine, method: str, target: GeoBox, chunk: int = 16) -> np.ndarray:
+    """(obs, rows, cols) read on the grid ``src`` resampled onto ``target``, a few scenes at a time
+    (bounded temporaries)."""
+    if method == "nearest":
+        return resample.nearest(values, src, target.transform, target.shape.yx)
+    out = np.empty((len(values), *target.shape.yx), dtype=values.dtype)
     for i in range(0, len(values), chunk):
-        out[i:i + chunk] = resample.bilinear(values[i:i + chunk], src, exact.transform, exact.shape.yx, nodata=0)
+        out[i:i + chunk] = resample.bilinear(values[i:i + chunk], src, target.transform, target.shape.yx, nodata=0)
     return out
+
+
+def _utc(time: dt.datetime) -> dt.datetime:
+    """A naive UTC time (as numpy's datetime64 wants it) from an item's time, aware or naive UTC."""
+    return time.astimezone(dt.timezone.utc).replace(tzinfo=None) if time.tzinfo else time
 
 
 def _halo_geobox(grid: Grid, win, halo: int) -> GeoBox:
@@ -254,6 +273,7 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     holds two windows of every date: it grows with ``block`` and the number of scenes, not with the tile.
     """
     import odc.stac
+    import rasterio
     from rasterio.errors import NotGeoreferencedWarning
 
     # odc-stac warps SCL (and bands without their own grid) into bare arrays, always with an explicit
@@ -279,59 +299,81 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
             "time_steps": [c.isoformat() for c in centres], "scale": "10000", "invalid_scl": invalid_scl,
             "gaps": "linear in time" if fill_gaps else "none"}
     halo = dilation_px
-    windows = list(grid.windows(block))
+    # Morton order: the windows inside one tile of a source file follow each other, and find its
+    # decompressed pixels in GDAL's block cache (the files stay open)
+    windows = list(grid.windows(block, order="z"))
     # Sentinel-2 L2A as every catalogue serves it: DNs in uint16, SCL in uint8, 0 = no data (declared, so
     # that resampling leaves no-data out and the load stays in the compact type)
     stac_cfg = {"assets": {**{k: {"data_type": "uint16", "nodata": 0, "unit": "1"} for k in keys},
                            scl_key: {"data_type": "uint8", "nodata": 0, "unit": "1"}}}
+    # assets on their own grid in the tile's CRS (every real catalogue's): read as stored, resampled here
+    native = {k: (t, _resampling(t, grid, k == scl_key)) for k, t in native_grids(by_time, [*keys, scl_key], grid).items()}
+    warped = [k for k in keys if k not in native]
+    options = network.gdal_options()
 
-    native = native_grids(by_time, keys, grid)
-
-    def load(win) -> tuple[np.ndarray, list[np.ndarray | tuple[np.ndarray, Affine]], np.ndarray]:
-        """One window of every scene: times, DNs per band, and SCL grown by the mask's halo (only SCL:
-        a halo on every band would decompress the neighbouring tiles of every file again). Coarser
-        bands come on their own pixel grid, as (DNs, transform), to be interpolated by
-        :mod:`lcflow.resample`."""
-        grown, exact = _halo_geobox(grid, win, halo), _halo_geobox(grid, win, 0)
-        with remote.gdal_env(network):  # in the reading thread: GDAL's settings are per thread
+    def read_asset(reader: AssetReader, item, key: str, region: Affine, out: np.ndarray) -> None:
+        with rasterio.Env(**options):  # GDAL's settings are per thread
             try:
-                common = dict(groupby="id", stac_cfg=stac_cfg, preserve_original_order=True, pool=network.threads,
-                              patch_url=sign)
-                scl = odc.stac.load(by_time, bands=[scl_key], geobox=grown, resampling="nearest", **common)
-                times = scl.time.values.astype("datetime64[us]")
-                values: dict[str, np.ndarray | tuple[np.ndarray, Affine]] = {}
-                warped = [k for k in keys if k not in native]
-                if warped:
-                    ds = odc.stac.load(by_time, bands=warped, geobox=exact, resampling="bilinear", **common)
-                    values.update((k, ds[k].values) for k in warped)
-                for transform in set(native.values()):
-                    group = [k for k in keys if native.get(k) == transform]
-                    src, shape = resample.source_window(transform, exact.transform, exact.shape.yx)
-                    ds = odc.stac.load(by_time, bands=group, geobox=GeoBox(shape, src, grid.crs), resampling="nearest",
-                                       **common)  # on the band's own grid: read as stored, nothing warped
-                    values.update((k, (ds[k].values, src)) for k in group)  # interpolated by the consumer
-                return times, [values[k] for k in keys], scl[scl_key].values
-            except Exception as exc:  # GDAL, HTTP or decoding errors of one asset: name it
-                raise _read_failure(exc, by_time, keys + [scl_key], tile, year, grown, sign) from exc
+                reader.read(item.assets[key].href, region, out.shape, out=out)
+            except (AssetReadError, LcflowError) as exc:  # GDAL, HTTP or decoding errors of one asset: name it
+                raise LcflowError(f"tile {tile} {year}: reading item {item.id} asset {key} "
+                                  f"({remote.redact(item.assets[key].href)}) failed: {_first_line(str(exc))}") from exc
 
+    def load(win) -> dict[str, np.ndarray | tuple[np.ndarray, Affine, str]]:
+        """One window of every scene: DNs per asset. The scene classification comes grown
+        by the mask's halo (only SCL: a halo on every band would decompress the neighbouring tiles of
+        every file again). Assets read on their own grid come as (DNs, their grid, resampling), to be
+        resampled by the consumer."""
+        grown, exact = _halo_geobox(grid, win, halo), _halo_geobox(grid, win, 0)
+        values: dict[str, np.ndarray | tuple[np.ndarray, Affine, str]] = {}
+        jobs = []
+        for key, (transform, method) in native.items():
+            target = grown if key == scl_key else exact
+            src, shape = resample.source_window(transform, target.transform, target.shape.yx, method)
+            stack = np.empty((len(by_time), *shape), dtype=np.uint8 if key == scl_key else np.uint16)
+            values[key] = (stack, src, method)
+            jobs += [(reader, item, key, src, stack[i]) for i, item in enumerate(by_time)]
+        list(readers.map(lambda job: read_asset(*job), jobs))
+        if warped or scl_key not in native:
+            with remote.gdal_env(network):  # in the reading thread: GDAL's settings are per thread
+                try:
+                    common = dict(groupby="id", stac_cfg=stac_cfg, preserve_original_order=True, pool=network.threads,
+                                  patch_url=sign)
+                    loads = [([scl_key], grown, "nearest")] if scl_key not in native else []
+                    loads += [(warped, exact, "bilinear")] if warped else []
+                    for group, geobox, method in loads:
+                        ds = odc.stac.load(by_time, bands=group, geobox=geobox, resampling=method, **common)
+                        if len(ds.time) != len(by_time):
+                            raise LcflowError(f"{manifest}: {len(by_time)} items loaded as {len(ds.time)} scenes")
+                        values.update((k, ds[k].values) for k in group)
+                except LcflowError:
+                    raise
+                except Exception as exc:  # GDAL, HTTP or decoding errors of one asset: name it
+                    raise _read_failure(exc, by_time, keys + [scl_key], tile, year, grown, sign) from exc
+        return values
+
+    times = np.array([np.datetime64(_utc(i.datetime), "us") for i in by_time])
     progress = Progress(log, f"cube {tile} {year}", grid.width * grid.height)
     clear_cells = 0
     with staged_cog(out_cube, grid, steps * len(layers), "int16", nodata=NODATA, tags=tags,
                     descriptions=names, resampling="average") as staged_cube, \
             staged_cog(out_valid, grid, steps, "uint8", tags={"time_steps": tags["time_steps"]},
-                       descriptions=[f"valid_t{k:02d}" for k in range(steps)]) as staged_valid:
+                       descriptions=[f"valid_t{k:02d}" for k in range(steps)]) as staged_valid, \
+            AssetReader(sign) as reader, \
+            ThreadPoolExecutor(network.threads, thread_name_prefix="lcflow-asset") as readers:
         cube, valid = staged_cube.dataset, staged_valid.dataset
-        for win, (times, values, scl) in prefetched(load, windows):
-            if len(times) != len(by_time):
-                raise LcflowError(f"{manifest}: {len(by_time)} items loaded as {len(times)} scenes")
-            # coarser bands are interpolated here, not in the reading thread: the two threads stay balanced
+        for win, loaded in prefetched(load, windows):
+            # resampled here, not in the reading thread: the two threads stay balanced
             exact = _halo_geobox(grid, win, 0)
-            values = [_upsampled(*v, exact) if isinstance(v, tuple) else v for v in values]
+            scl = loaded.pop(scl_key)
+            if isinstance(scl, tuple):
+                scl = _resampled(*scl, _halo_geobox(grid, win, halo))
+            values = [_resampled(*v, exact) if isinstance(v, tuple) else v for v in (loaded.pop(k) for k in keys)]
             clear = clear_mask(scl, invalid_scl, dilation_px)[:, halo:scl.shape[1] - halo, halo:scl.shape[2] - halo]
             for dn in values:
                 clear &= dn != 0
             comp, counts = composite(values, clear, times, edges, offsets)
-            del values, scl, clear
+            del values, scl, clear, loaded
             clear_cells += int((counts > 0).sum())
             if fill_gaps:
                 comp = fill_time_gaps(comp)
