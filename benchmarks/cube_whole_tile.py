@@ -104,7 +104,7 @@ def cube_child(catalog: str, work: str, threads: int, size: int) -> dict:
 
 def plain_child(catalog: str, work: str, threads: int, size: int) -> dict:
     """The same assets and windows as the cube reads (the bands exactly, SCL with the mask's 1 px halo),
-    read with rasterio and discarded."""
+    in the same order, from files kept open as the cube keeps them, read with rasterio and discarded."""
     from lcflow import search
 
     items = Path(work) / "items.json"
@@ -112,7 +112,7 @@ def plain_child(catalog: str, work: str, threads: int, size: int) -> dict:
     manifest = search.read_manifest(items)
     hrefs = [(i.assets[EARTH_SEARCH_KEYS[b]].href, b == "SCL") for i in manifest for b in [*BANDS, "SCL"]]
     grid = Grid(f"EPSG:{mgrs.tile_epsg(TILE)}", from_origin(0, 0, 10, 10), size, size)
-    with rasterio.Env(GDAL_DISABLE_READDIR_ON_OPEN="EMPTY_DIR", GDAL_CACHEMAX=256):
+    with rasterio.Env(GDAL_DISABLE_READDIR_ON_OPEN="EMPTY_DIR"):  # the block cache lcflow sets (lcflow.GDAL_CACHE_MB)
         sources = [(rasterio.open(h), scl) for h, scl in hrefs]
 
         def read(args) -> int:
@@ -123,7 +123,7 @@ def plain_child(catalog: str, work: str, threads: int, size: int) -> dict:
             return int(src.read(1, window=w, boundless=bool(halo)).size)
 
         with ThreadPoolExecutor(threads) as pool:
-            for win in grid.windows(BLOCK):
+            for win in grid.windows(BLOCK, "z"):
                 sum(pool.map(read, [(s, win) for s in sources]))
         for s, _ in sources:
             s.close()
