@@ -47,8 +47,10 @@ class Network:
             "GDAL_HTTP_RETRY_DELAY": f"{self.retry_delay_s:g}",
             "GDAL_HTTP_MERGE_CONSECUTIVE_RANGES": "YES",
             "GDAL_HTTP_MULTIPLEX": "YES",
-            "VSI_CACHE": "TRUE",  # a block cache of each remote file's recent byte ranges
-            "VSI_CACHE_SIZE": str(16 * 2**20),
+            # no VSI_CACHE: it holds up to its size per open file, and the cube keeps every asset of the
+            # year open; decoded tiles sit in GDAL's block cache and /vsicurl keeps one bounded cache of
+            # recent byte ranges for all files
+            "VSI_CACHE": "FALSE",
         }
         if self.s3_endpoint:
             options.update(AWS_S3_ENDPOINT=self.s3_endpoint, AWS_VIRTUAL_HOSTING="FALSE", AWS_HTTPS="YES")
