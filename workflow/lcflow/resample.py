@@ -54,18 +54,22 @@ def bilinear(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int,
     h, w = dst_shape
     rows = _Axis(dst.f, dst.e, h, src.f, src.e, values.shape[-2])
     cols = _Axis(dst.c, dst.a, w, src.c, src.a, values.shape[-1])
-    valid = (values != nodata).astype(np.float32)
-    data = np.where(valid > 0, values, 0).astype(np.float32)
-    num, den = (_interpolate(a, rows, cols) for a in (data, valid))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = num / den
-    # GDAL computes a pixel only where the source pixel under its centre is valid
-    missing = (valid[..., rows.under[:, None], cols.under] == 0) | (den < 1e-5)
+    is_valid = values != nodata
+    if is_valid.all():  # the common window, inside the swath: no weights to renormalise
+        out, missing = _interpolate(values.astype(np.float32), rows, cols), None
+    else:
+        valid = is_valid.astype(np.float32)
+        num, den = (_interpolate(a, rows, cols) for a in (np.where(is_valid, values, 0).astype(np.float32), valid))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = num / den
+        # GDAL computes a pixel only where the source pixel under its centre is valid
+        missing = (valid[..., rows.under[:, None], cols.under] == 0) | (den < 1e-5)
     if np.issubdtype(values.dtype, np.integer):
         out = np.floor(out + 0.5)
         info = np.iinfo(values.dtype)
         np.clip(out, info.min, info.max, out=out)
-    out[missing] = nodata
+    if missing is not None:
+        out[missing] = nodata
     return out.astype(values.dtype)
 
 
