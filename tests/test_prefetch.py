@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from lcflow.prefetch import prefetched
+from lcflow.prefetch import prefetched, written_behind
 
 
 def test_results_come_in_order_and_the_next_load_overlaps_the_consumer():
@@ -59,3 +59,37 @@ def test_stopping_early_leaves_no_load_running():
     count = len(loaded)
     time.sleep(0.2)
     assert len(loaded) == count <= 2
+
+
+def test_writes_run_in_order_behind_the_caller_one_pending_at_most():
+    done: list[int] = []
+    events: list[str] = []
+
+    def write(k: int) -> None:
+        assert threading.current_thread().name.startswith("lcflow-write")
+        time.sleep(0.05)
+        done.append(k)
+
+    with written_behind() as submit:
+        for k in range(4):
+            submit(write, k)
+            events.append(f"submitted {k} after {len(done)} done")
+    assert done == [0, 1, 2, 3]  # all finished on leaving, in order
+    # each call waited for the previous write, not for its own: one write pending at most
+    assert events == [f"submitted {k} after {k} done" for k in range(4)]
+
+
+def test_a_failing_write_raises_at_the_next_call_or_on_leaving():
+    def write(k: int) -> None:
+        if k == 1:
+            raise OSError("disk full writing window 1")
+
+    with pytest.raises(OSError, match="window 1"):
+        with written_behind() as submit:
+            submit(write, 0)
+            submit(write, 1)
+            submit(write, 2)  # waits for write 1: its error surfaces here
+            pytest.fail("write 1's error was not raised")
+    with pytest.raises(OSError, match="window 1"):
+        with written_behind() as submit:
+            submit(write, 1)  # the last write: its error surfaces on leaving

@@ -22,7 +22,7 @@ from . import features, indices, mgrs, remote, resample, sentinel2
 from .asset_reader import AssetReadError, AssetReader
 from .atomic import publish_together
 from .errors import LcflowError
-from .prefetch import prefetched
+from .prefetch import prefetched, written_behind
 from .progress import Progress
 from .raster import Grid, staged_cog
 from .search import read_manifest
@@ -269,8 +269,9 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     URLs signed as they are read where ``signing`` (or, for ``auto``, the catalogue) asks for it.
     ``spectral_indices`` (NDVI, ...) follow the bands in every time step, computed from its composites.
     ``fill_gaps`` interpolates steps without a clear observation linearly in time (the valid counts
-    still say which steps were observed). The next window is read while one is composited; memory
-    holds two windows of every date: it grows with ``block`` and the number of scenes, not with the tile.
+    still say which steps were observed). The next window is read while one is composited and the
+    previous one written; memory holds two windows of every date and one window of the cube, plus
+    GDAL's bounded block cache: it grows with ``block`` and the number of scenes, not with the tile.
     """
     import odc.stac
     import rasterio
@@ -362,26 +363,33 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
             AssetReader(sign) as reader, \
             ThreadPoolExecutor(network.threads, thread_name_prefix="lcflow-asset") as readers:
         cube, valid = staged_cube.dataset, staged_valid.dataset
-        for win, loaded in prefetched(load, windows):
-            # resampled here, not in the reading thread: the two threads stay balanced
-            exact = _halo_geobox(grid, win, 0)
-            scl = loaded.pop(scl_key)
-            if isinstance(scl, tuple):
-                scl = _resampled(*scl, _halo_geobox(grid, win, halo))
-            values = [_resampled(*v, exact) if isinstance(v, tuple) else v for v in (loaded.pop(k) for k in keys)]
-            clear = clear_mask(scl, invalid_scl, dilation_px)[:, halo:scl.shape[1] - halo, halo:scl.shape[2] - halo]
-            for dn in values:
-                clear &= dn != 0
-            comp, counts = composite(values, clear, times, edges, offsets)
-            del values, scl, clear, loaded
-            clear_cells += int((counts > 0).sum())
-            if fill_gaps:
-                comp = fill_time_gaps(comp)
-            if spectral_indices:
-                comp = np.concatenate([comp, indices.compute(spectral_indices, comp, bands, sentinel2.QUANTIFICATION)], axis=1)
-            cube.write(to_int16(comp).reshape(-1, *comp.shape[2:]), window=win)
+
+        def write_window(win, stored: np.ndarray, counts: np.ndarray) -> None:
+            """Compressing a window's 120-odd int16 bands costs as much as computing them: done meanwhile."""
+            cube.write(stored, window=win)
             valid.write(counts, window=win)
             progress.add(1, len(windows), int(win.width * win.height))
+
+        with written_behind() as write:  # every window is written on leaving
+            for win, loaded in prefetched(load, windows):
+                # resampled here, not in the reading thread: the two threads stay balanced
+                exact = _halo_geobox(grid, win, 0)
+                scl = loaded.pop(scl_key)
+                if isinstance(scl, tuple):
+                    scl = _resampled(*scl, _halo_geobox(grid, win, halo))
+                values = [_resampled(*v, exact) if isinstance(v, tuple) else v for v in (loaded.pop(k) for k in keys)]
+                clear = clear_mask(scl, invalid_scl, dilation_px)[:, halo:scl.shape[1] - halo, halo:scl.shape[2] - halo]
+                for dn in values:
+                    clear &= dn != 0
+                comp, counts = composite(values, clear, times, edges, offsets)
+                del values, scl, clear, loaded
+                clear_cells += int((counts > 0).sum())
+                if fill_gaps:
+                    comp = fill_time_gaps(comp)
+                if spectral_indices:
+                    comp = np.concatenate([comp, indices.compute(spectral_indices, comp, bands, sentinel2.QUANTIFICATION)], axis=1)
+                write(write_window, win, to_int16(comp).reshape(-1, *comp.shape[2:]), counts)
+                del comp, counts
         share = clear_cells / (steps * grid.width * grid.height)
         log.info("tile %s %s: %.1f %% of the composite cells hold a clear observation", tile, year, 100 * share)
         if share < min_clear_fraction:

@@ -1,8 +1,10 @@
-"""Read ahead: the next piece of work is loaded in a background thread while the current one is
-computed. GDAL reads and numpy both release the GIL, so reading and compositing overlap even in one
-process; memory holds the piece being computed and the one being read, never more."""
+"""Read ahead and write behind: the next piece of work is loaded in a background thread while the
+current one is computed, and the previous result is written (compressed) in another. GDAL reads and
+writes and numpy all release the GIL, so reading, computing and writing overlap even in one process;
+memory holds the piece being read, the one being computed and the one being written, never more."""
 
 from collections import deque
+from contextlib import contextmanager
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -37,3 +39,24 @@ def prefetched(load: Callable[[K], R], keys: Iterable[K], ahead: int = 1) -> Ite
         finally:
             for _, future in pending:
                 future.cancel()
+
+
+@contextmanager
+def written_behind() -> Iterator[Callable[..., None]]:
+    """A function ``submit(write, *args)`` that runs ``write(*args)`` in a background thread while the
+    caller goes on: writes run one at a time, in order, and a call first waits for the previous write
+    (one pending at most). A write's error surfaces at the next call or on leaving; leaving on an error
+    of the caller's waits for the running write and drops its result.
+    """
+    with ThreadPoolExecutor(1, thread_name_prefix="lcflow-write") as pool:
+        pending = None
+
+        def submit(write: Callable[..., object], *args: object) -> None:
+            nonlocal pending
+            if pending is not None:
+                pending.result()
+            pending = pool.submit(write, *args)
+
+        yield submit
+        if pending is not None:
+            pending.result()
