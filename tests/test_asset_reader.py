@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 import rasterio
@@ -107,3 +109,45 @@ def test_reading_into_an_array_of_the_files_type(files):
         assert not out[:2].any()  # beyond the file: no data, not what the array held
         with pytest.raises(LcflowError, match=r"b2\.tif: stores uint16 pixels, float32 expected"):
             reader.read(files[2], region(0, 0), (5, 15), out=np.zeros((5, 15), np.float32))
+
+
+def test_block_bytes_is_one_decoded_tile_of_the_file(files, tmp_path):
+    striped = tmp_path / "striped.tif"
+    with rasterio.open(striped, "w", driver="GTiff", width=50, height=40, count=1, dtype="uint8", crs="EPSG:32631",
+                       transform=GRID) as dst:
+        dst.write(np.ones((1, 40, 50), np.uint8))
+    with AssetReader() as reader:
+        assert reader.block_bytes(files[0]) == 32 * 32 * 2  # 32 px tiles of uint16
+        rows, cols = rasterio.open(striped).block_shapes[0]
+        assert reader.block_bytes(str(striped)) == rows * cols == rows * 50  # strips of bytes
+        with pytest.raises(AssetReadError, match="missing.tif: No such file or directory"):
+            reader.block_bytes(str(tmp_path / "missing.tif"))
+
+
+def test_a_failing_server_is_named_without_the_signature(files):
+    """GDAL's messages quote the URL it read, signature and all: the error keeps the status, not the query."""
+    from lcflow import remote
+
+    from .http_server import serve
+
+    folder = str(files[0]).rsplit("/", 1)[0]
+    with serve(Path(folder)) as server, rasterio.Env(**remote.Network(retries=0).gdal_options()):
+        url = f"{server.url}/b0.tif"
+        with AssetReader(sign=lambda href: href + "?sig=SECRET") as reader:
+            assert reader.read(url, region(0, 0), (4, 4)).any()  # signed, served
+            server.down_after = 0
+            with pytest.raises(AssetReadError) as failed:
+                reader.read(f"{server.url}/b1.tif", region(0, 0), (4, 4))
+        assert "503" in str(failed.value) and "SECRET" not in str(failed.value) and "sig=" not in str(failed.value)
+
+
+def test_the_server_is_asked_where_gdal_does_not_say(files):
+    from .http_server import serve
+
+    folder = str(files[0]).rsplit("/", 1)[0]
+    with serve(Path(folder)) as server:
+        assert asset_reader._probe(f"{server.url}/b0.tif") is None  # it answers
+        server.down_after = 0
+        assert asset_reader._probe(f"{server.url}/b0.tif") == "the server answers HTTP 503 busy, try again"
+        port = server.url.rsplit(":", 1)[1]
+    assert asset_reader._probe(f"http://127.0.0.1:{port}/b0.tif", timeout_s=2).startswith("the server cannot be reached")

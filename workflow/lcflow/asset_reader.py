@@ -24,8 +24,8 @@ from .errors import LcflowError
 #: file descriptors kept free for everything else the process opens
 _SPARE_FILES = 256
 #: GDAL's messages that say why a remote read failed (its error then is often only "not recognized as
-#: being in a supported file format")
-_NETWORK_MESSAGE = re.compile(r"HTTP|curl|timed out|onnection|SSL", re.IGNORECASE)
+#: being in a supported file format"): an HTTP status, curl's words; not any message that holds a URL
+_NETWORK_MESSAGE = re.compile(r"HTTP (response|error) code|curl error|timed out|could not resolve|connection|SSL", re.IGNORECASE)
 
 
 class AssetReadError(Exception):
@@ -64,13 +64,30 @@ class AssetReader:
         own pixel grid) and ``shape``, in the file's data type (into ``out`` where given: it must be the
         file's type); pixels beyond the file are 0, Sentinel-2's no-data. A failure raises
         :class:`AssetReadError` with GDAL's reason and the network's answer."""
+        return self._guarded(href, self._read, href, region, shape, out)
+
+    def block_bytes(self, href: str) -> int:
+        """The bytes of one decoded block (internal tile) of ``href``'s band 1: what GDAL's block cache
+        holds of the file while windows inside that block are read. Failures as :meth:`read`."""
+        def size(href: str) -> int:
+            src = self._dataset(href)
+            rows, cols = src.block_shapes[0]
+            return rows * cols * np.dtype(src.dtypes[0]).itemsize
+
+        return self._guarded(href, size, href)
+
+    def _guarded(self, href: str, action: Callable, *args):
         self._messages.local.messages = []
         try:
-            return self._read(href, region, shape, out)
+            return action(*args)
         except LcflowError:
             raise
         except Exception as exc:
-            raise AssetReadError(_reason(exc, self._messages.local.messages)) from exc
+            reason, said = _reason(exc, self._messages.local.messages)
+            if not said and remote.is_url(href):  # GDAL read nothing and did not say why: ask the server
+                answer = _probe(self.sign(href) if self.sign else href)
+                reason += f" ({answer})" if answer else ""
+            raise AssetReadError(remote.redact(reason)) from exc  # GDAL's messages quote signed URLs
         finally:
             self._messages.local.messages = None
 
@@ -124,14 +141,31 @@ class AssetReader:
         self.close()
 
 
-def _reason(error: BaseException, messages: list[str]) -> str:
+def _reason(error: BaseException, messages: list[str]) -> tuple[str, bool]:
     """GDAL's own words (rasterio's 'Read failed. See previous exception' wraps them as causes), and the
-    last thing the network said where GDAL's words do not say it."""
+    last thing the network said where GDAL's words do not say it; and whether the network said anything."""
     while (earlier := error.__cause__ or error.__context__) is not None:
         error = earlier
     reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    network = [m for m in messages if _NETWORK_MESSAGE.search(m) and m not in reason]
-    return f"{reason} ({network[-1].strip()})" if network else reason
+    if _NETWORK_MESSAGE.search(reason):
+        return reason, True
+    network = [m for m in messages if _NETWORK_MESSAGE.search(m)]
+    return (f"{reason} ({network[-1].strip()})", True) if network else (reason, False)
+
+
+def _probe(url: str, timeout_s: float = 10.0) -> str | None:
+    """What the server answers to a request for the first byte of ``url``: GDAL does not always say
+    what a failed range request got (a tile read as 0 bytes). Never the URL itself (it may be signed)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers={"Range": "bytes=0-0"}), timeout=timeout_s):
+            return None  # it answers now
+    except urllib.error.HTTPError as exc:
+        return f"the server answers HTTP {exc.code} {exc.reason}"
+    except (urllib.error.URLError, OSError) as exc:
+        return f"the server cannot be reached: {getattr(exc, 'reason', exc)}"
 
 
 def pixel_offset(transform: Affine, region: Affine, tolerance: float = 1e-6) -> tuple[int | None, int | None]:
