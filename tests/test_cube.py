@@ -182,7 +182,7 @@ def test_cube_errors(stages, tmp_path):
 
 def test_nan_median_is_numpys_nanmedian():
     rng = np.random.default_rng(3)
-    for obs in (1, 2, 3, 6, 11):
+    for obs in (1, 2, 3, 6, 11, 16, 33):  # 33: beyond the sorting network, np.sort
         values = rng.integers(0, 5000, (obs, 2, 30, 40)).astype(np.float32)
         values[rng.random(values.shape) < 0.45] = np.nan
         values[:, :, 0, 0] = np.nan  # a pixel without any observation
@@ -192,3 +192,19 @@ def test_nan_median_is_numpys_nanmedian():
         got = cube.nan_median(values)
         assert got.dtype == np.float32 and np.array_equal(got, expected, equal_nan=True)
         assert np.isnan(got[:, 0, 0]).all()
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 8, 16, 32])
+def test_the_sorting_network_sorts_every_input(size):
+    """By the 0-1 principle, a comparator network that sorts every sequence of 0 and 1 sorts everything."""
+    network = cube._sorting_network(size)
+    assert all(0 <= i < j < size for i, j in network)
+    rng = np.random.default_rng(size)
+    bits = np.array([[(k >> b) & 1 for b in range(size)] for k in range(2 ** size)]) if size <= 16 \
+        else rng.integers(0, 2, (20000, size))
+    data = np.concatenate([bits, rng.random((500, size))]).T.copy()  # inputs along axis 0
+    for i, j in network:
+        low = np.minimum(data[i], data[j])
+        data[j] = np.maximum(data[i], data[j])
+        data[i] = low
+    assert (np.diff(data, axis=0) >= 0).all()

@@ -8,6 +8,7 @@ so a full 10980 x 10980 tile never has to fit in memory.
 
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -244,16 +245,57 @@ def composite(values: list[np.ndarray], clear: np.ndarray, times: np.ndarray, ed
 
 def nan_median(values: np.ndarray) -> np.ndarray:
     """Median over axis 0 of the finite values, NaN where there is none: ``np.nanmedian``'s result,
-    many times faster on the short axis of a composite (nanmedian goes pixel by pixel there).
+    many times faster on the short axis of a composite (nanmedian goes pixel by pixel there, and even
+    ``np.sort`` along it sorts each pixel's few values on its own).
 
-    Sorting puts NaN last, so the median of a pixel's n finite values sits at (n - 1) // 2 and n // 2.
+    The observations are ordered by a sorting network (elementwise minimum and maximum of whole planes)
+    with NaN as +inf, so a pixel's n finite values come first: its median sits at (n - 1) // 2 and n // 2.
     """
+    if len(values) > _NETWORK_MAX:
+        ordered = np.sort(values, axis=0)  # NaN sorts last too
+    else:
+        planes: list[np.ndarray | None] = [np.where(np.isnan(v), np.inf, v) for v in values]
+        planes += [None] * (_padded(len(values)) - len(values))  # +inf everywhere: left out
+        for i, j in _sorting_network(len(planes)):
+            if planes[j] is None:
+                continue
+            if planes[i] is None:
+                planes[i], planes[j] = planes[j], None
+                continue
+            low = np.minimum(planes[i], planes[j])
+            np.maximum(planes[i], planes[j], out=planes[j])
+            planes[i] = low
+        ordered = np.stack(planes[:len(values)])
     n = np.isfinite(values).sum(axis=0)
-    ordered = np.sort(values, axis=0)
     low = np.take_along_axis(ordered, (np.maximum(n, 1) - 1)[None] // 2, axis=0)[0]
     high = np.take_along_axis(ordered, (n // 2)[None], axis=0)[0]
     return np.where(n > 0, (low + high) / 2, np.nan).astype(values.dtype)
 
+
+#: observations per time step up to which :func:`nan_median` orders them by a sorting network
+_NETWORK_MAX = 32
+
+
+def _padded(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+@functools.cache
+def _sorting_network(size: int) -> tuple[tuple[int, int], ...]:
+    """Batcher's odd-even merge sort for ``size`` (a power of two) inputs: the pairs (i, j), i < j, to
+    compare and exchange in order so that every input ends up sorted."""
+    pairs = []
+    p = 1
+    while p < size:
+        k = p
+        while k >= 1:
+            for j in range(k % p, size - k, 2 * k):
+                for i in range(min(k, size - j - k)):
+                    if (i + j) // (2 * p) == (i + j + k) // (2 * p):
+                        pairs.append((i + j, i + j + k))
+            k //= 2
+        p *= 2
+    return tuple(pairs)
 
 def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_valid: str | Path, *,
         bands: list[str], resolution: float = 10.0, bounds: list[float] | None = None,
