@@ -104,16 +104,21 @@ def cube_child(catalog: str, work: str, threads: int, size: int) -> dict:
 
 def plain_child(catalog: str, work: str, threads: int, size: int) -> dict:
     """The same assets and windows as the cube reads (the bands exactly, SCL with the mask's 1 px halo),
-    in the same order, from files kept open as the cube keeps them, read with rasterio and discarded."""
-    from lcflow import search
+    in the same order, from files kept open as the cube keeps them, with the same block cache, read with
+    rasterio and discarded."""
+    from lcflow import cube, search
 
     items = Path(work) / "items.json"
     search.run(TILE, 2018, items, catalog=catalog)
     manifest = search.read_manifest(items)
     hrefs = [(i.assets[EARTH_SEARCH_KEYS[b]].href, b == "SCL") for i in manifest for b in [*BANDS, "SCL"]]
     grid = Grid(f"EPSG:{mgrs.tile_epsg(TILE)}", from_origin(0, 0, 10, 10), size, size)
-    with rasterio.Env(GDAL_DISABLE_READDIR_ON_OPEN="EMPTY_DIR"):  # the block cache lcflow sets (lcflow.GDAL_CACHE_MB)
+    with rasterio.Env(GDAL_DISABLE_READDIR_ON_OPEN="EMPTY_DIR"):
         sources = [(rasterio.open(h), scl) for h, scl in hrefs]
+        # the block cache the cube job takes (cube.cache_mb at its default)
+        blocks = sum(s.block_shapes[0][0] * s.block_shapes[0][1] * np.dtype(s.dtypes[0]).itemsize for s, _ in sources)
+        need = cube.block_cache_bytes(blocks // len(manifest), len(manifest), BLOCK * BLOCK * 12 * (2 * len(BANDS) + 1))
+        cache = max(min(need, 2048 * 2**20), cube.gdal_cache_bytes())
 
         def read(args) -> int:
             (src, scl), win = args
@@ -122,7 +127,7 @@ def plain_child(catalog: str, work: str, threads: int, size: int) -> dict:
                                         int((win.width + 2 * halo) * f), int((win.height + 2 * halo) * f))
             return int(src.read(1, window=w, boundless=bool(halo)).size)
 
-        with ThreadPoolExecutor(threads) as pool:
+        with rasterio.Env(GDAL_CACHEMAX=cache), ThreadPoolExecutor(threads) as pool:
             for win in grid.windows(BLOCK, "z"):
                 sum(pool.map(read, [(s, win) for s in sources]))
         for s, _ in sources:

@@ -208,3 +208,27 @@ def test_the_sorting_network_sorts_every_input(size):
         data[j] = np.maximum(data[i], data[j])
         data[i] = low
     assert (np.diff(data, axis=0) >= 0).all()
+
+
+def test_the_block_cache_is_sized_for_every_scenes_blocks_within_the_limit(stages, tmp_path, monkeypatch, caplog):
+    """Grown to what the scenes' blocks need, at most cache_mb (a warning when that is less), only while
+    the cube is built; the cube is the same whatever the cache."""
+    before, sized = cube.gdal_cache_bytes(), cube.block_cache_bytes
+    during = []
+    composite = cube.composite
+    monkeypatch.setattr(cube, "composite", lambda *a, **k: during.append(cube.gdal_cache_bytes()) or composite(*a, **k))
+    monkeypatch.setattr(cube, "block_cache_bytes", lambda *a: before + 700 * 2**20)
+    run = dict(bands=BANDS, bounds=SMALL_AOI["31UFT"], block=64)
+    with caplog.at_level("INFO", logger="lcflow"):
+        cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "a.tif", tmp_path / "av.tif", cache_mb=4096, **run)
+        assert set(during) == {before + 700 * 2**20} and cube.gdal_cache_bytes() == before
+        assert "decoded more than once" not in caplog.text
+        during.clear()
+        cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "b.tif", tmp_path / "bv.tif", cache_mb=1, **run)
+        assert set(during) == {before}  # never below the process's cache
+        assert "need %d MB of block cache, more than cube.cache_mb (1 MB)" % ((before + 700 * 2**20) // 2**20) in caplog.text
+    with rasterio.open(tmp_path / "a.tif") as a, rasterio.open(tmp_path / "b.tif") as b, \
+            rasterio.open(stages["cube2018"]) as c:
+        assert np.array_equal(a.read(), c.read()) and np.array_equal(b.read(), c.read())
+    scene = 4 * 1024 * 1024 * 2 + 6 * 1024 * 1024 * 2 + 1024 * 1024  # Sentinel-2's COGs: 10 m, 20 m bands, SCL
+    assert sized(scene, 100, 0) == 200 * scene  # each block twice over

@@ -139,7 +139,7 @@ def cmd_cube(a):
                     resolution=a.resolution, bounds=a.bounds, invalid_scl=a.invalid_scl, dilation_px=a.dilation_px,
                     steps=a.time_steps, block=a.block, min_clear_fraction=a.min_clear_fraction, network=network,
                     signing=a.signing, spectral_indices=[i for i in a.indices.split(",") if i],
-                    fill_gaps=a.fill_gaps == "linear")
+                    fill_gaps=a.fill_gaps == "linear", cache_mb=a.cache_mb)
     log.info("%s %s: cube %d x %d px (%s) -> %s", a.tile, a.year, grid.width, grid.height, grid.crs, a.out)
 
 
@@ -421,6 +421,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fill-gaps", choices=["none", "linear"], default="none",
                    help="steps without a clear observation: left as nodata, or interpolated linearly in time")
     p.add_argument("--read-threads", type=_int_at_least(1), default=4, help="scene files read at a time")
+    p.add_argument("--cache-mb", type=_int_at_least(1), default=2048,
+                   help="the most GDAL's block cache may grow to, to hold a decoded block of every scene's assets")
     p.add_argument("--signing", choices=SIGNING_CHOICES, default="auto",
                    help="sign asset URLs before reading (auto: Planetary Computer items are signed)")
     p.add_argument("--http-timeout", type=_positive_float, default=60.0, help="seconds before a request is given up")

@@ -19,7 +19,7 @@ from affine import Affine
 from odc.geo.geobox import GeoBox
 from scipy import ndimage
 
-from . import features, indices, mgrs, remote, resample, sentinel2
+from . import GDAL_CACHE_MB, features, indices, mgrs, remote, resample, sentinel2
 from .asset_reader import AssetReadError, AssetReader
 from .atomic import publish_together
 from .errors import LcflowError
@@ -148,21 +148,31 @@ def native_grids(items, keys: list[str], grid: Grid) -> dict[str, Affine]:
     return grids
 
 
+def block_cache_bytes(scene_block_bytes: int, scenes: int, window_bytes: int) -> int:
+    """GDAL's block cache a cube job wants: a decoded block of every asset of every scene twice over (a
+    window off the blocks' grid spans two or more), plus the window of the cube being written."""
+    return 2 * scene_block_bytes * scenes + window_bytes
+
+
+def gdal_cache_bytes() -> int:
+    """The size of GDAL's block cache in this process, bytes."""
+    from rasterio.env import get_gdal_config
+
+    value = get_gdal_config("GDAL_CACHEMAX")
+    return value if isinstance(value, int) and value > 0 else GDAL_CACHE_MB * 2**20
+
+
 def _resampling(transform: Affine, grid: Grid, categorical: bool) -> str:
     """Nearest for classes and for a band on the grid's own pixel size (there: the pixels as stored,
     where the grids are aligned), bilinear for a coarser band."""
     return "nearest" if categorical or abs(transform.a - grid.transform.a) < 1e-6 * grid.transform.a else "bilinear"
 
 
-def _resampled(values: np.ndarray, src: Affine, method: str, target: GeoBox, chunk: int = 16) -> np.ndarray:
-    """(obs, rows, cols) read on the grid ``src`` resampled onto ``target``, a few scenes at a time
-    (bounded temporaries)."""
+def _resampled(values: np.ndarray, src: Affine, method: str, target: GeoBox) -> np.ndarray:
+    """(rows, cols) read on the grid ``src`` resampled onto ``target``."""
     if method == "nearest":
         return resample.nearest(values, src, target.transform, target.shape.yx)
-    out = np.empty((len(values), *target.shape.yx), dtype=values.dtype)
-    for i in range(0, len(values), chunk):
-        out[i:i + chunk] = resample.bilinear(values[i:i + chunk], src, target.transform, target.shape.yx, nodata=0)
-    return out
+    return resample.bilinear(values, src, target.transform, target.shape.yx, nodata=0)
 
 
 def _utc(time: dt.datetime) -> dt.datetime:
@@ -297,12 +307,13 @@ def _sorting_network(size: int) -> tuple[tuple[int, int], ...]:
         p *= 2
     return tuple(pairs)
 
+
 def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_valid: str | Path, *,
         bands: list[str], resolution: float = 10.0, bounds: list[float] | None = None,
         invalid_scl: list[int] = list(sentinel2.DEFAULT_INVALID_SCL), dilation_px: int = 1,
         steps: int = 12, block: int = 512, min_clear_fraction: float = 0.1,
         network: remote.Network | None = None, signing: str = "auto", spectral_indices: list[str] = (),
-        fill_gaps: bool = False) -> Grid:
+        fill_gaps: bool = False, cache_mb: int = 2048) -> Grid:
     """Composite the manifest's items of ``tile``/``year`` onto its grid; return the grid.
 
     Refused, with nothing written, when fewer than ``min_clear_fraction`` of the composite cells
@@ -313,7 +324,8 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     ``fill_gaps`` interpolates steps without a clear observation linearly in time (the valid counts
     still say which steps were observed). The next window is read while one is composited and the
     previous one written; memory holds two windows of every date and one window of the cube, plus
-    GDAL's bounded block cache: it grows with ``block`` and the number of scenes, not with the tile.
+    GDAL's block cache, sized to hold a decoded block of every asset of every scene (at most ``cache_mb``,
+    at least the process's cache): it grows with ``block`` and the number of scenes, not with the tile.
     """
     import odc.stac
     import rasterio
@@ -354,28 +366,37 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     warped = [k for k in keys if k not in native]
     options = network.gdal_options()
 
-    def read_asset(reader: AssetReader, item, key: str, region: Affine, out: np.ndarray) -> None:
+    def on_asset(item, key: str, action, *args):
+        """``action(href, *args)`` of one asset, under the network settings; its failure names it."""
         with rasterio.Env(**options):  # GDAL's settings are per thread
             try:
-                reader.read(item.assets[key].href, region, out.shape, out=out)
+                return action(item.assets[key].href, *args)
             except (AssetReadError, LcflowError) as exc:  # GDAL, HTTP or decoding errors of one asset: name it
                 raise LcflowError(f"tile {tile} {year}: reading item {item.id} asset {key} "
                                   f"({remote.redact(item.assets[key].href)}) failed: {_first_line(str(exc))}") from exc
 
-    def load(win) -> dict[str, np.ndarray | tuple[np.ndarray, Affine, str]]:
-        """One window of every scene: DNs per asset. The scene classification comes grown
-        by the mask's halo (only SCL: a halo on every band would decompress the neighbouring tiles of
-        every file again). Assets read on their own grid come as (DNs, their grid, resampling), to be
-        resampled by the consumer."""
+    def read_asset(reader: AssetReader, item, key: str, method: str, src: Affine, shape: tuple[int, int],
+                   target: GeoBox, out: np.ndarray) -> None:
+        """One scene's asset read on its own grid (``src``, ``shape``) and resampled onto ``target`` into
+        ``out``, in a reading thread: the reading threads resample while the main one composites."""
+        if method == "nearest" and src.almost_equals(target.transform) and shape == target.shape.yx:
+            on_asset(item, key, reader.read, src, shape, out)  # the pixels as stored
+            return
+        stored = on_asset(item, key, reader.read, src, shape, np.empty(shape, out.dtype))
+        out[...] = _resampled(stored, src, method, target)
+
+    def load(win) -> dict[str, np.ndarray]:
+        """One window of every scene: DNs per asset on the cube's grid. The scene classification comes
+        grown by the mask's halo (only SCL: a halo on every band would decompress the neighbouring tiles
+        of every file again)."""
         grown, exact = _halo_geobox(grid, win, halo), _halo_geobox(grid, win, 0)
-        values: dict[str, np.ndarray | tuple[np.ndarray, Affine, str]] = {}
+        values: dict[str, np.ndarray] = {}
         jobs = []
         for key, (transform, method) in native.items():
             target = grown if key == scl_key else exact
             src, shape = resample.source_window(transform, target.transform, target.shape.yx, method)
-            stack = np.empty((len(by_time), *shape), dtype=np.uint8 if key == scl_key else np.uint16)
-            values[key] = (stack, src, method)
-            jobs += [(reader, item, key, src, stack[i]) for i, item in enumerate(by_time)]
+            values[key] = np.empty((len(by_time), *target.shape.yx), dtype=np.uint8 if key == scl_key else np.uint16)
+            jobs += [(reader, item, key, method, src, shape, target, values[key][i]) for i, item in enumerate(by_time)]
         list(readers.map(lambda job: read_asset(*job), jobs))
         if warped or scl_key not in native:
             with remote.gdal_env(network):  # in the reading thread: GDAL's settings are per thread
@@ -412,14 +433,23 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
             valid.write(counts, window=win)
             progress.add(1, len(windows), int(win.width * win.height))
 
-        with written_behind() as write:  # every window is written on leaving
+        cache = gdal_cache_bytes()
+        if native:
+            # the block cache holds a decoded block of every asset of every scene: z-order windows then
+            # decode each block once (a smaller cache decodes a block again for each window inside it)
+            per_scene = sum(on_asset(by_time[0], k, reader.block_bytes) for k in native)
+            need = block_cache_bytes(per_scene, len(by_time), block * block * steps * (2 * len(layers) + 1))
+            cache = max(min(need, cache_mb * 2**20), cache)
+            log.info("tile %s %s: GDAL block cache %d MB for the blocks of %d scenes (%d MB needed)", tile, year,
+                     cache // 2**20, len(by_time), need // 2**20)
+            if need > cache:
+                log.warning("tile %s %s: the source blocks of %d scenes need %d MB of block cache, more than "
+                            "cube.cache_mb (%d MB): blocks will be decoded more than once", tile, year,
+                            len(by_time), need // 2**20, cache_mb)
+        with rasterio.Env(GDAL_CACHEMAX=cache), written_behind() as write:  # every window written on leaving
             for win, loaded in prefetched(load, windows):
-                # resampled here, not in the reading thread: the two threads stay balanced
-                exact = _halo_geobox(grid, win, 0)
                 scl = loaded.pop(scl_key)
-                if isinstance(scl, tuple):
-                    scl = _resampled(*scl, _halo_geobox(grid, win, halo))
-                values = [_resampled(*v, exact) if isinstance(v, tuple) else v for v in (loaded.pop(k) for k in keys)]
+                values = [loaded.pop(k) for k in keys]
                 clear = clear_mask(scl, invalid_scl, dilation_px)[:, halo:scl.shape[1] - halo, halo:scl.shape[2] - halo]
                 for dn in values:
                     clear &= dn != 0

@@ -38,7 +38,7 @@ rule cube:
         resolution=CUBE["resolution"],
         min_clear=CUBE["min_clear_fraction"],
         extra=(f"--fill-gaps {CUBE['fill_gaps']}" + (f" --indices {','.join(CUBE['indices'])}" if CUBE["indices"] else "")),
-        network=(f"--read-threads {CUBE['read_threads']} --signing {STAC['signing']}"
+        network=(f"--read-threads {CUBE['read_threads']} --cache-mb {CUBE['cache_mb']} --signing {STAC['signing']}"
                  f" --http-timeout {STAC['http']['timeout_s']} --http-retries {STAC['http']['retries']}"
                  f" --http-retry-delay {STAC['http']['retry_delay_s']}"
                  + (f" --s3-endpoint {shlex.quote(STAC['s3_endpoint'])}" if STAC["s3_endpoint"] else "")),
