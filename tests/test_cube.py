@@ -28,6 +28,25 @@ def test_clear_mask_dilates_invalid_pixels():
     assert cube.clear_mask(scl, [9], 0).sum() == scl.size - 1
 
 
+def test_clear_mask_is_the_same_for_classes_as_read_and_as_integers():
+    scl = np.random.default_rng(4).integers(0, 12, (3, 40, 50)).astype(np.uint8)
+    for invalid in ([0, 1, 3, 8, 9, 10], [9], []):
+        assert np.array_equal(cube.clear_mask(scl, invalid, 1), cube.clear_mask(scl.astype(np.int32), invalid, 1))
+        assert np.array_equal(cube._among(scl, invalid), np.isin(scl, invalid))
+
+
+@pytest.mark.parametrize("px", [0, 1, 2, 3])
+def test_grown_is_scipys_dilation_by_the_cross_in_each_image(px):
+    from scipy import ndimage
+
+    mask = np.random.default_rng(px).random((3, 30, 41)) < 0.03
+    mask[0, 0, 0] = mask[1, -1, -1] = mask[2, 0, -1] = True  # at the edges
+    structure = np.zeros((3, 3, 3), dtype=bool)
+    structure[1] = ndimage.generate_binary_structure(2, 1)
+    expected = ndimage.binary_dilation(mask, structure=structure, iterations=px) if px else mask
+    assert np.array_equal(cube.grown(mask, px), expected)
+
+
 def test_clear_mask_masks_no_data_without_growing_it():
     """SCL 0 is also what lies outside a scene: masked, but a scene's edge loses no clear pixel."""
     scl = np.full((1, 5, 5), 4, dtype=np.uint8)

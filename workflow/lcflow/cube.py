@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 from affine import Affine
 from odc.geo.geobox import GeoBox
-from scipy import ndimage
 
 from . import GDAL_CACHE_MB, features, indices, mgrs, remote, resample, sentinel2
 from .asset_reader import AssetReadError, AssetReader
@@ -214,13 +213,34 @@ def clear_mask(scl: np.ndarray, invalid: list[int], dilation_px: int) -> np.ndar
     """True where an observation (time, rows, cols) is usable: SCL not invalid, clouds and shadows grown
     by ``dilation_px`` (their edges are under-detected). No data (SCL 0, also what lies outside a scene)
     is masked but not grown: a scene's edge or a tile's border loses no clear pixel."""
-    bad = np.isin(scl, invalid)
+    bad = _among(scl, invalid)
     if dilation_px > 0:
-        structure = np.zeros((3, 3, 3), dtype=bool)
-        structure[1] = ndimage.generate_binary_structure(2, 1)
-        grow = np.isin(scl, [c for c in invalid if c != NO_DATA_SCL])
-        bad |= ndimage.binary_dilation(grow, structure=structure, iterations=dilation_px)
+        bad |= grown(_among(scl, [c for c in invalid if c != NO_DATA_SCL]), dilation_px)
     return ~bad
+
+
+def grown(mask: np.ndarray, px: int) -> np.ndarray:
+    """``mask`` (..., rows, cols) grown by ``px`` pixels, 4-connected, in each image on its own (a
+    diamond of radius ``px``), nothing beyond the edges: scipy's ``binary_dilation`` with the cross
+    iterated ``px`` times, by shifted ORs of whole arrays (several times faster on a stack of scenes)."""
+    out = mask.copy()
+    for _ in range(px):
+        step = out.copy()
+        step[..., 1:, :] |= out[..., :-1, :]
+        step[..., :-1, :] |= out[..., 1:, :]
+        step[..., :, 1:] |= out[..., :, :-1]
+        step[..., :, :-1] |= out[..., :, 1:]
+        out = step
+    return out
+
+
+def _among(scl: np.ndarray, classes: list[int]) -> np.ndarray:
+    """``np.isin(scl, classes)``; for uint8 classes (as read) a lookup table, several times faster."""
+    if scl.dtype != np.uint8:
+        return np.isin(scl, classes)
+    table = np.zeros(256, dtype=bool)
+    table[[c for c in classes if 0 <= c < 256]] = True
+    return table[scl]
 
 
 def composite(values: list[np.ndarray], clear: np.ndarray, times: np.ndarray, edges: list[dt.datetime],
