@@ -109,6 +109,8 @@ def test_reading_into_an_array_of_the_files_type(files):
         assert not out[:2].any()  # beyond the file: no data, not what the array held
         with pytest.raises(LcflowError, match=r"b2\.tif: stores uint16 pixels, float32 expected"):
             reader.read(files[2], region(0, 0), (5, 15), out=np.zeros((5, 15), np.float32))
+        with pytest.raises(ValueError, match=r"a window of \(5, 15\) px read into an array of \(4, 15\)"):
+            reader.read(files[2], region(0, 0), (5, 15), out=np.zeros((4, 15), np.uint16))
 
 
 def test_block_bytes_is_one_decoded_tile_of_the_file(files, tmp_path):

@@ -64,6 +64,8 @@ class AssetReader:
         own pixel grid) and ``shape``, in the file's data type (into ``out`` where given: it must be the
         file's type); pixels beyond the file are 0, Sentinel-2's no-data. A failure raises
         :class:`AssetReadError` with GDAL's reason and the network's answer."""
+        if out is not None and out.shape != tuple(shape):
+            raise ValueError(f"a window of {tuple(shape)} px read into an array of {out.shape}")
         return self._guarded(href, self._read, href, region, shape, out)
 
     def block_bytes(self, href: str) -> int:
@@ -99,7 +101,7 @@ class AssetReader:
                               f"its STAC item gives ({tuple(region)[:6]} is not on it)")
         if out is None:
             out = np.empty(shape, dtype=src.dtypes[0])
-        elif out.dtype != np.dtype(src.dtypes[0]) or out.shape != tuple(shape):
+        elif out.dtype != np.dtype(src.dtypes[0]):
             raise LcflowError(f"{remote.redact(href)}: stores {src.dtypes[0]} pixels, {out.dtype} expected")
         h, w = shape
         r0, r1 = max(row, 0), min(row + h, src.height)
