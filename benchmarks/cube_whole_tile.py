@@ -117,8 +117,8 @@ def plain_child(catalog: str, work: str, threads: int, size: int) -> dict:
         sources = [(rasterio.open(h), scl) for h, scl in hrefs]
         # the block cache the cube job takes (cube.cache_mb at its default)
         blocks = sum(s.block_shapes[0][0] * s.block_shapes[0][1] * np.dtype(s.dtypes[0]).itemsize for s, _ in sources)
-        need = cube.block_cache_bytes(blocks // len(manifest), len(manifest), BLOCK * BLOCK * 12 * (2 * len(BANDS) + 1))
-        cache = max(min(need, 2048 * 2**20), cube.gdal_cache_bytes())
+        need = cube.block_cache_bytes(blocks // len(manifest), len(manifest), cube.window_bytes(BLOCK, 12, len(BANDS)))
+        cache = cube.block_cache_size(need, 2048)
 
         def read(args) -> int:
             (src, scl), win = args

@@ -153,6 +153,16 @@ def block_cache_bytes(scene_block_bytes: int, scenes: int, window_bytes: int) ->
     return 2 * scene_block_bytes * scenes + window_bytes
 
 
+def window_bytes(block: int, steps: int, layers: int) -> int:
+    """A cube window in memory while it is written: int16 composites and uint8 valid counts."""
+    return block * block * steps * (2 * layers + 1)
+
+
+def block_cache_size(need: int, cache_mb: int) -> int:
+    """The block cache a cube job takes: what it needs, at most ``cache_mb``, never less than the process's."""
+    return max(min(need, cache_mb * 2**20), gdal_cache_bytes())
+
+
 def gdal_cache_bytes() -> int:
     """The size of GDAL's block cache in this process, bytes."""
     from rasterio.env import get_gdal_config
@@ -458,8 +468,8 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
             # the block cache holds a decoded block of every asset of every scene: z-order windows then
             # decode each block once (a smaller cache decodes a block again for each window inside it)
             per_scene = sum(on_asset(by_time[0], k, reader.block_bytes) for k in native)
-            need = block_cache_bytes(per_scene, len(by_time), block * block * steps * (2 * len(layers) + 1))
-            cache = max(min(need, cache_mb * 2**20), cache)
+            need = block_cache_bytes(per_scene, len(by_time), window_bytes(block, steps, len(layers)))
+            cache = block_cache_size(need, cache_mb)
             log.info("tile %s %s: GDAL block cache %d MB for the blocks of %d scenes (%d MB needed)", tile, year,
                      cache // 2**20, len(by_time), need // 2**20)
             if need > cache:

@@ -4,8 +4,8 @@ writes and numpy all release the GIL, so reading, computing and writing overlap 
 memory holds the piece being read, the one being computed and the one being written, never more."""
 
 from collections import deque
-from contextlib import contextmanager
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
