@@ -29,11 +29,36 @@ def test_bilinear_is_gdals_bilinear(band, left, top, shape, res):
     assert np.array_equal(mine, gdal)  # values, rounding and where there is no data
 
 
+def test_bilinear_on_a_ratio_without_a_short_period_is_gdals_to_a_unit(band):
+    """20 m onto 6.9 m: weights that do not repeat within 16 px, gathered pixel by pixel; GDAL computes
+    the positions in double, here the weights are float32: a value may round the other way."""
+    mine, gdal = _bilinear_and_gdals(band, 310, 270, (60, 70), 6.9)
+    assert (gdal > 0).mean() > 0.8
+    assert np.array_equal(mine == 0, gdal == 0)
+    difference = np.abs(mine.astype(int) - gdal)
+    assert difference.max() <= 1 and (difference > 0).mean() < 0.001
+
+
 def test_bilinear_without_no_data_is_gdals_bilinear(band):
     """The common window, inside the swath with every source pixel valid, takes a shorter path."""
     mine, gdal = _bilinear_and_gdals(band[1:], 3030, 2530, (64, 90), 10)
     assert (gdal > 0).all()
     assert np.array_equal(mine, gdal)
+
+
+@pytest.mark.parametrize("res", [10, 7.5])
+def test_strided_interpolation_is_the_gathered_one_to_the_bit(band, res):
+    """Where the weights repeat (Sentinel-2's 20 m bands onto 10 m) interpolation takes strided slices:
+    the same values as gathering every pixel's neighbours."""
+    dst = Affine(res, 0, 600000 + 2040, 0, -res, 5800000 - 2040)
+    src, shape = resample.source_window(SOURCE, dst, (128, 96))
+    rows = resample._Axis(dst.f, dst.e, 128, src.f, src.e, shape[0])
+    cols = resample._Axis(dst.c, dst.a, 96, src.c, src.a, shape[1])
+    assert rows.phases is not None and cols.phases is not None
+    values = band[:, 100:100 + shape[0], 100:100 + shape[1]].astype(np.float32)
+    strided = resample._interpolate(values, rows, cols)
+    rows.phases = cols.phases = None
+    assert np.array_equal(strided, resample._interpolate(values, rows, cols))
 
 
 def _bilinear_and_gdals(band, left, top, shape, res):
