@@ -21,14 +21,21 @@ def test_landscape_has_every_class_and_some_change():
 
 def test_phenology_separates_crops_from_grass():
     rng = np.random.default_rng(1)
-    cls = np.array([[landscape.ARABLE, landscape.PASTURE, landscape.BROADLEAF, landscape.WATER]], dtype=np.uint16)
+    cls = np.array([[landscape.ARABLE] * 40 + [landscape.PASTURE] * 40 + [landscape.BROADLEAF, landscape.WATER]],
+                   dtype=np.uint16)
     doy = np.array([20, 200, 250, 340])
-    r = spectra.reflectance(cls, np.arange(4).reshape(1, 4), doy, rng)
+    r = spectra.reflectance(cls, np.arange(82).reshape(1, 82), doy, rng)  # one parcel per pixel
     nir, red = r[:, spectra.BANDS.index("B08")], r[:, spectra.BANDS.index("B04")]
     ndvi = (nir - red) / (nir + red)
-    assert ndvi[1, 0, 2] > 0.6 > ndvi[3, 0, 2]  # deciduous: leaves in summer, none in December
-    assert (ndvi[:, 0, 3] < 0.2).all()  # water never green
-    assert nir[0, 0, 3] < 0.05  # open water absorbs near infrared
+    arable, pasture = ndvi[:, 0, :40], ndvi[:, 0, 40:80]
+    assert (pasture > 0.55).all()  # grass is green all year
+    assert np.median(arable[1]) > 0.7 > 0.4 > np.median(arable[0])  # crops grow in summer, fields lie bare in winter
+    assert np.ptp(np.median(arable, axis=1)) > 0.3 > 0.15 > np.ptp(np.median(pasture, axis=1))
+    assert (arable[3] < pasture[3].min()).all()  # December: every field below every meadow
+    assert arable[0].std() > 3 * pasture[0].std()  # each parcel its own crop and calendar
+    assert ndvi[1, 0, 80] > 0.6 > ndvi[3, 0, 80]  # deciduous: leaves in summer, none in December
+    assert (ndvi[:, 0, 81] < 0.2).all()  # water never green
+    assert nir[0, 0, 81] < 0.05  # open water absorbs near infrared
 
 
 def test_clouds_are_flagged_but_not_all():
