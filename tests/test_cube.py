@@ -84,6 +84,13 @@ def test_composite_removes_each_scenes_offset_before_the_median():
 def test_to_int16_rounds_clips_and_marks_nodata():
     comp = np.array([1.4, 2.5, -3.6, 40000.0, -40000.0, np.nan], dtype=np.float32)
     assert cube.to_int16(comp).tolist() == [1, 2, -4, 32767, -32767, cube.NODATA]
+    window = np.random.default_rng(0).normal(0, 20000, (3, 2, 5, 7)).astype(np.float32)
+    window[window > 15000] = np.nan
+    expected = np.where(np.isnan(window), cube.NODATA, np.clip(np.round(np.nan_to_num(window)), -32767, 32767))
+    for chunk in (1, 9, 10**6):  # chunks that end mid-row, mid-band and not at all
+        stored = cube.to_int16(window.copy(), chunk=chunk)
+        assert stored.shape == window.shape and stored.dtype == np.int16
+        np.testing.assert_array_equal(stored, expected)
 
 
 def test_fill_time_gaps_interpolates_between_observed_steps():
