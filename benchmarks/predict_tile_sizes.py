@@ -64,7 +64,7 @@ def prepare(work: Path) -> tuple[dict[str, Path], Path]:
 
 def tiled_cube(small: Path, size: int, out: Path) -> None:
     """The small cube repeated to ``size`` x ``size`` px, written window by window as the cube stage does
-    (tiled 256 px, DEFLATE, pixel interleaved), so that only one window is ever in memory."""
+    (tiled 256 px, ZSTD, band-interleaved), so that only one window is ever in memory."""
     with rasterio.open(small) as src:
         data, names, raw_tags = src.read(), list(src.descriptions), src.tags()
     g = Grid.of(small)

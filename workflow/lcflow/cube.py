@@ -518,7 +518,7 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
                               "(cube.min_clear_fraction): the year is cloud-covered or the area has no data")
         if share < 2 * min_clear_fraction:
             log.warning("tile %s %s: only %.1f %% of the composite cells hold a clear observation", tile, year, 100 * share)
-        # tiled GeoTIFFs (256 px tiles, pixel-interleaved: a pixel's series in one read) as written: a COG's
+        # tiled GeoTIFFs (256 px tiles, band-interleaved: see raster.STAGING_INTERLEAVE) as written: a COG's
         # overviews of 120 bands would cost a second pass over the largest file of the workflow
         publish_together([(staged_valid.finish(cog=False), staged_valid.final),
                           (staged_cube.finish(cog=False), staged_cube.final)])
