@@ -8,6 +8,7 @@ pixel's centre has none, no-data neighbours left out and the weights of the othe
 rounded half up; for nearest, the source pixel under the centre.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -43,8 +44,8 @@ def nearest(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int, 
     if src.almost_equals(dst) and values.shape[-2:] == tuple(dst_shape):
         return values
     h, w = dst_shape
-    rows = _Axis(dst.f, dst.e, h, src.f, src.e, values.shape[-2])
-    cols = _Axis(dst.c, dst.a, w, src.c, src.a, values.shape[-1])
+    rows = _axis(dst.f, dst.e, h, src.f, src.e, values.shape[-2])
+    cols = _axis(dst.c, dst.a, w, src.c, src.a, values.shape[-1])
     return values[..., rows.under[:, None], cols.under]
 
 
@@ -52,8 +53,8 @@ def bilinear(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int,
     """``values`` (..., rows, cols) on the grid ``src`` (as :func:`source_window` gives it), interpolated
     onto ``dst``; integer types are rounded half up, as GDAL does."""
     h, w = dst_shape
-    rows = _Axis(dst.f, dst.e, h, src.f, src.e, values.shape[-2])
-    cols = _Axis(dst.c, dst.a, w, src.c, src.a, values.shape[-1])
+    rows = _axis(dst.f, dst.e, h, src.f, src.e, values.shape[-2])
+    cols = _axis(dst.c, dst.a, w, src.c, src.a, values.shape[-1])
     is_valid = values != nodata
     if is_valid.all():  # the common window, inside the swath: no weights to renormalise
         out, missing = _interpolate(values.astype(np.float32), rows, cols), None
@@ -72,6 +73,12 @@ def bilinear(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int,
     if missing is not None:
         out[missing] = nodata
     return out.astype(values.dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _axis(dst_origin: float, dst_step: float, n: int, src_origin: float, src_step: float, size: int) -> "_Axis":
+    """An axis shared by every scene of a window: each asset of each date is resampled on the same grids."""
+    return _Axis(dst_origin, dst_step, n, src_origin, src_step, size)
 
 
 class _Axis:
