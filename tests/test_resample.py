@@ -61,6 +61,14 @@ def test_strided_interpolation_is_the_gathered_one_to_the_bit(band, res):
     assert np.array_equal(strided, resample._interpolate(values, rows, cols))
 
 
+def test_bilinear_at_the_top_of_the_type_is_gdals():
+    """Values next to 65535 stay in uint16 (no wrap-around to 0), as GDAL's."""
+    top = np.random.default_rng(2).integers(65530, 65536, (1, 300, 300)).astype(np.uint16)
+    mine, gdal = _bilinear_and_gdals(top, 3030, 2530, (64, 90), 10)
+    assert gdal.min() >= 65530
+    assert np.array_equal(mine, gdal)
+
+
 def _bilinear_and_gdals(band, left, top, shape, res):
     dst = Affine(res, 0, 600000 + left, 0, -res, 5800000 - top)
     gdal = np.zeros((len(band), *shape), np.uint16)

@@ -67,6 +67,10 @@ def bilinear(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int,
         missing = (valid[..., rows.under[:, None], cols.under] == 0) | (den < 1e-5)
     if np.issubdtype(values.dtype, np.integer):
         out += 0.5
+        if missing is None and values.dtype.kind == "u":
+            # a mean of unsigned values with weights >= 0: out lies in [0, max + 1), where the cast's
+            # truncation is the floor and nothing needs clipping
+            return out.astype(values.dtype)
         np.floor(out, out=out)
         info = np.iinfo(values.dtype)
         np.clip(out, info.min, info.max, out=out)
