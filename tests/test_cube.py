@@ -219,9 +219,11 @@ def test_nan_median_is_numpys_nanmedian():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN pixel
             expected = np.nanmedian(values, axis=0)
+        before = values.copy()
         got = cube.nan_median(values)
         assert got.dtype == np.float32 and np.array_equal(got, expected, equal_nan=True)
         assert np.isnan(got[:, 0, 0]).all()
+        assert np.array_equal(values, before, equal_nan=True)  # the input is left as it was
 
 
 @pytest.mark.parametrize("size", [1, 2, 4, 8, 16, 32])
