@@ -58,4 +58,4 @@ def test_netherlands_config_plans_whole_tiles_from_earth_search(tmp_path):
     assert all("--bounds" not in c and "--read-threads 8" in c and "--signing none" in c for c in cubes)  # whole tiles
     # the profile gives a whole tile-year's cube room and time
     cube_jobs = re.findall(r"rule cube:.*?resources: ([^\n]*)", out, re.DOTALL)
-    assert cube_jobs and all("runtime=240" in r and "cpus_per_task=8" in r and "mem_mb=8000" in r for r in cube_jobs)
+    assert cube_jobs and all("runtime=240" in r and "cpus_per_task=8" in r and "mem_mb=12000" in r for r in cube_jobs)
