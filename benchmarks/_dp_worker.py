@@ -5,7 +5,6 @@ Prints one JSON line (rank 0): steady-state samples per second over all ranks, e
 
 import argparse
 import json
-import os
 import time
 
 import numpy as np

@@ -30,7 +30,7 @@ from lcflow import config, samples
 from lcflow.cli import main
 from lcflow.errors import LcflowError
 
-from .conftest import BANDS, ROOT, SMALL_AOI, corine_polygons
+from .conftest import ROOT, SMALL_AOI, corine_polygons
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

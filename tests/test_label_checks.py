@@ -5,7 +5,6 @@ import json
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
-import pytest
 import rasterio
 
 from lcflow import label_noise, label_transfer, nomenclature, sampling

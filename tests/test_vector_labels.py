@@ -93,7 +93,6 @@ def test_geoparquet_with_a_bbox_covering_is_read_by_area(clc_polygons, tmp_path)
 def test_slovenia_polygons_become_samples_with_the_right_classes(tmp_path):
     """The real land-use polygons (EPSG:32633, LULC_ID) onto their 10 m grid agree with the raster eo-learn
     burnt from them, and the samples drawn inside them, away from their edges, carry their polygon's class."""
-    grid = slovenia_grid()
     cube, valid = slovenia_cube(tmp_path)
     (tmp_path / "map.yaml").write_text(yaml.safe_dump(SLOVENIA_MAPPING))
     nomen = nomenclature.from_mapping_file(tmp_path / "map.yaml", clc_codes=False)
@@ -268,7 +267,6 @@ def test_reference_labels_are_not_cleaned_unless_asked(tmp_path):
     from lcflow.label_noise import Cleaning
     from lcflow.samples import read
 
-    grid = slovenia_grid()
     cube, valid = slovenia_cube(tmp_path)
     (tmp_path / "map.yaml").write_text(yaml.safe_dump(SLOVENIA_MAPPING))
     nomen = nomenclature.from_mapping_file(tmp_path / "map.yaml", clc_codes=False)
