@@ -2,8 +2,9 @@
 
 A cube is built by ``lcflow cube`` from synthetic scenes (``cube_whole_tile.make_catalog``: smooth fields
 plus noise, about a tenth cloud), then its bands are written again window by window as the cube stage
-writes them (256 px tiles, ZSTD level 1, horizontal predictor) in each layout, and read back as the later
-stages read them: by windows of every band (sampling, prediction) and pixel by pixel (a pixel's series).
+writes them (``raster.staging_profile``: 256 px tiles, ZSTD level 1, horizontal predictor) in each
+layout, and read back as the later stages read them: by windows of every band (sampling, prediction)
+and pixel by pixel (a pixel's series).
 CPU seconds of this process, alternating the layouts over ``--rounds``; sizes in MB.
 """
 
@@ -21,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cube_whole_tile  # noqa: E402
 from lcflow import cube, mgrs, search  # noqa: E402
-from lcflow.raster import STAGING_COMPRESSION  # noqa: E402
+from lcflow.raster import Grid, staging_profile  # noqa: E402
 
 
 def build_cube(work: Path, size: int, dates: int) -> Path:
@@ -75,9 +76,8 @@ def main() -> None:
         work = Path(tmp)
         built = build_cube(work, args.size, args.dates)
         with rasterio.open(built) as src:
-            data = src.read()
-            profile = {k: v for k, v in src.profile.items() if k not in ("interleave", "compress", "predictor")}
-        profile.update(STAGING_COMPRESSION, predictor=2)
+            data, nodata = src.read(), src.nodata
+        profile = staging_profile(Grid.of(built), data.shape[0], data.dtype.name, nodata)  # as the cube stage writes
         points = np.random.default_rng(0).integers(0, args.size, (args.points, 2))
         print(f"cube of {data.shape[0]} int16 bands, {args.size} x {args.size} px, {data.nbytes / 2**20:.0f} MiB raw; "
               f"CPU seconds", flush=True)

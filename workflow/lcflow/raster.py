@@ -121,6 +121,17 @@ STAGING_COMPRESSION = {"compress": "zstd", "zstd_level": 1}
 STAGING_INTERLEAVE = "band"
 
 
+def staging_profile(grid: Grid, count: int, dtype: str, nodata: float | None = None) -> dict[str, Any]:
+    """rasterio's creation options of a staging GeoTIFF: 256 px tiles, band-interleaved, ZSTD with the
+    predictor of its pixel type."""
+    return dict(
+        driver="GTiff", dtype=dtype, count=count, nodata=nodata, tiled=True, blockxsize=256,
+        blockysize=256, interleave=STAGING_INTERLEAVE, **STAGING_COMPRESSION,
+        predictor=3 if np.dtype(dtype).kind == "f" else 2,
+        BIGTIFF="IF_SAFER", **grid.profile(),
+    )
+
+
 @contextlib.contextmanager
 def staged_cog(
     path: str | Path,
@@ -144,13 +155,7 @@ def staged_cog(
     final.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(final)
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=staging_prefix(final)) as tmpdir:
-        profile = dict(
-            driver="GTiff", dtype=dtype, count=count, nodata=nodata, tiled=True, blockxsize=256,
-            blockysize=256, interleave=STAGING_INTERLEAVE, **STAGING_COMPRESSION,
-            predictor=3 if np.dtype(dtype).kind == "f" else 2,
-            BIGTIFF="IF_SAFER", **grid.profile(),
-        )
-        dst = rasterio.open(Path(tmpdir) / "stage.tif", "w", **profile)
+        dst = rasterio.open(Path(tmpdir) / "stage.tif", "w", **staging_profile(grid, count, dtype, nodata))
         try:
             if colors:
                 dst.write_colormap(1, colormap(colors))
