@@ -36,7 +36,7 @@ demo: setup
 	@column -t -s "$$(printf '\t')" $(RESULTS)/changes.tsv 2>/dev/null || cat $(RESULTS)/changes.tsv
 
 test: setup
-	pytest
+	pytest -rs --durations=25
 
 bench: setup
 	python benchmarks/run.py

@@ -44,11 +44,5 @@ include: "workflow/rules/map.smk"
 rule all:
     default_target: True
     input:
-        f"{R}/accuracy.tsv",
-        f"{R}/changes.tsv",
-        f"{R}/stac/catalog.json",
-        expand(f"{R}/changes/{{tile}}_{{pair}}_{{model}}.png", tile=TILES, pair=PAIRS, model=MODELS),
-        expand(f"{R}/maps/{{tile}}_{{year}}_{{model}}.tif", tile=TILES, year=YEARS, model=MODELS),
-        expand(f"{R}/reference/{{tile}}_{{year}}_design.gpkg", tile=TILES, year=YEARS),
-        expand(f"{R}/quicklooks/{{tile}}_{{year}}_{{model}}.quicklook.png", tile=TILES, year=YEARS, model=MODELS),
-        expand(f"{R}/models/{{model}}/learning_curve.png", model=DEEP_MODELS),
+        PRODUCTS,
+        f"{R}/job_resources.tsv",

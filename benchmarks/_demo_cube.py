@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from lcflow import cube, labels, nomenclature, sampling, search
+from lcflow.labels import alignment as labels, nomenclature, sampling
+from lcflow.retrieve import cube, search
 from lcflow.synth.demo import make_demo
 
 AOI = {"31UFT": [640000, 5760000, 642560, 5762560]}

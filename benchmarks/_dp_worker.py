@@ -11,9 +11,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from lcflow import samples as samples_table
-from lcflow.features import Standardiser, prepare
-from lcflow.models.lstm import Network
+from lcflow.common.features import Standardiser, prepare
+from lcflow.labels import samples_table as samples_table
+from lcflow.train.models.lstm import Network
 
 
 def main() -> None:

@@ -30,9 +30,10 @@ from rasterio.transform import from_origin
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.http_server
 
-from lcflow import mgrs  # noqa: E402
-from lcflow.raster import Grid  # noqa: E402
-from lcflow.sentinel2 import BAND_RESOLUTION, EARTH_SEARCH_KEYS  # noqa: E402
+from lcflow.common.raster import Grid  # noqa: E402
+from lcflow.defaults import default  # noqa: E402
+from lcflow.retrieve import mgrs  # noqa: E402
+from lcflow.retrieve.sentinel2 import BAND_RESOLUTION, EARTH_SEARCH_KEYS  # noqa: E402
 
 TILE = "31UFT"
 BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
@@ -91,7 +92,7 @@ def make_catalog(out: Path, size: int, dates: int) -> Path:
 
 
 def cube_child(catalog: str, work: str, threads: int, size: int, cache_mb: int) -> dict:
-    from lcflow import cube, remote, search
+    from lcflow.retrieve import cube, remote, search
 
     items = Path(work) / "items.json"
     search.run(TILE, 2018, items, catalog=catalog)
@@ -106,7 +107,7 @@ def plain_child(catalog: str, work: str, threads: int, size: int, cache_mb: int)
     """The same assets and windows as the cube reads (the bands exactly, SCL with the mask's 1 px halo),
     in the same order, from files kept open as the cube keeps them, with the same block cache, read with
     rasterio and discarded."""
-    from lcflow import cube, search
+    from lcflow.retrieve import block_cache, search
 
     items = Path(work) / "items.json"
     search.run(TILE, 2018, items, catalog=catalog)
@@ -117,8 +118,8 @@ def plain_child(catalog: str, work: str, threads: int, size: int, cache_mb: int)
         sources = [(rasterio.open(h), scl) for h, scl in hrefs]
         # the block cache the cube job takes
         blocks = sum(s.block_shapes[0][0] * s.block_shapes[0][1] * np.dtype(s.dtypes[0]).itemsize for s, _ in sources)
-        need = cube.block_cache_bytes(blocks // len(manifest), len(manifest), cube.window_bytes(BLOCK, 12, len(BANDS)))
-        cache = cube.block_cache_size(need, cache_mb)
+        need = block_cache.block_cache_bytes(blocks // len(manifest), len(manifest), block_cache.window_bytes(BLOCK, 12, len(BANDS)))
+        cache = block_cache.block_cache_size(need, cache_mb)
 
         def read(args) -> int:
             (src, scl), win = args
@@ -156,7 +157,7 @@ def main() -> None:
     ap.add_argument("--dates", type=int, default=6, help="scenes in the year")
     ap.add_argument("--threads", default="1,2", help="reading threads to compare")
     ap.add_argument("--work", default=None, help="folder for the scenes (a whole tile at 6 dates needs ~5 GB)")
-    ap.add_argument("--cache-mb", type=int, default=2048, help="cube.cache_mb (the block cache's limit)")
+    ap.add_argument("--cache-mb", type=int, default=default("cube.cache_mb"), help="cube.cache_mb (the block cache's limit)")
     ap.add_argument("--sources", default="local,http", help="where the scenes are read from: local, http or both")
     ap.add_argument("--rss-limit-mb", type=int, default=4096, help="the cube's peak RSS must stay under this")
     ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)

@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lcflow import samples  # noqa: E402
-from lcflow import study as studies  # noqa: E402
+from lcflow.labels import samples_table as samples  # noqa: E402
+from lcflow.tune import study as studies  # noqa: E402
 from tests import real_tables  # noqa: E402
 
 BIN = Path(sys.executable).parent

@@ -21,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 sys.path.insert(0, str(ROOT))
 
-from lcflow import labels, nomenclature, sampling  # noqa: E402
-from lcflow.features import fill_gaps  # noqa: E402
-from lcflow.label_noise import Cleaning  # noqa: E402
-from lcflow.samples import read as read_samples  # noqa: E402
+from lcflow.common.features import fill_gaps  # noqa: E402
+from lcflow.labels import alignment as labels, nomenclature, sampling  # noqa: E402
+from lcflow.labels.cleaning import Cleaning  # noqa: E402
+from lcflow.labels.samples_table import read as read_samples  # noqa: E402
 from tests import real_tables  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "eolearn_slovenia"

@@ -26,9 +26,10 @@ import rasterio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lcflow import samples, training  # noqa: E402
-from lcflow.trained import TrainedModel  # noqa: E402
+from lcflow.labels import samples_table as samples
 from lcflow.synth.demo import make_demo  # noqa: E402
+from lcflow.train import training  # noqa: E402
+from lcflow.train.model_dir import TrainedModel  # noqa: E402
 from tests import real_tables  # noqa: E402
 
 MODELS = ("rf", "lstm", "tempcnn")
@@ -38,7 +39,8 @@ BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 
 def demo_samples(work: Path) -> list[pd.DataFrame]:
     """The demo's samples tables (600 per class and tile-year, as the demo config draws them)."""
-    from lcflow import cube, labels, nomenclature, sampling, search
+    from lcflow.retrieve import cube, search
+    from lcflow.labels import alignment as labels, nomenclature, sampling
 
     make_demo(work / "demo", DEMO_AOI, [2018, 2019])
     out = []
@@ -60,7 +62,7 @@ def demo_samples(work: Path) -> list[pd.DataFrame]:
 
 def truth_of(frame: pd.DataFrame, work: Path) -> np.ndarray:
     """The demo's true class (level 2, as the labels) of each row: the synthetic truth raster at x/y."""
-    from lcflow import nomenclature
+    from lcflow.labels import nomenclature
 
     out = np.zeros(len(frame), dtype=np.int64)
     for (tile, year), part in frame.groupby(["tile", "year"]):

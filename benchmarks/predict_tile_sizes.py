@@ -23,8 +23,9 @@ import numpy as np
 import rasterio
 
 from _demo_cube import BANDS, demo_cube
-from lcflow import cube, training
-from lcflow.raster import Grid, staged_cog, read_tag
+from lcflow.common.raster import Grid, staged_cog, read_tag
+from lcflow.retrieve.composite import NODATA
+from lcflow.train import training
 TILE_PX = 10980
 #: model -> training settings: the workflow's defaults, the LSTM trained briefly (its speed of
 #: prediction does not depend on how long it was trained)
@@ -35,7 +36,7 @@ def child(model_dir: str, cube_path: str, out: str) -> None:
     """Predict in this process; print its own peak RSS (ru_maxrss of the process, not of its siblings)."""
     import logging
 
-    from lcflow import predict
+    from lcflow.maps import predict
 
     logging.basicConfig(level=logging.INFO, format="    %(message)s")
     predict.run(model_dir, cube_path, out, out.replace(".tif", "_confidence.tif"), block=256)
@@ -72,7 +73,7 @@ def tiled_cube(small: Path, size: int, out: Path) -> None:
             for k, v in raw_tags.items() if k != "AREA_OR_POINT"}
     grid = Grid(g.crs, g.transform, size, size)
     n = data.shape[1]
-    with staged_cog(out, grid, data.shape[0], "int16", nodata=cube.NODATA, tags=tags, descriptions=names) as staged:
+    with staged_cog(out, grid, data.shape[0], "int16", nodata=NODATA, tags=tags, descriptions=names) as staged:
         for win in grid.windows(1024):
             rows = (np.arange(win.row_off, win.row_off + win.height) % n)[:, None]
             cols = (np.arange(win.col_off, win.col_off + win.width) % n)[None, :]

@@ -17,14 +17,14 @@ import numpy as np
 import rasterio
 
 from _demo_cube import demo_cube
-from lcflow import training
-from lcflow.raster import Grid, write_cog, read_tag
+from lcflow.common.raster import Grid, write_cog, read_tag
+from lcflow.train import training
 
 
 def naive(model_dir: str, cube_path: str, out: str) -> None:
     """Read the whole cube, predict every pixel at once, write one GeoTIFF."""
-    from lcflow.predict import cube_features
-    from lcflow.trained import TrainedModel
+    from lcflow.maps.predict import cube_features
+    from lcflow.train.model_dir import TrainedModel
 
     trained = TrainedModel.load(model_dir)
     with rasterio.open(cube_path) as src:
@@ -39,7 +39,7 @@ def naive(model_dir: str, cube_path: str, out: str) -> None:
 
 
 def windowed(model_dir: str, cube_path: str, out: str) -> None:
-    from lcflow import predict
+    from lcflow.maps import predict
 
     predict.run(model_dir, cube_path, out, out.replace(".tif", "_confidence.tif"), block=256)
 

@@ -19,7 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lcflow import cube, labels, nomenclature, sampling, search
+from lcflow.labels import alignment as labels, nomenclature, sampling
+from lcflow.retrieve import cube, search
 from lcflow.synth.demo import make_demo
 
 HERE = Path(__file__).parent

@@ -41,7 +41,7 @@ def slovenia_grid():
     from affine import Affine
     from rasterio.crs import CRS
 
-    from lcflow.raster import Grid
+    from lcflow.common.raster import Grid
 
     x0, y1 = _origin()
     return Grid(crs=CRS.from_epsg(32633), transform=Affine(10, 0, x0, 0, -10, y1), width=100, height=101)
@@ -50,8 +50,8 @@ def slovenia_grid():
 def slovenia_cube(directory: Path) -> tuple[Path, Path]:
     """The NDVI series as a cube of the samples contract (``NDVI_tKK``, x 10000, nodata under clouds) and its
     valid counts, written in ``directory``; their paths."""
-    from lcflow.cube import NODATA
-    from lcflow.raster import write_cog
+    from lcflow.retrieve.composite import NODATA
+    from lcflow.common.raster import write_cog
 
     ndvi, cloud, times = _ndvi_and_cloud()
     grid = slovenia_grid()

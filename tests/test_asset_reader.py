@@ -6,9 +6,9 @@ import rasterio
 from affine import Affine
 from rasterio.transform import from_origin
 
-from lcflow import asset_reader
-from lcflow.asset_reader import AssetReader, AssetReadError
 from lcflow.errors import LcflowError
+from lcflow.retrieve import asset_reader
+from lcflow.retrieve.asset_reader import AssetReader, AssetReadError
 
 GRID = from_origin(600000, 5800000, 20, 20)
 
@@ -128,7 +128,7 @@ def test_block_bytes_is_one_decoded_tile_of_the_file(files, tmp_path):
 
 def test_a_failing_server_is_named_without_the_signature(files):
     """GDAL's messages quote the URL it read, signature and all: the error keeps the status, not the query."""
-    from lcflow import remote
+    from lcflow.retrieve import remote
 
     from .http_server import serve
 

@@ -26,9 +26,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lcflow import config, samples
+from lcflow import config
 from lcflow.cli import main
 from lcflow.errors import LcflowError
+from lcflow.labels import samples_table as samples
 
 from .conftest import ROOT, SMALL_AOI, corine_polygons
 
@@ -289,7 +290,7 @@ def _train(ctx: Ctx, table: Path, *extra, model: str = "rf") -> tuple[int, list[
 
 
 def _trained_rf(ctx: Ctx) -> Path:
-    from lcflow import training
+    from lcflow.train import training
 
     model = ctx.tmp / "model"
     training.train("rf", [str(ctx.stages["samples2018"])], model, {"n_estimators": 10})
@@ -314,7 +315,7 @@ def _planted_checkpoint(ctx: Ctx) -> tuple[int, list[str]]:
 def _swapped_weights(ctx: Ctx) -> tuple[int, list[str]]:
     model = _trained_rf(ctx)
     other = ctx.tmp / "other"
-    from lcflow import training
+    from lcflow.train import training
 
     training.train("rf", [str(ctx.stages["samples2018"])], other, {"n_estimators": 11})
     shutil.copy(other / "model.skops", model / "model.skops")
@@ -680,8 +681,8 @@ def test_any_table_mutation_trains_or_is_refused_in_one_line(data, small_table, 
 
 
 def test_a_crash_while_writing_weights_leaves_no_half_model(stages, tmp_path, monkeypatch):
-    from lcflow import training
-    from lcflow.models import rf
+    from lcflow.train import training
+    from lcflow.train.models import rf
 
     out = tmp_path / "rf"
     training.train("rf", [str(stages["samples2018"])], out, {"n_estimators": 5})
@@ -698,13 +699,13 @@ def test_a_crash_while_writing_weights_leaves_no_half_model(stages, tmp_path, mo
     assert (out / "model.skops").stat().st_size > 0  # the old weights, whole
     assert "model.json" not in names  # never the old description beside the new history and metrics
     with pytest.raises(LcflowError, match="is not a trained model directory"):
-        from lcflow.trained import TrainedModel
+        from lcflow.train.model_dir import TrainedModel
 
         TrainedModel.load(out)
 
 
 def test_a_killed_writer_leaves_staging_files_that_the_next_run_removes(stages, tmp_path):
-    from lcflow import cube
+    from lcflow.retrieve import cube
 
     stale_dir, stale_file = tmp_path / ".cube.tif.k1ll3d", tmp_path / ".valid.tif.x7.tif"
     stale_dir.mkdir()
@@ -716,7 +717,7 @@ def test_a_killed_writer_leaves_staging_files_that_the_next_run_removes(stages, 
 
 
 def test_a_set_of_outputs_is_published_whole_or_not_at_all(tmp_path, monkeypatch):
-    from lcflow import atomic
+    from lcflow.common import atomic
 
     old_map, old_conf = tmp_path / "map.tif", tmp_path / "conf.tif"
     old_map.write_text("old map")
@@ -743,7 +744,8 @@ def test_a_set_of_outputs_is_published_whole_or_not_at_all(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("mask,mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
 def test_outputs_follow_the_umask(mask, mode, stages, tmp_path):
-    from lcflow import assess, atomic, raster
+    from lcflow.assess import accuracy as assess
+    from lcflow.common import atomic, raster
 
     previous = os.umask(mask)
     try:
@@ -787,7 +789,7 @@ def test_a_cancelled_cube_job_leaves_nothing(stages, tmp_path):
 
 
 def test_a_model_that_does_not_beat_the_majority_says_so(tmp_path, caplog):
-    from lcflow import training
+    from lcflow.train import training
 
     rng = np.random.default_rng(3)
     n = 400
@@ -806,7 +808,7 @@ def test_a_model_that_does_not_beat_the_majority_says_so(tmp_path, caplog):
 
 
 def test_rows_without_any_observation_are_left_out_with_a_warning(stages, tmp_path, caplog):
-    from lcflow import training
+    from lcflow.train import training
 
     frame = pd.read_parquet(stages["samples2018"])
     bands = [c for c in frame.columns if "_t" in c]
@@ -821,7 +823,7 @@ def test_rows_without_any_observation_are_left_out_with_a_warning(stages, tmp_pa
 
 
 def test_a_number_yaml_reads_as_text_is_still_a_number():
-    from lcflow import params
+    from lcflow.train import hyperparameters as params
 
     assert params.check("lstm", {"learning_rate": "1e-3"})["learning_rate"] == 0.001
     assert params.check("rf", {"max_features": 1})["max_features"] == 1  # one feature

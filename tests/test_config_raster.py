@@ -7,8 +7,8 @@ import rasterio
 import yaml
 
 from lcflow import config
+from lcflow.common.raster import Grid, cog_writer
 from lcflow.errors import LcflowError
-from lcflow.raster import Grid, cog_writer
 
 from .conftest import ROOT
 
@@ -84,7 +84,7 @@ def test_a_failed_write_leaves_nothing(tmp_path):
 
 
 def test_atomic_write_keeps_the_previous_file_on_error(tmp_path):
-    from lcflow.atomic import atomic_path, write_text
+    from lcflow.common.atomic import atomic_path, write_text
 
     target = tmp_path / "metrics.json"
     write_text(target, "old")

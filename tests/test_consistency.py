@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import rasterio
 
-from lcflow import change, consistent_maps, nomenclature
-from lcflow.consistency import PROBABILITY_FLOOR, ChangePrior, change_prior, marginals, small_changes, smooth, viterbi
+from lcflow.common.raster import Grid
 from lcflow.errors import LcflowError
-from lcflow.predict import PROBABILITY_NODATA, PROBABILITY_SCALE
-from lcflow.raster import Grid
+from lcflow.labels import nomenclature
+from lcflow.maps import change, consistent as consistent_maps
+from lcflow.maps.hmm import PROBABILITY_FLOOR, ChangePrior, change_prior, marginals, small_changes, smooth, viterbi
+from lcflow.maps.predict import PROBABILITY_NODATA, PROBABILITY_SCALE
 
 
 def _brute_force(proba, empty, years, prior):
@@ -227,7 +228,7 @@ def test_years_of_different_models_are_refused_before_writing(tmp_path):
 
 
 def test_the_change_figure_shows_the_map_and_matrix_of_its_pair(tmp_path):
-    from lcflow import quicklook
+    from lcflow.maps import quicklook
 
     paths, *_ = _series(tmp_path)
     result, d = _run(tmp_path, paths, min_change_ha=0.05)
@@ -290,7 +291,7 @@ def test_a_change_map_gets_a_stac_item_in_a_catalog(tmp_path):
     import pystac
     import pystac.validation
 
-    from lcflow import stac_products
+    from lcflow.maps import stac_items as stac_products
 
     paths, *_ = _series(tmp_path)
     _, d = _run(tmp_path, paths, min_change_ha=0.05)

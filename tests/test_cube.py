@@ -7,8 +7,8 @@ import pytest
 import rasterio
 from rasterio.enums import Compression, Interleaving
 
-from lcflow import cube
 from lcflow.errors import LcflowError
+from lcflow.retrieve import composite, cube
 
 from .conftest import BANDS, SMALL_AOI
 
@@ -23,17 +23,17 @@ def test_time_grid():
 def test_clear_mask_dilates_invalid_pixels():
     scl = np.full((2, 7, 7), 4, dtype=np.uint8)
     scl[0, 3, 3] = 9
-    mask = cube.clear_mask(scl, [9], dilation_px=1)
+    mask = composite.clear_mask(scl, [9], dilation_px=1)
     assert not mask[0, 3, 3] and not mask[0, 2, 3] and not mask[0, 3, 4]
     assert mask[0, 2, 2] and mask[1].all()  # 4-connected growth, never across time
-    assert cube.clear_mask(scl, [9], 0).sum() == scl.size - 1
+    assert composite.clear_mask(scl, [9], 0).sum() == scl.size - 1
 
 
 def test_clear_mask_is_the_same_for_classes_as_read_and_as_integers():
     scl = np.random.default_rng(4).integers(0, 12, (3, 40, 50)).astype(np.uint8)
     for invalid in ([0, 1, 3, 8, 9, 10], [9], []):
-        assert np.array_equal(cube.clear_mask(scl, invalid, 1), cube.clear_mask(scl.astype(np.int32), invalid, 1))
-        assert np.array_equal(cube._among(scl, invalid), np.isin(scl, invalid))
+        assert np.array_equal(composite.clear_mask(scl, invalid, 1), composite.clear_mask(scl.astype(np.int32), invalid, 1))
+        assert np.array_equal(composite._among(scl, invalid), np.isin(scl, invalid))
 
 
 @pytest.mark.parametrize("px", [0, 1, 2, 3])
@@ -45,7 +45,7 @@ def test_grown_is_scipys_dilation_by_the_cross_in_each_image(px):
     structure = np.zeros((3, 3, 3), dtype=bool)
     structure[1] = ndimage.generate_binary_structure(2, 1)
     expected = ndimage.binary_dilation(mask, structure=structure, iterations=px) if px else mask
-    assert np.array_equal(cube.grown(mask, px), expected)
+    assert np.array_equal(composite.grown(mask, px), expected)
 
 
 def test_clear_mask_masks_no_data_without_growing_it():
@@ -53,7 +53,7 @@ def test_clear_mask_masks_no_data_without_growing_it():
     scl = np.full((1, 5, 5), 4, dtype=np.uint8)
     scl[0, 0, :] = 0
     scl[0, 4, 4] = 9
-    mask = cube.clear_mask(scl, [0, 9], dilation_px=1)
+    mask = composite.clear_mask(scl, [0, 9], dilation_px=1)
     assert not mask[0, 0].any() and mask[0, 1].all()
     assert not mask[0, 3, 4] and not mask[0, 4, 3]  # the cloud still grows
 
@@ -63,7 +63,7 @@ def test_composite_is_median_of_clear_observations():
     times = np.array(["2018-02-01", "2018-03-01", "2018-04-01", "2018-09-01"], dtype="datetime64[us]")
     values = [np.array([1, 5, 3, 7], dtype=np.uint16).reshape(4, 1, 1)]
     clear = np.array([True, True, True, False]).reshape(4, 1, 1)
-    out, counts = cube.composite(values, clear, times, edges)
+    out, counts = composite.composite(values, clear, times, edges)
     assert out[0, 0, 0, 0] == 3.0 and counts[0, 0, 0] == 3
     assert np.isnan(out[1, 0, 0, 0]) and counts[1, 0, 0] == 0
 
@@ -76,20 +76,20 @@ def test_composite_removes_each_scenes_offset_before_the_median():
     values = [np.array([1500, 1600, 700], dtype=np.uint16).reshape(3, 1, 1),  # 500, 600, 700 harmonised
               np.array([2000, 2100, 1200], dtype=np.uint16).reshape(3, 1, 1)]
     clear = np.ones((3, 1, 1), dtype=bool)
-    out, counts = cube.composite(values, clear, times, edges, np.array([1000, 1000, 0], dtype=np.float32))
+    out, counts = composite.composite(values, clear, times, edges, np.array([1000, 1000, 0], dtype=np.float32))
     assert out[0, :, 0, 0].tolist() == [600.0, 1100.0] and counts[0, 0, 0] == 3
-    one, _ = cube.composite(values, clear, times[:1], edges, np.array([1000.0], dtype=np.float32))
+    one, _ = composite.composite(values, clear, times[:1], edges, np.array([1000.0], dtype=np.float32))
     assert one[0, :, 0, 0].tolist() == [500.0, 1000.0]  # a single scene: its value
 
 
 def test_to_int16_rounds_clips_and_marks_nodata():
     comp = np.array([1.4, 2.5, -3.6, 40000.0, -40000.0, np.nan], dtype=np.float32)
-    assert cube.to_int16(comp).tolist() == [1, 2, -4, 32767, -32767, cube.NODATA]
+    assert composite.to_int16(comp).tolist() == [1, 2, -4, 32767, -32767, composite.NODATA]
     window = np.random.default_rng(0).normal(0, 20000, (3, 2, 5, 7)).astype(np.float32)
     window[window > 15000] = np.nan
-    expected = np.where(np.isnan(window), cube.NODATA, np.clip(np.round(np.nan_to_num(window)), -32767, 32767))
+    expected = np.where(np.isnan(window), composite.NODATA, np.clip(np.round(np.nan_to_num(window)), -32767, 32767))
     for chunk in (1, 9, 10**6):  # chunks that end mid-row, mid-band and not at all
-        stored = cube.to_int16(window.copy(), chunk=chunk)
+        stored = composite.to_int16(window.copy(), chunk=chunk)
         assert stored.shape == window.shape and stored.dtype == np.int16
         np.testing.assert_array_equal(stored, expected)
 
@@ -98,7 +98,7 @@ def test_fill_time_gaps_interpolates_between_observed_steps():
     comp = np.full((6, 2, 1, 2), np.nan, dtype=np.float32)
     comp[[1, 4], 0, 0, 0] = [2.0, 8.0]
     comp[:, 1, 0, 0] = np.arange(6)
-    filled = cube.fill_time_gaps(comp, chunk_px=1)
+    filled = composite.fill_time_gaps(comp, chunk_px=1)
     assert filled is comp  # in place
     assert comp[:, 0, 0, 0].tolist() == [2, 2, 4, 6, 8, 8]  # ends: the nearest observed step
     assert comp[:, 1, 0, 0].tolist() == list(range(6))  # observed steps keep their value
@@ -123,8 +123,8 @@ def test_cube_with_indices_and_filled_gaps(stages, tmp_path):
     observed = np.broadcast_to((counts > 0)[:, None], plain.shape)
     assert np.array_equal(got[:, :len(BANDS)][observed], plain[observed])
     ever = (counts > 0).any(axis=0)
-    assert (~observed).any() and (got[:, :, ever] != cube.NODATA).all()
-    assert (got[:, :, ~ever] == cube.NODATA).all()
+    assert (~observed).any() and (got[:, :, ever] != composite.NODATA).all()
+    assert (got[:, :, ~ever] == composite.NODATA).all()
     nir, red = got[:, BANDS.index("B08")], got[:, BANDS.index("B04")]
     has = np.broadcast_to(ever, nir.shape) & (nir + red > 1)
     nir, red, ndvi = nir[has], red[has], got[:, -1][has]
@@ -220,7 +220,7 @@ def test_nan_median_is_numpys_nanmedian():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN pixel
             expected = np.nanmedian(values, axis=0)
         before = values.copy()
-        got = cube.nan_median(values)
+        got = composite.nan_median(values)
         assert got.dtype == np.float32 and np.array_equal(got, expected, equal_nan=True)
         assert np.isnan(got[:, 0, 0]).all()
         assert np.array_equal(values, before, equal_nan=True)  # the input is left as it was
@@ -229,7 +229,7 @@ def test_nan_median_is_numpys_nanmedian():
 @pytest.mark.parametrize("size", [1, 2, 4, 8, 16, 32])
 def test_the_sorting_network_sorts_every_input(size):
     """By the 0-1 principle, a comparator network that sorts every sequence of 0 and 1 sorts everything."""
-    network = cube._sorting_network(size)
+    network = composite._sorting_network(size)
     assert all(0 <= i < j < size for i, j in network)
     rng = np.random.default_rng(size)
     bits = np.array([[(k >> b) & 1 for b in range(size)] for k in range(2 ** size)]) if size <= 16 \
@@ -247,8 +247,8 @@ def test_the_block_cache_is_sized_for_every_scenes_blocks_within_the_limit(stage
     the cube is built; the cube is the same whatever the cache."""
     before, sized = cube.gdal_cache_bytes(), cube.block_cache_bytes
     during = []
-    composite = cube.composite
-    monkeypatch.setattr(cube, "composite", lambda *a, **k: during.append(cube.gdal_cache_bytes()) or composite(*a, **k))
+    original = cube.composite
+    monkeypatch.setattr(cube, "composite", lambda *a, **k: during.append(cube.gdal_cache_bytes()) or original(*a, **k))
     monkeypatch.setattr(cube, "block_cache_bytes", lambda *a: before + 700 * 2**20)
     run = dict(bands=BANDS, bounds=SMALL_AOI["31UFT"], block=64)
     with caplog.at_level("INFO", logger="lcflow"):

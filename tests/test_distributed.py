@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
-from lcflow import training
-from lcflow.trained import TrainedModel
+from lcflow.train import training
+from lcflow.train.model_dir import TrainedModel
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}

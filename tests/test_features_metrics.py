@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from lcflow.features import Standardiser, fill_gaps, prepare
-from lcflow.metrics import scores
+from lcflow.common.features import Standardiser, fill_gaps, prepare
+from lcflow.common.metrics import scores
 
 
 def test_fill_gaps_interpolates_in_time():
@@ -60,7 +60,7 @@ def test_scores():
 
 def test_area_adjusted_estimates_reproduce_olofsson_2014_table_8():
     """Olofsson et al. 2014 (RSE 148), the worked example: 4 strata of a 30 m change map."""
-    from lcflow.metrics import area_adjusted
+    from lcflow.common.metrics import area_adjusted
 
     counts = [[66, 0, 5, 4], [0, 55, 8, 12], [1, 0, 153, 11], [2, 1, 9, 313]]
     r = area_adjusted(counts, [200_000, 150_000, 3_200_000, 6_450_000], 900)

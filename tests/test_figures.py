@@ -4,9 +4,10 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from lcflow import learning_curve, quicklook
+from lcflow.common.raster import Grid, write_cog
 from lcflow.errors import LcflowError
-from lcflow.raster import Grid, write_cog
+from lcflow.maps import quicklook
+from lcflow.train import learning_curve
 
 
 def test_a_quicklook_shows_the_classes_in_their_colours_at_a_reduced_size(tmp_path):

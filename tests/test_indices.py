@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import yaml
 
-from lcflow import indices, sentinel2
 from lcflow.errors import LcflowError
+from lcflow.retrieve import indices, sentinel2
 
 from .conftest import ROOT
 

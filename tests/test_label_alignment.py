@@ -9,11 +9,11 @@ import pytest
 import rasterio
 from rasterio.warp import transform
 
-from lcflow import labels, nomenclature
+from lcflow.common.raster import Grid
 from lcflow.errors import LcflowError
-from lcflow.raster import Grid
+from lcflow.labels import alignment as labels, nomenclature
 
-from .conftest import DATA
+from .conftest import DATA, missing
 
 REAL = DATA / "clc_lanjaron_epsg3042.tif"  # EPSG:3042 (N-E axis order), 25 m, CLC codes
 
@@ -28,10 +28,13 @@ def gdalwarp(src, grid: Grid, method: str, out) -> np.ndarray:
         return nomenclature.clc_codes_from_raster(ds.read(1), ds.nodata, where=str(out))
 
 
-needs_gdalwarp = pytest.mark.skipif(shutil.which("gdalwarp") is None, reason="gdal-bin is not installed")
+@pytest.fixture
+def needs_gdalwarp():
+    if shutil.which("gdalwarp") is None:
+        missing("gdal", "gdal-bin is not installed (its gdalwarp is the reference)")
 
 
-@needs_gdalwarp
+@pytest.mark.usefixtures("needs_gdalwarp")
 @pytest.mark.parametrize("resolution, method", [(10, "near"), (20, "near"), (100, "mode"), (60, "mode")])
 def test_alignment_agrees_with_gdalwarp(resolution, method, tmp_path):
     grid = Grid.from_bounds(32630, (455000, 4085000, 461000, 4095000), resolution)
@@ -42,7 +45,7 @@ def test_alignment_agrees_with_gdalwarp(resolution, method, tmp_path):
     assert agree >= 0.999, agree
 
 
-@needs_gdalwarp
+@pytest.mark.usefixtures("needs_gdalwarp")
 def test_a_grid_coded_raster_and_a_clc_coded_one_give_the_same_labels(tmp_path):
     """The same classes stored as EEA grid codes (1..44, 48 nodata) align to identical CLC codes."""
     with rasterio.open(REAL) as src:

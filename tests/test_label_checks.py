@@ -7,9 +7,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import rasterio
 
-from lcflow import label_noise, label_transfer, nomenclature, sampling
-from lcflow.label_noise import Cleaning
-from lcflow.label_transfer import ChangeTest
+from lcflow.labels import cleaning as label_noise, transfer as label_transfer, nomenclature, sampling
+from lcflow.labels.cleaning import Cleaning
+from lcflow.labels.transfer import ChangeTest
 
 
 def blocky_table(rng: np.random.Generator, n_blocks: int = 40, per_block: int = 25, flipped_blocks: int = 4):

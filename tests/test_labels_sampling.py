@@ -4,9 +4,9 @@ import pytest
 import rasterio
 from rasterio.warp import transform
 
-from lcflow import labels, nomenclature, sampling
+from lcflow.common.raster import Grid
 from lcflow.errors import LcflowError
-from lcflow.raster import Grid
+from lcflow.labels import alignment as labels, nomenclature, sampling
 
 from .conftest import DATA
 
@@ -38,7 +38,7 @@ def test_labels_mapped_and_coloured(stages):
 
 def test_corine_outside_the_tile_is_refused(demo, tmp_path):
     grid_of = tmp_path / "far.tif"
-    from lcflow.raster import write_cog
+    from lcflow.common.raster import write_cog
 
     write_cog(grid_of, np.zeros((10, 10), np.uint8), Grid.from_bounds(32633, (500000, 5000000, 500100, 5000100), 10))
     with pytest.raises(LcflowError, match="does not cover"):

@@ -1,7 +1,7 @@
 import pytest
 
-from lcflow import mgrs, sentinel2
 from lcflow.errors import LcflowError
+from lcflow.retrieve import mgrs, sentinel2
 
 
 @pytest.mark.parametrize("tile,epsg", [("31UFT", 32631), ("32ULC", 32632), ("13TDE", 32613), ("35MNM", 32735), ("01CAA", 32701), ("60XVV", 32660)])

@@ -9,7 +9,7 @@ import yaml
 from pyproj import Transformer
 from rasterio.transform import from_origin
 
-from lcflow import mgrs
+from lcflow.retrieve import mgrs
 
 from .conftest import ROOT, snakemake
 

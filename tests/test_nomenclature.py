@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import rasterio
 
-from lcflow import nomenclature as nm
 from lcflow.errors import LcflowError
+from lcflow.labels import nomenclature as nm
 
 from .conftest import DATA
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from lcflow import distributed, optim
+from lcflow.train import distributed, optim
 
 
 def test_learning_rate_scales_with_the_global_batch():

@@ -5,10 +5,12 @@ import pytest
 import rasterio
 from sklearn.metrics import cohen_kappa_score
 
-from lcflow import predict, sampling, samples, training
-from lcflow.cube import NODATA
 from lcflow.errors import LcflowError
-from lcflow.trained import TrainedModel
+from lcflow.labels import sampling, samples_table as samples
+from lcflow.maps import predict
+from lcflow.retrieve.composite import NODATA
+from lcflow.train import training
+from lcflow.train.model_dir import TrainedModel
 
 
 def test_patch_centres_are_the_samples_own_values(patch_samples, stages):

@@ -4,9 +4,12 @@ import numpy as np
 import pytest
 import rasterio
 
-from lcflow import assess, nomenclature, predict, training
+from lcflow.assess import accuracy as assess
+from lcflow.common.raster import Grid
 from lcflow.errors import LcflowError
-from lcflow.raster import Grid
+from lcflow.labels import nomenclature
+from lcflow.maps import predict
+from lcflow.train import training
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,7 @@ def test_assess_against_truth_and_samples(stages, rf_model, demo, tmp_path):
 
 
 def test_predict_refuses_a_cube_that_does_not_fit(stages, rf_model, tmp_path):
-    from lcflow import cube
+    from lcflow.retrieve import cube
 
     cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=["B04", "B08"],
              bounds=[640000, 5760000, 640640, 5760640], steps=6)
@@ -67,7 +70,7 @@ def test_predict_refuses_a_cube_that_does_not_fit(stages, rf_model, tmp_path):
 def test_probabilities_are_the_map_s_evidence_and_a_nodata_hole_stays_nodata(stages, rf_model, tmp_path):
     """Class probabilities beside the map: one band a class, argmax = the map; a hole in the cube (no
     observation at any date) is nodata in all three outputs, and nothing around it is."""
-    from lcflow.cube import NODATA
+    from lcflow.retrieve.composite import NODATA
 
     holed = tmp_path / "holed.tif"
     with rasterio.open(stages["cube2018"]) as src:
@@ -106,7 +109,7 @@ def test_a_killed_prediction_leaves_no_finished_looking_file(stages, rf_model, t
     out = {k: tmp_path / f"{k}.tif" for k in ("map", "conf", "proba")}
     code = (
         "import os, signal, sys\n"
-        "from lcflow import predict, trained\n"
+        "from lcflow.maps import predict\nfrom lcflow.train import model_dir as trained\n"
         "calls = []\n"
         "real = trained.TrainedModel.window_probabilities\n"
         "def dying(self, x):\n"

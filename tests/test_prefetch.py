@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from lcflow.prefetch import prefetched, written_behind
+from lcflow.common.prefetch import prefetched, written_behind
 
 
 def test_results_come_in_order_and_the_next_load_overlaps_the_consumer():

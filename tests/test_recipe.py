@@ -7,10 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lcflow import balance, samples, training
-from lcflow.deep import Schedule, TrainConfig
-from lcflow.params import check
-from lcflow.trained import TrainedModel
+from lcflow.labels import samples_table as samples
+from lcflow.train import balance, training
+from lcflow.train.deep import Schedule, TrainConfig
+from lcflow.train.hyperparameters import check
+from lcflow.train.model_dir import TrainedModel
 
 
 def seasonal_table(n_per_class: dict[int, int], steps: int = 12, band: str = "NDVI", missing: float = 0.1,
@@ -171,7 +172,7 @@ def test_on_real_slovenian_fields_the_deep_models_beat_the_majority_rate(tmp_pat
 def test_no_round_inside_the_warm_up_is_kept_as_the_best(tmp_path):
     """On a small val set an undertrained model can score best by chance: rounds that end while the
     rate still warms up are no candidates, and the run ends with weights from after the warm-up."""
-    from lcflow.deep import _selectable
+    from lcflow.train.deep import _selectable
 
     plan = Schedule(total_steps=300, round_steps=20, warmup_steps=100, steps_per_epoch=3, global_batch=128)
     assert [_selectable(s, plan) for s in (20, 100, 120, 300)] == [False, False, True, True]

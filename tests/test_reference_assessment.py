@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import rasterio
 
-from lcflow import assess, sample_design
+from lcflow.assess import accuracy as assess, design as sample_design
+from lcflow.common.raster import Grid, write_cog
 from lcflow.errors import LcflowError
-from lcflow.raster import Grid, write_cog
 
 GRID = Grid.from_bounds(32631, (600000, 5700000, 604000, 5704000), 10)  # 400 x 400 px, 1 ha = 100 px
 NAMES = {1: "urban", 2: "crops", 3: "forest", 4: "water"}

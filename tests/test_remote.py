@@ -11,8 +11,8 @@ import pystac
 import pytest
 import rasterio
 
-from lcflow import cube, mgrs, remote, search, sentinel2
 from lcflow.errors import LcflowError
+from lcflow.retrieve import cube, mgrs, remote, search, sentinel2
 
 from .conftest import BANDS, SMALL_AOI
 from .http_server import serve

@@ -3,7 +3,7 @@ import pytest
 from affine import Affine
 from rasterio.warp import Resampling, reproject
 
-from lcflow import resample
+from lcflow.retrieve import resample
 
 SOURCE = Affine(20, 0, 600000, 0, -20, 5800000)  # a 20 m band's grid
 

@@ -2,8 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lcflow import samples
 from lcflow.errors import LcflowError
+from lcflow.labels import samples_table as samples
 
 
 def table(n=20, classes=(1, 2), bands=("B04", "B08"), steps=3):

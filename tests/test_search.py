@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from lcflow import search
 from lcflow.errors import LcflowError
+from lcflow.retrieve import search
 
 
 def test_item_tile_from_each_catalogue(earth_search_items, planetary_items):

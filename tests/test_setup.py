@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import ROOT
 
 SCRIPT = ROOT / "envs" / "system-deps.sh"
@@ -54,3 +56,16 @@ def test_the_horovod_wheel_cache_is_keyed_by_its_controllers():
     out = subprocess.run(["bash", str(ROOT / "envs" / "build-horovod.sh"), sys.executable], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0 and "horovod (gloo-mpi) already importable" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_required_tool_fails_its_tests_instead_of_skipping_them(monkeypatch):
+    """Where the run requires a tool (CI), a test that cannot have it fails; elsewhere it skips."""
+    from _pytest.outcomes import Failed, Skipped
+
+    from . import conftest
+
+    monkeypatch.setattr(conftest, "REQUIRED", frozenset({"slurm"}))
+    with pytest.raises(Failed, match="LCFLOW_TESTS_REQUIRE names slurm"):
+        conftest.missing("slurm", "Slurm is not installed")
+    with pytest.raises(Skipped, match="chromium is not installed"):
+        conftest.missing("chromium", "chromium is not installed")

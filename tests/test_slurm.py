@@ -17,7 +17,7 @@ import pytest
 import rasterio
 import yaml
 
-from .conftest import ROOT, job_counts, snakemake
+from .conftest import ROOT, job_counts, missing, snakemake
 
 #: the demo's deep models: one Horovod job each
 DEEP = [m for m in yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["models"] if m != "rf"]
@@ -51,7 +51,7 @@ def slurm(tmp_path_factory) -> dict:
     """Start the test cluster; the environment that reaches it. Stopped after the module."""
     why = _why_no_slurm()
     if why:
-        pytest.skip(why)
+        missing("slurm", why)
     state = tmp_path_factory.mktemp("slurm")
     started = subprocess.run([str(CLUSTER), "start", str(state)], capture_output=True, text=True, timeout=120)
     try:
@@ -121,7 +121,7 @@ def test_forcerun_of_one_stage_reruns_only_its_downstream(slurm_run, slurm):
     assert job_counts(plan) == {"train": n, "learning_curve": n, "predict": 4 * n, "consistent_maps": 2 * n,
                                 "change_figure": 2 * n, "change_summary": 1, "quicklook": 4 * n, "assess": 4 * n,
                                 "stac_map_item": 4 * n, "stac_change_item": 2 * n, "stac_catalog": 1,
-                                "summary": 1, "all": 1}
+                                "summary": 1, "job_resources": 1, "all": 1}
     assert "model=rf" not in plan and all(f"model={m}" in plan for m in DEEP)
 
 

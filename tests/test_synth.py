@@ -3,7 +3,7 @@ import json
 import numpy as np
 import rasterio
 
-from lcflow.nomenclature import CLC_NODATA_GRID
+from lcflow.labels.nomenclature import CLC_NODATA_GRID
 from lcflow.synth import clouds, landscape, spectra
 
 from .conftest import SMALL_AOI

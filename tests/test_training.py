@@ -4,10 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lcflow import samples, training
 from lcflow.cli import main
 from lcflow.errors import LcflowError
-from lcflow.trained import TrainedModel
+from lcflow.labels import samples_table as samples
+from lcflow.train import training
+from lcflow.train.model_dir import TrainedModel
 
 FAST = {"rf": {"n_estimators": 50}, "lstm": {"epochs": 8, "min_steps": 0, "hidden_size": 32},
         "tempcnn": {"epochs": 8, "min_steps": 0, "filters": 16, "dense": 32}}

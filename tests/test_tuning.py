@@ -14,8 +14,9 @@ import optuna
 import pytest
 import yaml
 
-from lcflow import search_space, study, training, tuning
-from lcflow.params import ParamError, check
+from lcflow.train import hyperparameters, training
+from lcflow.train.hyperparameters import ParamError, check
+from lcflow.tune import space as search_space, study, tuning
 
 from .test_recipe import seasonal_table, write
 
@@ -198,7 +199,7 @@ def test_the_tuned_parameters_reach_the_final_training_and_are_recorded(table, t
     best = tmp_path / "best_params.yaml"
     best.write_text(yaml.safe_dump({"model": "lstm", "study": "lstm-abc", "trial": 3, "value": 0.9,
                                     "params": {"hidden_size": 12, "dropout": 0.25}}))
-    tuned = tuning.read_best(best, "lstm")
+    tuned = hyperparameters.read_best(best, "lstm")
     metrics = training.train("lstm", [table], tmp_path / "model", {"hidden_size": 64, "min_steps": 30, "epochs": 1,
                                                                     "threads": 1}, tuned=tuned)
     assert metrics["params"]["hidden_size"] == 12 and metrics["params"]["dropout"] == 0.25
@@ -235,7 +236,7 @@ def test_the_balanced_accuracy_of_a_round_is_the_mean_recall_of_its_classes(tabl
     """What the pruner sees for metric balanced_accuracy, checked against scikit-learn on the same predictions."""
     from sklearn.metrics import balanced_accuracy_score
 
-    from lcflow.models import model_class
+    from lcflow.train.models import model_class
 
     cls = model_class("lstm")
     params = check("lstm", {"epochs": 1, "min_steps": 20, "evaluations": 1, "hidden_size": 8, "threads": 1})

@@ -11,9 +11,9 @@ import rasterio
 import shapely
 import yaml
 
-from lcflow import labels, nomenclature, sampling, vector_labels
+from lcflow.common.raster import Grid, read_tag, write_cog
 from lcflow.errors import LcflowError
-from lcflow.raster import Grid, read_tag, write_cog
+from lcflow.labels import alignment as labels, nomenclature, sampling, vector as vector_labels
 
 from .conftest import DATA, corine_polygons
 from .real_tables import slovenia_cube, slovenia_grid
@@ -264,8 +264,8 @@ def test_reference_data_without_a_code_column_lists_the_columns(tmp_path):
 
 def test_reference_labels_are_not_cleaned_unless_asked(tmp_path):
     """Label-noise cleaning is for CORINE; the user's surveyed labels are kept unless reference_data is set."""
-    from lcflow.label_noise import Cleaning
-    from lcflow.samples import read
+    from lcflow.labels.cleaning import Cleaning
+    from lcflow.labels.samples_table import read
 
     cube, valid = slovenia_cube(tmp_path)
     (tmp_path / "map.yaml").write_text(yaml.safe_dump(SLOVENIA_MAPPING))

@@ -14,9 +14,9 @@ import pytest
 import rasterio
 import yaml
 
-from lcflow import nomenclature
+from lcflow.labels import nomenclature
 
-from .conftest import HOSTILE_RESOURCES, HOSTILE_RESULTS, ROOT, corine_polygons, demo_config, job_counts, snakemake
+from .conftest import HOSTILE_RESOURCES, HOSTILE_RESULTS, ROOT, corine_polygons, demo_config, job_counts, missing, snakemake
 
 pytestmark = pytest.mark.integration
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -228,7 +228,7 @@ def test_rerun_does_nothing_and_forcerun_reruns_only_downstream(run):
     assert counts == {"train": len(deep), "learning_curve": len(deep), "predict": n_maps, "quicklook": n_maps,
                       "consistent_maps": n_series, "change_figure": n_pairs, "change_summary": 1, "assess": n_maps,
                       "stac_map_item": n_maps, "stac_change_item": n_pairs, "stac_catalog": 1, "summary": 1,
-                      "all": 1}
+                      "job_resources": 1, "all": 1}
 
 
 def test_report_embeds_every_figure_and_the_accuracy_table(run):
@@ -258,6 +258,27 @@ def test_report_embeds_every_figure_and_the_accuracy_table(run):
     assert html.count("area-adjusted estimate from that sample") >= len(expected)
     assert html.count("the dashed line marks the round whose weights the model kept") == len(DEMO["models"]) - 1
 
+
+
+def test_the_report_gives_each_stages_wall_time_and_memory(run):
+    """Every job that does real work left a benchmark file; the table built from them (in the report) has
+    each stage's jobs, wall time and peak memory as measured."""
+    import pandas as pd
+
+    table = pd.read_csv(run / "job_resources.tsv", sep="\t").set_index("stage")
+    files = {p.stem: p for p in (run / "benchmarks").rglob("*.tsv")}
+    for stage in ("synth", "search", "cube", "labels", "sample", "train", "predict", "consistent_maps", "assess"):
+        assert stage in table.index, table
+        assert table.loc[stage, "wall_s_max"] > 0 and table.loc[stage, "wall_s_total"] >= table.loc[stage, "wall_s_max"]
+    n_maps = len(DEMO["tiles"]) * len(DEMO["years"]) * len(DEMO["models"])
+    assert table.loc["predict", "jobs"] == n_maps and table.loc["cube", "jobs"] == len(DEMO["tiles"]) * len(DEMO["years"])
+    # the cube's peak memory is the largest of its jobs' files, as Snakemake measured them
+    cubes = [pd.read_csv(p, sep="\t", na_values=["NA"]).iloc[-1]["max_rss"] for p in (run / "benchmarks" / "cube").glob("*.tsv")]
+    assert table.loc["cube", "max_rss_mb"] == pytest.approx(max(cubes), abs=0.01) and max(cubes) > 50
+    assert "synth" in files and (run / "job_resources.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = run / "report.html"
+    if report.exists():
+        assert '"filename": "job_resources.png"' in report.read_text(encoding="utf-8")
 
 def test_corine_polygons_and_a_change_layer_relabel_a_tile(run, tmp_path):
     """On a copy of the finished demo: CORINE as GeoPackage polygons (``Code_18`` as text) and a CLC change
@@ -299,10 +320,13 @@ def test_the_report_shows_its_pictures_in_a_browser(run, tmp_path):
     """The report as a user sees it: headless Chromium (Debian's) driven by Playwright opens it, and for a
     map, its class areas and a learning curve, clicking through the menu shows the picture, decoded at
     its full size. Screenshots are kept beside the report."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        missing("chromium", "playwright is not installed")
     browser_path = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser_path is None:
-        pytest.skip("chromium is not installed (Debian package chromium)")
+        missing("chromium", "chromium is not installed (Debian package chromium)")
     report = run / "report.html"
     if not report.exists():
         done = snakemake(run.parent, "--report", str(report), configfile=run.parent / "demo.yaml")
@@ -371,7 +395,7 @@ def test_a_users_config_replaces_the_demo_config(tmp_path):
     counts = job_counts(done.stdout + done.stderr)
     assert counts == {"search": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict": 1, "quicklook": 1,
                       "consistent_maps": 1, "change_summary": 1, "design_sample": 1, "assess": 1, "summary": 1,
-                      "stac_map_item": 1, "stac_catalog": 1, "all": 1}, counts
+                      "stac_map_item": 1, "stac_catalog": 1, "job_resources": 1, "all": 1}, counts
 
 
 def test_a_bad_value_names_the_config_file_that_set_it(tmp_path):
@@ -398,7 +422,7 @@ def test_the_demo_with_hpo_tunes_lstm_and_trains_it_with_the_best_parameters(run
                                                      "change_figure": len(DEMO["tiles"]), "change_summary": 1,
                                                      "quicklook": n_maps, "assess": n_maps, "summary": 1,
                                                      "stac_map_item": n_maps, "stac_change_item": len(DEMO["tiles"]),
-                                                     "stac_catalog": 1, "all": 1}
+                                                     "stac_catalog": 1, "job_resources": 1, "all": 1}
     results = work / HOSTILE_RESULTS
     best = yaml.safe_load((results / "hpo" / "lstm" / "best_params.yaml").read_text())
     assert set(best["params"]) == {"learning_rate", "dropout"} and best["trials"]["complete"] >= 1

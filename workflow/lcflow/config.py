@@ -16,12 +16,14 @@ from typing import Any
 import jsonschema
 import yaml
 
-from . import indices as spectral_indices
-from . import mgrs
-from . import params as model_params
-from .errors import LcflowError
-from .remote import is_url
-from .models import PATCH as PATCH_MODELS
+from lcflow.common.yaml_files import load_file
+from lcflow.defaults import SCHEMA
+from lcflow.errors import LcflowError
+from lcflow.retrieve import indices as spectral_indices
+from lcflow.retrieve import mgrs
+from lcflow.retrieve.remote import is_url
+from lcflow.train import hyperparameters
+from lcflow.train.models import PATCH as PATCH_MODELS
 
 DEFAULT_CONFIG = "config/config.yaml"
 
@@ -56,24 +58,6 @@ def _has(data: Any, path: Sequence[str | int]) -> bool:
             return False
         node = node[k]
     return True
-
-
-def load_file(path: str | Path) -> dict[str, Any]:
-    """One YAML (or JSON) config file as a mapping, or one line saying why it is not one."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise LcflowError(f"config file {path}: cannot be read ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise LcflowError(f"config file {path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise LcflowError(f"config file {path}: expected a mapping of keys, found {type(data).__name__}")
-    return data
 
 
 def merge(files: Sequence[str | Path]) -> dict[str, Any]:
@@ -159,8 +143,8 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
         raise _Bad(("sample", "fractions"), f"sample.fractions = {fractions} sum to {sum(fractions.values()):g}, not 1")
     for model, given in (config.get("model_params") or {}).items():
         try:
-            model_params.check(model, given, where=f"model_params.{model}")
-        except model_params.ParamError as exc:
+            hyperparameters.check(model, given, where=f"model_params.{model}")
+        except hyperparameters.ParamError as exc:
             raise _Bad(("model_params", model) + ((exc.key,) if exc.key else ()), str(exc)) from None
     _check_hpo(config)
     cube_cfg = config.get("cube") or {}
@@ -228,7 +212,7 @@ def _check_per_tile_year(config: dict[str, Any], base: Path, produced: set[str],
 
 def _check_hpo(config: dict[str, Any]) -> None:
     """Tuned models are trained models; every search space names parameters of its model, in range."""
-    from . import search_space
+    from lcflow.tune import space as search_space
 
     hpo = config.get("hpo") or {}
     for i, model in enumerate(hpo.get("models") or []):
@@ -238,7 +222,7 @@ def _check_hpo(config: dict[str, Any]) -> None:
     for model, space in (hpo.get("space") or {}).items():
         try:
             search_space.parse(model, space, where=f"hpo.space.{model}")
-        except model_params.ParamError as exc:
+        except hyperparameters.ParamError as exc:
             raise _Bad(("hpo", "space", model) + ((exc.key,) if exc.key else ()), str(exc)) from None
 
 
@@ -255,7 +239,7 @@ def _check_catalog(path: Path) -> None:
 def _check_labels(base: Path, config: dict[str, Any], key: str) -> None:
     """Before any job: the label source is readable, covers each configured tile area, and every code it holds
     there is mapped or ignored by the nomenclature; the change layer, when given, is readable."""
-    from . import labels, nomenclature, vector_labels
+    from lcflow.labels import alignment as labels, nomenclature, vector as vector_labels
 
     cfg = config["labels"]
     try:
@@ -289,3 +273,22 @@ def demo_outputs(config: dict[str, Any]) -> set[str]:
     files = {f"{out}/catalog/catalog.json", f"{out}/corine/clc_demo_3035.tif"}
     files |= {f"{out}/truth/{t}_{y}.tif" for t in config["tiles"] for y in config["years"]}
     return files
+
+
+def cmd_check_config(a) -> None:
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "Snakefile").exists():
+        raise LcflowError("check-config needs lcflow installed from its repository (pip install -e .)")
+    files = a.configfile or [root / DEFAULT_CONFIG]
+    merged = merge(files)
+    check(merged, SCHEMA, base=a.directory, origins=Origins(files))
+    print(f"config OK: {len(merged['tiles'])} tile(s) x {len(merged['years'])} year(s), models {', '.join(merged['models'])}")
+
+
+def register(command) -> None:
+    """``lcflow check-config``; ``command(name, help, **kw)`` makes its sub-parser."""
+    p = command("check-config", "check a workflow configuration as the workflow does before any job")
+    p.add_argument("--configfile", nargs="+", help="config file(s), merged in order (default: config/config.yaml "
+                                                    "of this checkout)")
+    p.add_argument("--directory", default=".", help="directory the config's relative paths start from")
+    p.set_defaults(func=cmd_check_config)

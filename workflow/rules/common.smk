@@ -3,8 +3,8 @@ import shlex
 
 from snakemake.exceptions import WorkflowError
 
-from lcflow import launch
-from lcflow.remote import is_url
+from lcflow.train import launch
+from lcflow.retrieve.remote import is_url
 
 R = config["results"]
 TILES = config["tiles"]
@@ -164,3 +164,16 @@ def label_check_args(wildcards, input):
     if "reference" in input.keys():
         args += f" --reference-cube {shlex.quote(input.reference)} --change-mad-k {sample['transfer']['mad_k']}"
     return args
+
+
+# Everything a run delivers (rule all); the job_resources table, made last, reads every job's benchmark file.
+PRODUCTS = [
+    f"{R}/accuracy.tsv",
+    f"{R}/changes.tsv",
+    f"{R}/stac/catalog.json",
+    *expand(f"{R}/changes/{{tile}}_{{pair}}_{{model}}.png", tile=TILES, pair=PAIRS, model=MODELS),
+    *expand(f"{R}/maps/{{tile}}_{{year}}_{{model}}.tif", tile=TILES, year=YEARS, model=MODELS),
+    *expand(f"{R}/reference/{{tile}}_{{year}}_design.gpkg", tile=TILES, year=YEARS),
+    *expand(f"{R}/quicklooks/{{tile}}_{{year}}_{{model}}.quicklook.png", tile=TILES, year=YEARS, model=MODELS),
+    *expand(f"{R}/models/{{model}}/learning_curve.png", model=DEEP_MODELS),
+]

@@ -8,6 +8,8 @@ if "demo" in config:
             truth=expand(f"{DEMO['out']}/truth/{{tile}}_{{year}}.tif", tile=TILES, year=YEARS),
         log:
             f"{R}/logs/synth.log",
+        benchmark:
+            f"{R}/benchmarks/synth.tsv"
         params:
             out=lambda wildcards, output: Path(output.catalog).parent.parent,
             aoi=json.dumps({t: config["aoi"][t] for t in TILES}),

@@ -9,6 +9,8 @@ rule labels:
         f"{R}/{{tile}}/labels.tif",
     log:
         f"{R}/logs/labels/{{tile}}.log",
+    benchmark:
+        f"{R}/benchmarks/labels/{{tile}}.tsv"
     params:
         source=label_source_args,
         nomenclature=nomenclature_args(),
@@ -31,6 +33,8 @@ rule sample:
         f"{R}/{{tile}}/{{year}}/samples.parquet",
     log:
         f"{R}/logs/sample/{{tile}}_{{year}}.log",
+    benchmark:
+        f"{R}/benchmarks/sample/{{tile}}_{{year}}.tsv"
     params:
         per_class=SAMPLE["per_class"],
         min_valid=SAMPLE["min_valid_fraction"],

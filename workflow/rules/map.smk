@@ -10,6 +10,8 @@ rule predict:
         probabilities=temp(f"{R}/maps/raw/{{tile}}_{{year}}_{{model}}_probabilities.tif"),
     log:
         f"{R}/logs/predict/{{tile}}_{{year}}_{{model}}.log",
+    benchmark:
+        f"{R}/benchmarks/predict/{{tile}}_{{year}}_{{model}}.tsv"
     params:
         model_dir=subpath(input.model, parent=True),
         block=config["predict"]["block_px"],
@@ -34,6 +36,8 @@ rule consistent_maps:
         summary=f"{R}/changes/{{tile}}_{{model}}.json",
     log:
         f"{R}/logs/consistent_maps/{{tile}}_{{model}}.log",
+    benchmark:
+        f"{R}/benchmarks/consistent_maps/{{tile}}_{{model}}.tsv"
     params:
         years=SERIES,
         changes=lambda wc, output: f"--changes {' '.join(shlex.quote(c) for c in output.changes)}" if PAIRS else "",
@@ -65,6 +69,8 @@ rule change_figure:
         ),
     log:
         f"{R}/logs/change_figure/{{tile}}_{{pair}}_{{model}}.log",
+    benchmark:
+        f"{R}/benchmarks/change_figure/{{tile}}_{{pair}}_{{model}}.tsv"
     params:
         title="{tile} {model}",
     conda:
@@ -101,6 +107,8 @@ rule quicklook:
         ),
     log:
         f"{R}/logs/quicklook/{{tile}}_{{year}}_{{model}}.log",
+    benchmark:
+        f"{R}/benchmarks/quicklook/{{tile}}_{{year}}_{{model}}.tsv"
     conda:
         ENV
     shell:
@@ -115,6 +123,8 @@ rule design_sample:
         csv=f"{R}/reference/{{tile}}_{{year}}_design.csv",
     log:
         f"{R}/logs/design_sample/{{tile}}_{{year}}.log",
+    benchmark:
+        f"{R}/benchmarks/design_sample/{{tile}}_{{year}}.tsv"
     params:
         target_se=DESIGN.get("target_se", 0.01),
         min_per_class=DESIGN.get("min_per_class", 50),
@@ -153,6 +163,8 @@ rule assess:
         ),
     log:
         f"{R}/logs/assess/{{tile}}_{{year}}_{{model}}.log",
+    benchmark:
+        f"{R}/benchmarks/assess/{{tile}}_{{year}}_{{model}}.tsv"
     params:
         model_dir=subpath(input.model, parent=True),
         truth=lambda wc, input: f"--truth {shlex.quote(input.truth)}" if "truth" in input.keys() else "",
@@ -232,3 +244,22 @@ rule stac_catalog:
         ENV
     shell:
         "lcflow -v stac-catalog --items {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+# What each job took (Snakemake's benchmark files): users size their Slurm requests from it. It runs after
+# every product of the run (PRODUCTS), so every job's benchmark file is there.
+rule job_resources:
+    input:
+        PRODUCTS,
+    output:
+        table=report(f"{R}/job_resources.tsv", caption="../report/job_resources.rst", category="Resources"),
+        figure=report(f"{R}/job_resources.png", caption="../report/job_resources.rst", category="Resources"),
+    log:
+        f"{R}/logs/job_resources.log",
+    params:
+        benchmarks=f"{R}/benchmarks",
+    conda:
+        ENV
+    shell:
+        "lcflow -v job-resources --benchmarks {params.benchmarks:q} --out {output.table:q} --figure {output.figure:q}"
+        " > {log:q} 2>&1"

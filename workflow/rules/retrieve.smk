@@ -9,6 +9,8 @@ rule search:
         f"{R}/{{tile}}/{{year}}/items.json",
     log:
         f"{R}/logs/search/{{tile}}_{{year}}.log",
+    benchmark:
+        f"{R}/benchmarks/search/{{tile}}_{{year}}.tsv"
     params:
         source=f"--catalog {shlex.quote(STAC['catalog'])}" if STAC.get("catalog") else f"--api {shlex.quote(STAC['api'])}",
         collection=STAC["collection"],
@@ -28,6 +30,8 @@ rule cube:
         valid=f"{R}/{{tile}}/{{year}}/cube_valid.tif",
     log:
         f"{R}/logs/cube/{{tile}}_{{year}}.log",
+    benchmark:
+        f"{R}/benchmarks/cube/{{tile}}_{{year}}.tsv"
     params:
         bands=",".join(CUBE["bands"]),
         bounds=aoi_args,

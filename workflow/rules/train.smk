@@ -10,6 +10,8 @@ rule train_rf:
         history=f"{R}/models/rf/history.csv",
     log:
         f"{R}/logs/train/rf.log",
+    benchmark:
+        f"{R}/benchmarks/train/rf.tsv"
     params:
         model_params=model_params("rf"),
         out=subpath(output.meta, parent=True),
@@ -33,6 +35,8 @@ rule train:
         history=f"{R}/models/{{model}}/history.csv",
     log:
         f"{R}/logs/train/{{model}}.log",
+    benchmark:
+        f"{R}/benchmarks/train/{{model}}.tsv"
     wildcard_constraints:
         model="|".join(DEEP_MODELS) or "none",
     params:
@@ -67,6 +71,8 @@ rule learning_curve:
         ),
     log:
         f"{R}/logs/learning_curve/{{model}}.log",
+    benchmark:
+        f"{R}/benchmarks/learning_curve/{{model}}.tsv"
     params:
         history=lambda wildcards, input: str(Path(input[0]).parent / "history.csv"),
     conda:

@@ -11,6 +11,8 @@ rule hpo_rf:
         f"{R}/hpo/rf/workers/{{worker}}.json",
     log:
         f"{R}/logs/hpo/rf_{{worker}}.log",
+    benchmark:
+        f"{R}/benchmarks/hpo/rf_{{worker}}.tsv"
     wildcard_constraints:
         worker=r"\d+",
     params:
@@ -32,6 +34,8 @@ rule hpo:
         f"{R}/hpo/{{model}}/workers/{{worker}}.json",
     log:
         f"{R}/logs/hpo/{{model}}_{{worker}}.log",
+    benchmark:
+        f"{R}/benchmarks/hpo/{{model}}_{{worker}}.tsv"
     wildcard_constraints:
         model="|".join(m for m in TUNED if m != "rf") or "none",
         worker=r"\d+",
@@ -81,6 +85,8 @@ rule hpo_summary:
         ),
     log:
         f"{R}/logs/hpo/{{model}}_summary.log",
+    benchmark:
+        f"{R}/benchmarks/hpo/{{model}}_summary.tsv"
     wildcard_constraints:
         model="|".join(TUNED) or "none",
     params:

@@ -6,8 +6,8 @@ flagged 3 on most but not all of their pixels; some scenes carry thin cirrus (10
 
 import numpy as np
 
-from .landscape import smooth_noise
-from .spectra import BANDS, CLOUD, WATER
+from lcflow.synth.landscape import smooth_noise
+from lcflow.synth.spectra import BANDS, CLOUD, WATER
 
 
 def cloud_cover_fraction(rng: np.random.Generator) -> float:

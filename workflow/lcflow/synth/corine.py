@@ -12,8 +12,8 @@ import rasterio.features
 from rasterio.crs import CRS
 from rasterio.warp import Resampling, reproject, transform_bounds
 
-from ..nomenclature import CLC_NODATA_GRID, clc_legend
-from ..raster import Grid
+from lcflow.common.raster import Grid
+from lcflow.labels.nomenclature import CLC_NODATA_GRID, clc_legend
 
 CLC_CRS = CRS.from_epsg(3035)
 CLC_RES = 100.0

@@ -9,11 +9,13 @@ import numpy as np
 import pystac
 from rasterio.warp import transform_geom
 
-from .. import mgrs, nomenclature
-from ..errors import LcflowError
-from ..raster import Grid, write_cog
-from ..sentinel2 import BAND_RESOLUTION, EARTH_SEARCH_KEYS
-from . import clouds, corine, landscape, spectra
+from lcflow.common.raster import Grid, write_cog
+from lcflow.defaults import default
+from lcflow.errors import LcflowError
+from lcflow.labels import nomenclature
+from lcflow.retrieve import mgrs
+from lcflow.retrieve.sentinel2 import BAND_RESOLUTION, EARTH_SEARCH_KEYS
+from lcflow.synth import clouds, corine, landscape, spectra
 
 COLLECTION = "sentinel-2-l2a"
 EXTENSIONS = [
@@ -105,8 +107,9 @@ def _add_asset(item: pystac.Item, item_dir: Path, band: str, data: np.ndarray, g
     ))
 
 
-def make_demo(out: str | Path, aoi: dict[str, list[float]], years: list[int], resolution: float = 10.0,
-              acquisitions: tuple[int, int] = (12, 20), mmu_cells: int = 4, change_fraction: float = 0.03) -> None:
+def make_demo(out: str | Path, aoi: dict[str, list[float]], years: list[int], resolution: float = float(default("cube.resolution")),
+              acquisitions: tuple[int, int] = tuple(default("demo.acquisitions")), mmu_cells: int = default("demo.mmu_cells"),
+              change_fraction: float = default("demo.change_fraction")) -> None:
     """Write catalog/, corine/clc_demo_3035.tif and truth/{tile}_{year}.tif under ``out``."""
     out = Path(out)
     for tile, bounds in aoi.items():

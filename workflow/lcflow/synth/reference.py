@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import rasterio
 
-from ..atomic import atomic_path
-from ..nomenclature import Nomenclature
+from lcflow.common.atomic import atomic_path
+from lcflow.labels.nomenclature import Nomenclature
 
 
 def label_from_truth(points_path: str | Path, truth: str | Path, out: str | Path, nomenclature: Nomenclature,

@@ -6,7 +6,7 @@ that follows its own calendar (sowing, harvest, leaf-on, mowing, flooding), vari
 
 import numpy as np
 
-from . import landscape as L
+from lcflow.synth import landscape as L
 
 BANDS = ("B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12")
 

@@ -1,0 +1,39 @@
+"""The per-stage table of job resources, from Snakemake benchmark files written as Snakemake writes them."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lcflow import job_resources
+from lcflow.errors import LcflowError
+
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def bench(path, wall, rss, cpu):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(HEADER + f"{wall:.4f}\t0:00:01\t{rss}\t1.0\t1.0\t1.0\t0.0\t0.0\t50.0\t{cpu}\n")
+
+
+def test_stages_sum_their_jobs_and_keep_the_highest_peak(tmp_path):
+    bench(tmp_path / "cube" / "31UFT_2018.tsv", 10.5, 800.25, 18.0)
+    bench(tmp_path / "cube" / "31UFT_2019.tsv", 12.0, 950.5, 20.0)
+    bench(tmp_path / "predict" / "31UFT_2018_rf.tsv", 3.0, "NA", "NA")  # too fast to be sampled
+    bench(tmp_path / "synth.tsv", 7.0, 300.0, 6.5)
+    out = tmp_path / "table.tsv"
+    jobs = job_resources.write(tmp_path, out, tmp_path / "figure.png")
+    assert len(jobs) == 4 and (tmp_path / "figure.png").stat().st_size > 1000
+    table = pd.read_csv(out, sep="\t").set_index("stage")
+    assert table.loc["cube"].to_dict() == {"jobs": 2, "wall_s_total": 22.5, "wall_s_max": 12.0, "cpu_s_total": 38.0,
+                                           "max_rss_mb": 950.5}
+    assert table.loc["synth", "jobs"] == 1 and table.loc["synth", "wall_s_total"] == 7.0
+    assert table.loc["predict", "wall_s_max"] == 3.0 and np.isnan(table.loc["predict", "max_rss_mb"])
+
+
+def test_a_file_that_is_no_benchmark_is_named(tmp_path):
+    (tmp_path / "cube").mkdir()
+    (tmp_path / "cube" / "x.tsv").write_text("a\tb\n1\t2\n")
+    with pytest.raises(LcflowError, match=r"cube/x.tsv: no s, cpu_time, max_rss"):
+        job_resources.read(tmp_path)
+    with pytest.raises(LcflowError, match="no benchmark files"):
+        job_resources.read(tmp_path / "empty")

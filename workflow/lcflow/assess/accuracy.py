@@ -1,0 +1,227 @@
+"""Accuracy of a map: against an independently labelled reference sample (accuracy and class areas with
+confidence intervals, Olofsson et al. 2014), agreement with the training reference on the held-out test
+samples, and, for the demo, against truth."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import rasterio
+
+from lcflow.assess.design import class_pixels
+from lcflow.common.atomic import atomic_path, write_text
+from lcflow.common.metrics import scores, stratified_estimates
+from lcflow.common.raster import Grid, read_tag
+from lcflow.errors import LcflowError
+from lcflow.labels import samples_table
+from lcflow.labels.nomenclature import Nomenclature
+from lcflow.train.model_dir import TrainedModel
+from lcflow.train.training import evaluate_table
+
+
+def against_truth(map_path: str | Path, truth_path: str | Path, nomenclature: Nomenclature) -> dict:
+    """Every pixel of the map against a truth raster of CLC level-3 codes, mapped to the nomenclature."""
+    if Grid.of(map_path) != Grid.of(truth_path):
+        raise LcflowError(f"truth raster {truth_path} is not on the grid of map {map_path}")
+    with rasterio.open(map_path) as m, rasterio.open(truth_path) as t:
+        predicted, map_nodata = m.read(1), m.nodata
+        truth = nomenclature.apply(t.read(1))
+    ok = (truth != nomenclature.nodata) & (predicted != map_nodata)
+    result = scores(truth[ok], predicted[ok], nomenclature.names)
+    result["unmapped_fraction"] = float(((truth != nomenclature.nodata) & (predicted == map_nodata)).mean())
+    return result
+
+
+def against_reference(map_path: str | Path, reference: str | Path, column: str = "reference") -> dict:
+    """Accuracy and class areas of the map from labelled reference points (any CRS; GeoPackage, shapefile,
+    GeoJSON, or CSV with lon/lat).
+
+    Points drawn by ``lcflow design-sample`` carry their stratum and its pixel count; points without them
+    are taken as a simple random sample of the mapped pixels (one stratum). Points without a reference
+    label are left out and counted; reference codes must be classes of the map's nomenclature.
+    """
+    points = _reference_points(reference, column)
+    labelled = points[points[column].notna()]
+    names = {int(k): v for k, v in (read_tag(map_path, "class_names") or {}).items()}
+    with rasterio.open(map_path) as ds:
+        crs, nodata = ds.crs, ds.nodata
+        at = labelled.to_crs(crs.to_wkt())
+        xy = list(zip(at.geometry.x, at.geometry.y))
+        mapped = np.array([v[0] for v in ds.sample(xy, indexes=1)]) if xy else np.array([], dtype=int)
+        pixel_area = abs(ds.transform.a * ds.transform.e)
+        inside = np.array([ds.bounds.left <= x < ds.bounds.right and ds.bounds.bottom < y <= ds.bounds.top
+                           for x, y in xy], dtype=bool)
+    on_map = inside & (mapped != nodata) if xy else np.array([], dtype=bool)
+    used = labelled[on_map]
+    ref = used[column].astype(int).to_numpy()
+    unknown = sorted(set(ref.tolist()) - set(names)) if names else []
+    if unknown:
+        raise LcflowError(f"reference file {reference}: reference code(s) {', '.join(map(str, unknown))} are not classes "
+                          f"of the map's nomenclature ({', '.join(map(str, sorted(names)))})")
+    counts = class_pixels(map_path)
+    if {"stratum", "stratum_pixels"} <= set(used.columns):
+        stratum = used["stratum"].astype(int).to_numpy()
+        stratum_pixels = {int(h): float(n) for h, n in used.groupby("stratum")["stratum_pixels"].first().items()}
+        design = "stratified random (strata from the file)"
+    else:
+        stratum = np.zeros(len(used), dtype=int)
+        stratum_pixels = {0: float(sum(counts.values()))}
+        design = "simple random (no stratum columns)"
+    classes = sorted(set(counts) | set(ref.tolist()))
+    try:
+        est = stratified_estimates(stratum, stratum_pixels, mapped[on_map].astype(int), ref, classes, pixel_area)
+    except ValueError as exc:
+        raise LcflowError(f"reference file {reference}: {exc}") from exc
+    est.update(reference=str(reference), design=design, points_used=int(len(used)),
+               points_unlabelled=int(len(points) - len(labelled)), points_off_map=int((~on_map).sum()),
+               class_names=[names.get(c, str(c)) for c in classes],
+               mapped_area_ha=[counts.get(c, 0) * pixel_area / 10_000 for c in classes])
+    return est
+
+
+def _reference_points(path: str | Path, column: str):
+    """The reference points as a GeoDataFrame; their reference column as nullable integers."""
+    import geopandas as gpd
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise LcflowError(f"reference file {path} does not exist")
+    try:
+        if path.suffix.lower() == ".csv":
+            frame = pd.read_csv(path)
+            if not {"lon", "lat"} <= set(frame.columns):
+                raise LcflowError(f"reference file {path}: a CSV needs lon and lat columns (WGS84); it has "
+                                  f"{', '.join(frame.columns)}")
+            frame = gpd.GeoDataFrame(frame, geometry=gpd.points_from_xy(frame["lon"], frame["lat"]), crs=4326)
+        else:
+            frame = gpd.read_file(path)
+    except LcflowError:
+        raise
+    except Exception as exc:  # unreadable files: one line naming the file
+        raise LcflowError(f"reference file {path} cannot be read ({exc})") from exc
+    if column not in frame.columns:
+        raise LcflowError(f"reference file {path} has no column {column!r} (columns: "
+                          f"{', '.join(c for c in frame.columns if c != 'geometry')})")
+    if frame.crs is None:
+        raise LcflowError(f"reference file {path} has no CRS")
+    if not set(frame.geometry.geom_type) <= {"Point"}:
+        raise LcflowError(f"reference file {path}: reference data are points; found {sorted(set(frame.geometry.geom_type))}")
+    values = pd.to_numeric(frame[column], errors="coerce")
+    bad = frame[column][values.isna() & frame[column].notna() & (frame[column].astype(str).str.strip() != "")]
+    if len(bad) or (values.dropna() % 1 != 0).any():
+        shown = sorted({str(v) for v in bad} | {str(v) for v in values.dropna()[values.dropna() % 1 != 0]})
+        raise LcflowError(f"reference file {path}: column {column!r} holds value(s) that are not class codes: "
+                          f"{', '.join(shown[:10])}")
+    return frame.assign(**{column: values.astype("Int64")})
+
+
+def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: str | Path, *,
+        truth: str | Path | None = None, nomenclature: Nomenclature | None = None,
+        figure: str | Path | None = None, reference: str | Path | None = None,
+        reference_column: str = "reference", areas: str | Path | None = None) -> dict:
+    trained = TrainedModel.load(model_dir)
+    table = samples_table.read(samples, min_classes=1)
+    test = table.split("test")
+    result: dict = {"map": str(map_path), "model": trained.model.name}
+    if reference is not None:
+        result["reference"] = against_reference(map_path, reference, reference_column)
+    if len(test.frame):
+        result["test_samples"] = {**evaluate_table(trained, test),
+                                  "what": "agreement with the training labels on held-out samples, not map accuracy"}
+    if truth is not None:
+        if nomenclature is None:
+            raise LcflowError("assessing against truth needs the nomenclature of the labels")
+        result["truth"] = against_truth(map_path, truth, nomenclature)
+    write_text(out, json.dumps(result, indent=1))
+    if figure is not None:
+        key = "truth" if "truth" in result else "test_samples"
+        if key in result:
+            confusion_figure(result[key], figure, f"{Path(map_path).stem}: {key.replace('_', ' ')}")
+    if areas is not None:
+        areas_figure(result, map_path, areas, Path(map_path).stem)
+    return result
+
+
+def confusion_figure(score: dict, path: str | Path, title: str) -> None:
+    """Row-normalised confusion matrix as a PNG, for the report."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = score["confusion_matrix"]["labels"]
+    m = np.asarray(score["confusion_matrix"]["matrix"], dtype=float)
+    norm = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
+    fig, ax = plt.subplots(figsize=(1.0 + 0.6 * len(labels), 0.8 + 0.6 * len(labels)))
+    ax.imshow(norm, cmap="Blues", vmin=0, vmax=1)
+    ax.set_xticks(range(len(labels)), labels, rotation=90)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("truth")
+    ax.set_title(f"{title}\nOA {score['overall_accuracy']:.3f}, kappa {score['kappa']:.3f}", fontsize=9)
+    for i in range(len(labels)):
+        for j in range(len(labels)):
+            if m[i, j]:
+                ax.text(j, i, f"{norm[i, j]:.2f}", ha="center", va="center", fontsize=6,
+                        color="white" if norm[i, j] > 0.5 else "black")
+    fig.tight_layout()
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+
+
+def areas_figure(result: dict, map_path: str | Path, path: str | Path, title: str) -> None:
+    """Mapped class areas beside the area-adjusted estimates and their 95 % intervals, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ref = result.get("reference")
+    if ref:  # the assessment counted the map's pixels already
+        classes, names, mapped = ref["classes"], ref["class_names"], ref["mapped_area_ha"]
+    else:
+        with rasterio.open(map_path) as ds:
+            pixel_ha = abs(ds.transform.a * ds.transform.e) / 10_000
+        counts = class_pixels(map_path)
+        tags = read_tag(map_path, "class_names") or {}
+        classes = sorted(counts)
+        names, mapped = [tags.get(str(c), "") for c in classes], [counts[c] * pixel_ha for c in classes]
+    labels = [f"{c} {name}"[:28] for c, name in zip(classes, names)]
+    y = np.arange(len(classes))
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.35 * len(classes)))
+    ax.barh(y + (0.2 if ref else 0), mapped, height=0.4, color="0.7", label="mapped")
+    if ref:
+        ax.barh(y - 0.2, ref["area_ha"], xerr=ref["area_ci95_ha"], height=0.4, color="tab:blue", capsize=3,
+                label=f"reference sample ({ref['points_used']} points), 95 % CI")
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("area (ha)")
+    ax.legend(fontsize=7, loc="lower right")
+    oa = f", reference OA {ref['overall_accuracy']:.3f} ± {ref['overall_accuracy_ci95']:.3f}" if ref else \
+        " (no reference sample: mapped areas only)"
+    ax.set_title(f"{title}{oa}", fontsize=9)
+    fig.tight_layout()
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+
+
+def summarize(paths: list[str | Path], out: str | Path) -> str:
+    """One line per assessment as TSV: overall accuracy from the reference sample with its 95 % interval,
+    agreement with the training labels on test samples (OA, kappa), and against truth where there is one."""
+    lines = ["map\tmodel\treference_OA\treference_OA_ci95\ttest_agreement_OA\ttest_agreement_kappa\ttruth_OA\ttruth_kappa"]
+    for p in sorted(map(Path, paths)):
+        try:
+            r = json.loads(p.read_text())
+            model = r["model"]
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise LcflowError(f"{p} is not an assessment written by lcflow assess ({type(exc).__name__}: {exc})") from exc
+        t, g, ref = r.get("test_samples", {}), r.get("truth", {}), r.get("reference", {})
+        cells = [ref.get("overall_accuracy"), ref.get("overall_accuracy_ci95"), t.get("overall_accuracy"), t.get("kappa"),
+                 g.get("overall_accuracy"), g.get("kappa")]
+        lines.append("\t".join([p.stem, model] + ["" if v is None else f"{v:.4f}" for v in cells]))
+    text = "\n".join(lines) + "\n"
+    write_text(out, text)
+    return text

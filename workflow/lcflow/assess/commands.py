@@ -1,0 +1,80 @@
+"""``lcflow design-sample``, ``lcflow assess`` and ``lcflow summarize``: the accuracy of the maps."""
+
+import logging
+import sys
+
+from lcflow.common import cli_args
+from lcflow.defaults import default
+from lcflow.errors import LcflowError
+from lcflow.labels.commands import nomenclature_of, nomenclature_options
+
+log = logging.getLogger("lcflow")
+
+
+def cmd_design_sample(a):
+    from lcflow.assess import design as sample_design
+
+    guesses = {}
+    for item in a.class_users_accuracy:
+        code, _, value = item.partition("=")
+        try:
+            guesses[int(code)] = float(value)
+        except ValueError:
+            raise LcflowError(f"--class-users-accuracy {item!r}: expected CODE=U, e.g. 512=0.95") from None
+    design = sample_design.Design(a.target_se, a.min_per_class, a.users_accuracy, guesses, a.seed)
+    points = sample_design.draw(a.map, design)
+    sample_design.write(points, a.map, a.out, a.csv)
+    log.info("%d reference points (%s per class) -> %s", len(points),
+             points["stratum"].value_counts().sort_index().to_dict(), a.out)
+
+
+def cmd_assess(a):
+    from lcflow.assess import accuracy as assess
+
+    nomen = nomenclature_of(a) if a.truth else None
+    r = assess.run(a.model_dir, a.samples, a.map, a.out, truth=a.truth, nomenclature=nomen, figure=a.figure,
+                   reference=a.reference, reference_column=a.reference_column, areas=a.areas_figure)
+    parts = [f"{k}: OA {v['overall_accuracy']:.4f}" for k, v in r.items() if isinstance(v, dict)]
+    log.info("%s: %s", a.map, ", ".join(parts))
+
+
+def cmd_summarize(a):
+    from lcflow.assess import accuracy as assess
+
+    sys.stdout.write(assess.summarize(a.assessments, a.out))
+
+
+def register(command) -> None:
+    """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
+    p = command("design-sample", "a stratified random sample of reference points from a map, to label independently")
+    p.add_argument("--map", required=True, help="class map written by lcflow predict: its classes are the strata")
+    p.add_argument("--out", required=True, help="GeoPackage of points to write (map CRS; an empty 'reference' column)")
+    p.add_argument("--csv", help="also write the points as CSV (with lon/lat)")
+    p.add_argument("--target-se", type=cli_args.float_above(0), default=default("assess.design.target_se"),
+                   help="standard error of overall accuracy aimed at (Cochran's sample size)")
+    p.add_argument("--min-per-class", type=cli_args.int_at_least(2), default=default("assess.design.min_per_class"), help="points per map class at least")
+    p.add_argument("--users-accuracy", type=cli_args.share, default=default("assess.design.users_accuracy"), help="guess of every class's user's accuracy")
+    p.add_argument("--class-users-accuracy", nargs="*", default=[], metavar="CODE=U",
+                   help="guesses for single classes, e.g. 512=0.95 133=0.5")
+    p.add_argument("--seed", type=int, default=default("assess.design.seed"), help="draw seed")
+    p.set_defaults(func=cmd_design_sample)
+
+    p = command("assess", "accuracy of a map: reference sample, test samples, truth")
+    p.add_argument("--model-dir", required=True, help="directory written by lcflow train")
+    p.add_argument("--samples", required=True, help="samples table of the map's tile-year")
+    p.add_argument("--map", required=True, help="class map written by lcflow predict")
+    p.add_argument("--reference", help="labelled reference points (lcflow design-sample, labelled; any CRS): "
+                                       "accuracy and class areas with 95 %% intervals")
+    p.add_argument("--reference-column", default=default("assess.reference_column"), help="column of reference class codes")
+    p.add_argument("--truth", help="truth raster of CLC level-3 codes on the map's grid")
+    nomenclature_options(p)
+    p.add_argument("--figure", help="confusion matrix PNG to write")
+    p.add_argument("--areas-figure", help="class areas PNG to write (mapped, and estimated from the reference sample)")
+    p.add_argument("--out", required=True, help="assessment JSON to write")
+    p.set_defaults(func=cmd_assess)
+
+    p = command("summarize", "table of all assessments")
+    p.add_argument("--assessments", nargs="+", required=True, help="assessment JSON files")
+    p.add_argument("--out", required=True, help="TSV to write")
+    p.set_defaults(func=cmd_summarize)
+

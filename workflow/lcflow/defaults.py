@@ -1,0 +1,27 @@
+"""The configuration's defaults, written once in the workflow's schema and read from there by the commands
+and the code, so a default cannot differ between ``lcflow <stage>``, a function call and a workflow run."""
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: the JSON schema of the workflow configuration (workflow/schemas/, beside the package)
+SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    return yaml.safe_load(SCHEMA.read_text())
+
+
+def default(key: str) -> Any:
+    """The schema's default of a dotted config key, e.g. ``cube.cache_mb``; KeyError where it has none."""
+    node = schema()
+    for part in key.split("."):
+        node = node["properties"][part]
+    if "default" not in node:
+        raise KeyError(f"{key} has no default in {SCHEMA}")
+    value = node["default"]
+    return list(value) if isinstance(value, list) else value

@@ -1,0 +1,228 @@
+"""Draw training samples from a tile-year: stratified by class, away from label boundaries, split by block.
+
+Pixels within ``boundary_px`` of another label or of an unlabelled pixel are skipped (CORINE is wrong
+there most often, and a polygon's edge pixels are mixed); labels given as points are samples as they are;
+train/val/test are assigned per square block of ``block_px`` pixels, so neighbouring pixels never
+sit on both sides of an evaluation (spatial autocorrelation would inflate the scores). With
+``patch_px`` the table also carries the cube around each sample (the patch variant of the contract,
+for models that look at neighbours).
+"""
+
+import json
+import logging
+import zlib
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import rasterio
+from rasterio.windows import Window
+from scipy import ndimage
+
+from lcflow.common.features import fill_gaps
+from lcflow.common.raster import Grid, read_tag, read_with_halo
+from lcflow.defaults import default
+from lcflow.errors import LcflowError
+from lcflow.labels import cleaning as label_noise, transfer as label_transfer
+from lcflow.labels import samples_table
+from lcflow.labels.cleaning import Cleaning
+from lcflow.labels.transfer import ChangeTest
+from lcflow.retrieve.composite import NODATA
+
+log = logging.getLogger(__name__)
+
+#: candidates drawn per sample wanted when labels are checked: the checks drop some 10-25 % on CORINE
+CANDIDATES_PER_SAMPLE = 1.5
+
+
+def eligible(labels: np.ndarray, nodata: int, boundary_px: int) -> np.ndarray:
+    """Labelled pixels with the same label everywhere within ``boundary_px``."""
+    ok = labels != nodata
+    if boundary_px > 0:
+        size = 2 * boundary_px + 1
+        ok &= ndimage.maximum_filter(labels, size=size, mode="nearest") == ndimage.minimum_filter(labels, size=size, mode="nearest")
+    return ok
+
+
+def block_splits(shape: tuple[int, int], block_px: int, fractions: dict[str, float], seed: int) -> np.ndarray:
+    """Split name per pixel, constant over square blocks, drawn with the given fractions.
+
+    The splits are drawn in the order train, val, test whatever the order of ``fractions``: the same
+    configuration written with its keys in another order gives the same samples.
+    """
+    nby, nbx = -(-shape[0] // block_px), -(-shape[1] // block_px)
+    rng = np.random.default_rng(seed)
+    names = [n for n in ("train", "val", "test") if n in fractions]
+    p = np.array([fractions[n] for n in names], dtype=float)
+    per_block = rng.choice(len(names), size=(nby, nbx), p=p / p.sum())
+    full = np.repeat(np.repeat(per_block, block_px, axis=0), block_px, axis=1)[: shape[0], : shape[1]]
+    return np.array(names)[full]
+
+
+def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path, *, tile: str, year: int,
+        per_class: int = default("sample.per_class"),
+        min_valid_fraction: float = default("sample.min_valid_fraction"), boundary_px: int = default("sample.boundary_px"),
+        block_px: int = default("sample.block_px"),
+        fractions: dict[str, float] | None = None, seed: int = 0, patch_px: int = 0,
+        cleaning: Cleaning | None = None, reference_cube: str | Path | None = None,
+        change_test: ChangeTest | None = None, min_per_class: int = 0) -> pd.DataFrame:
+    """Write the samples table of one tile-year and return it.
+
+    With ``cleaning`` the train and val rows whose series contradicts their label are dropped
+    (:mod:`lcflow.label_noise`); with ``reference_cube`` (the cube of the year the labels show, when
+    ``year`` is another) those whose series changed since then (:mod:`lcflow.label_transfer`). Test
+    rows are kept as drawn, so no classifier chooses what the models are scored on. More candidates
+    than ``per_class`` are drawn so that the checks still leave ``per_class`` where the class allows.
+    """
+    fractions = fractions or {"train": 0.6, "val": 0.2, "test": 0.2}
+    unknown = sorted(set(fractions) - {"train", "val", "test"})
+    if unknown or any(not isinstance(v, (int, float)) or v < 0 for v in fractions.values()) or not fractions.get("train"):
+        raise LcflowError(f"sample fractions {fractions}: give train (> 0), val and test shares (>= 0)"
+                          + (f"; unknown split(s) {unknown}" if unknown else ""))
+    if abs(sum(fractions.values()) - 1) > 1e-6:
+        raise LcflowError(f"sample fractions {fractions} sum to {sum(fractions.values()):g}, not 1")
+    if patch_px < 0 or (patch_px and patch_px % 2 == 0):
+        raise LcflowError(f"sample patch_px {patch_px}: must be 0 (no patches) or odd, so a patch has a centre")
+    cleaning = cleaning or Cleaning(min_label_probability=0)
+    change_test = change_test or ChangeTest()
+    grid = Grid.of(cube)
+    if Grid.of(labels) != grid or Grid.of(valid) != grid:
+        raise LcflowError(f"{labels}, {valid} and {cube} are not on the same grid")
+    if reference_cube is not None:
+        if Grid.of(reference_cube) != grid:
+            raise LcflowError(f"reference cube {reference_cube} is not on the grid of {cube}")
+        with rasterio.open(cube) as a, rasterio.open(reference_cube) as b:
+            if a.descriptions != b.descriptions:
+                raise LcflowError(f"reference cube {reference_cube} has other bands or steps than the cube of tile "
+                                  f"{tile} {year} ({cube})")
+    with rasterio.open(labels) as ds:
+        lab = ds.read(1)
+        nodata = int(ds.nodata)
+    source = read_tag(labels, "label_source") or {}
+    if source.get("geometry") == "points" and boundary_px:
+        log.info("tile %s %d: labels are points, each its own sample: no boundary erosion", tile, year)
+        boundary_px = 0
+    if source.get("kind") == "reference" and cleaning.enabled and not cleaning.reference_data:
+        log.info("tile %s %d: labels are your own reference data: no label-noise cleaning (sample.clean.reference_data)",
+                 tile, year)
+        cleaning = Cleaning(min_label_probability=0)
+    with rasterio.open(valid) as ds:
+        valid_fraction = (ds.read() > 0).mean(axis=0)
+    ok = eligible(lab, nodata, boundary_px) & (valid_fraction >= min_valid_fraction)
+    rng = np.random.default_rng(zlib.crc32(f"{seed}/{tile}/{year}".encode()))
+    checking = cleaning.enabled or (reference_cube is not None and change_test.enabled)
+    draw = int(np.ceil(per_class * (CANDIDATES_PER_SAMPLE if checking else 1)))
+    picked = []
+    for c in np.unique(lab[ok]):
+        idx = np.flatnonzero(ok.ravel() & (lab.ravel() == c))
+        picked.append(rng.choice(idx, size=min(draw, idx.size), replace=False))
+    if not picked:
+        raise LcflowError(f"tile {tile} {year}: no pixel qualifies for sampling (labels, valid fraction >= {min_valid_fraction})")
+    flat = np.sort(np.concatenate(picked))
+    rows, cols = np.unravel_index(flat, lab.shape)
+    names, values, patches = _read_at(cube, grid, rows, cols, patch_px)
+    xs, ys = rasterio.transform.xy(grid.transform, rows, cols)
+    split = block_splits(lab.shape, block_px, fractions, zlib.crc32(f"{seed}/{tile}".encode()))[rows, cols]
+    frame = pd.DataFrame({"label": lab[rows, cols].astype(np.int32), "split": split, "tile": tile,
+                          "year": np.int32(year), "row": rows.astype(np.int32), "col": cols.astype(np.int32),
+                          "x": np.asarray(xs), "y": np.asarray(ys)})
+    frame = pd.concat([frame, pd.DataFrame(values, columns=names)], axis=1)
+    where = f"tile {tile} {year}"
+    keep, checks = _check_labels(frame, names, values, reference_cube, grid, block_px, cleaning, change_test, where)
+    keep &= _cap(frame["label"].to_numpy(), keep, per_class, rng)
+    frame = frame[keep].reset_index(drop=True)
+    patches = patches[keep] if patches is not None else None
+    counts = frame["label"].value_counts()
+    for c, n in sorted(counts.items()):
+        checks["per_class"].setdefault(str(c), {})["kept"] = int(n)
+    if checks["applied"]:
+        log.info("%s: label checks kept %d of %d candidates; per class %s", where, len(frame), len(keep),
+                 json.dumps(checks["per_class"]))
+    for c, n in sorted(counts.items()):
+        if n < min_per_class:
+            log.warning("%s: class %d has %d samples, under the minimum of %d; kept (the models see few of it)",
+                        where, c, n, min_per_class)
+    meta = {"time_steps": read_tag(cube, "time_steps"), "bands": read_tag(cube, "bands"),
+            "class_names": read_tag(labels, "class_names"), "class_colors": read_tag(labels, "class_colors"),
+            "crs": grid.crs.to_string(), "scale": 10000, "label_checks": checks}
+    if patch_px:
+        meta["patch"] = {"size": patch_px, "bands": names, "nodata": NODATA}
+    samples_table.write(frame, out, meta, patches=patches)
+    return frame
+
+
+def _read_at(cube: str | Path, grid: Grid, rows: np.ndarray, cols: np.ndarray,
+             patch_px: int) -> tuple[list[str], np.ndarray, np.ndarray | None]:
+    """Band names, values (samples, bands; NaN for nodata) and optional patches at the given pixels, read
+    window by window."""
+    half = patch_px // 2
+    with rasterio.open(cube) as ds:
+        names = list(ds.descriptions)
+        values = np.empty((rows.size, ds.count), dtype=np.float32)
+        patches = np.empty((rows.size, ds.count, patch_px, patch_px), dtype=np.int16) if patch_px else None
+        for win in grid.windows(1024):
+            inside = (rows >= win.row_off) & (rows < win.row_off + win.height) & (cols >= win.col_off) & (cols < win.col_off + win.width)
+            if inside.any():
+                r, c = rows[inside] - int(win.row_off), cols[inside] - int(win.col_off)
+                block = ds.read(window=win)
+                values[inside] = block[:, r, c].T
+                if patch_px:
+                    patches[inside] = _patches(ds, win, half, r, c)
+    values[values == NODATA] = np.nan
+    return names, values, patches
+
+
+def _series(values: np.ndarray, names: list[str], where: str) -> np.ndarray:
+    """(samples, bands x steps) columns named BAND_tKK -> (samples, steps, bands), as a samples table
+    lays them out."""
+    bands, steps = samples_table.band_layout(names, where)
+    return samples_table.SampleTable(pd.DataFrame(values, columns=names), bands, steps).features()
+
+
+def _check_labels(frame: pd.DataFrame, names: list[str], values: np.ndarray, reference_cube, grid: Grid,
+                  block_px: int, cleaning: Cleaning, change_test: ChangeTest, where: str) -> tuple[np.ndarray, dict]:
+    """Rows to keep after the change test (against the reference year) and the noise filter, on the
+    train and val rows; and what each check dropped per class."""
+    labels = frame["label"].to_numpy()
+    judged = frame["split"].isin(["train", "val"]).to_numpy()
+    keep = np.ones(len(frame), dtype=bool)
+    per_class = {str(c): {"candidates": int((labels == c).sum())} for c in np.unique(labels)}
+    checks = {"applied": [], "judged_splits": ["train", "val"], "per_class": per_class}
+    series = _series(values, names, where)
+    if reference_cube is not None and change_test.enabled:
+        ref_names, ref_values, _ = _read_at(reference_cube, grid, frame["row"].to_numpy(), frame["col"].to_numpy(), 0)
+        distance = label_transfer.series_distance(series, _series(ref_values, ref_names, str(reference_cube)))
+        moved = label_transfer.changed(distance, labels, change_test) & judged
+        keep &= ~moved
+        checks["applied"].append({"check": "change since the reference year", "reference_cube": str(reference_cube),
+                                  "mad_k": change_test.mad_k})
+        for c in per_class:
+            per_class[c]["changed"] = int(moved[labels == int(c)].sum())
+    if cleaning.enabled:
+        rows = np.flatnonzero(judged & keep)
+        x = np.nan_to_num(fill_gaps(series[rows]), nan=0.0).reshape(rows.size, -1)
+        groups = (frame["row"].to_numpy()[rows] // block_px) * 1_000_003 + frame["col"].to_numpy()[rows] // block_px
+        drop = label_noise.noisy(x, labels[rows], groups, cleaning, where)
+        keep[rows[drop]] = False
+        checks["applied"].append({"check": "out-of-fold label probability", **asdict(cleaning)})
+        for c in per_class:
+            per_class[c]["noisy"] = int(drop[labels[rows] == int(c)].sum())
+    return keep, checks
+
+
+def _cap(labels: np.ndarray, keep: np.ndarray, per_class: int, rng: np.random.Generator) -> np.ndarray:
+    """At most ``per_class`` of the kept rows of each class, chosen at random."""
+    out = np.zeros(len(labels), dtype=bool)
+    for c in np.unique(labels[keep]):
+        idx = np.flatnonzero(keep & (labels == c))
+        out[rng.choice(idx, size=min(per_class, idx.size), replace=False)] = True
+    return out
+
+
+def _patches(ds, win: Window, half: int, r: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """(samples, bands, 2*half+1, 2*half+1) around window pixels (r, c); nodata beyond the raster."""
+    block = read_with_halo(ds, win, half, NODATA)
+    size = 2 * half + 1
+    views = np.lib.stride_tricks.sliding_window_view(block, (size, size), axis=(1, 2))  # (bands, rows, cols, p, p)
+    return np.moveaxis(views[:, r, c], 0, 1)

@@ -1,0 +1,1 @@
+"""Stage 6: maps of whole tiles, made consistent across years, change maps, quicklooks and STAC items."""

@@ -1,0 +1,149 @@
+"""``lcflow predict`` and what is made of its maps: consistent series, change maps, quicklooks, STAC items."""
+
+import logging
+from pathlib import Path
+
+from lcflow.common import cli_args
+from lcflow.defaults import default
+from lcflow.errors import LcflowError
+from lcflow.labels.commands import nomenclature_of, nomenclature_options
+
+log = logging.getLogger("lcflow")
+
+
+def cmd_predict(a):
+    from lcflow.maps import predict
+
+    predict.run(a.model_dir, a.cube, a.out, a.confidence, block=a.block, out_probabilities=a.probabilities)
+    log.info("map -> %s, confidence -> %s%s", a.out, a.confidence,
+             f", probabilities -> {a.probabilities}" if a.probabilities else "")
+
+
+def cmd_consistent_maps(a):
+    from lcflow.maps import consistent
+
+    if len(a.years) != len(a.probabilities):
+        raise LcflowError(f"--years names {len(a.years)} years for {len(a.probabilities)} --probabilities")
+    nomen = nomenclature_of(a) if a.truth else None
+    consistent.run(a.probabilities, a.years, a.out, a.confidence, a.changes or [], a.summary,
+                        evidence_ratio=a.evidence_ratio, min_change_ha=a.min_change_ha, block=a.block,
+                        truths=a.truth, nomenclature=nomen)
+
+
+def cmd_quicklook(a):
+    from lcflow.maps import quicklook
+
+    quicklook.write(a.map, a.confidence, a.out, Path(a.map).stem, a.max_px)
+    log.info("quicklook -> %s", a.out)
+
+
+def cmd_change_figure(a):
+    from lcflow.maps import quicklook
+
+    quicklook.change_figure(a.change, a.summary, a.out, a.title, max_px=a.max_px)
+
+
+def cmd_summarize_changes(a):
+    from lcflow.maps import consistent
+    from lcflow.common.atomic import write_text
+
+    write_text(a.out, consistent.summary_table(a.summaries))
+    log.info("%d series -> %s", len(a.summaries), a.out)
+
+
+def cmd_stac_item(a):
+    from lcflow.maps import stac_items
+
+    needed = ("summary", "model") if a.change else ("map", "confidence", "year", "model_dir", "manifest")
+    missing = [f"--{k.replace('_', '-')}" for k in needed if getattr(a, k) is None]
+    if missing:
+        raise LcflowError(f"an Item of a {'change' if a.change else 'class'} map needs {' '.join(missing)}")
+    if a.change:
+        item = stac_items.change_item(Path(a.change), a.tile, a.model, Path(a.summary))
+    else:
+        item = stac_items.map_item(Path(a.map), Path(a.confidence), a.tile, a.year, Path(a.model_dir),
+                                      Path(a.manifest), Path(a.assessment) if a.assessment else None,
+                                      Path(a.quicklook) if a.quicklook else None)
+    stac_items.write_item(item, a.out, a.catalog)
+    log.info("STAC Item %s -> %s", item.id, a.out)
+
+
+def cmd_stac_catalog(a):
+    from lcflow.maps import stac_items
+
+    stac_items.write_catalog(a.items, a.out, a.title)
+    log.info("catalog of %d Items -> %s", len(a.items), a.out)
+
+
+def register(command) -> None:
+    """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
+    p = command("predict", "map a whole cube")
+    p.add_argument("--model-dir", required=True, help="directory written by lcflow train")
+    p.add_argument("--cube", required=True, help="cube written by lcflow cube")
+    p.add_argument("--out", required=True, help="class map (COG) to write")
+    p.add_argument("--confidence", required=True, help="confidence map (COG, percent) to write")
+    p.add_argument("--block", type=cli_args.int_at_least(16), default=default("predict.block_px"), help="prediction window, pixels a side")
+    p.add_argument("--probabilities", help="also write every class's probability (GeoTIFF, one band a class), "
+                                           "the input of consistent-maps")
+    p.set_defaults(func=cmd_predict)
+
+    p = command("consistent-maps", "consistent annual maps of one tile and model from every year's probabilities, "
+                                   "with change maps")
+    p.add_argument("--probabilities", nargs="+", required=True, help="probability rasters of lcflow predict, one a year")
+    p.add_argument("--years", nargs="+", type=int, required=True, help="their years, in the same order")
+    p.add_argument("--out", nargs="+", required=True, help="consistent class maps (COG) to write, one a year")
+    p.add_argument("--confidence", nargs="+", required=True, help="their confidence maps (COG, percent)")
+    p.add_argument("--changes", nargs="*", help="change maps (COG, from-to codes) to write, one per pair of "
+                                                "consecutive years")
+    p.add_argument("--summary", required=True, help="JSON to write: agreement, change matrices, truth scores")
+    p.add_argument("--evidence-ratio", type=cli_args.float_above(1), default=float(default("consistency.evidence_ratio")),
+                   help="how many times more likely a class change must be than keeping the class")
+    p.add_argument("--min-change-ha", type=cli_args.non_negative, default=default("consistency.min_change_ha"),
+                   help="smallest patch of change kept, hectares (0: every changed pixel)")
+    p.add_argument("--truth", nargs="*", help="truth rasters of CLC level-3 codes, one a year (the demo)")
+    nomenclature_options(p)
+    p.add_argument("--block", type=cli_args.int_at_least(16), default=default("predict.block_px"), help="window, pixels a side")
+    p.set_defaults(func=cmd_consistent_maps)
+
+    p = command("quicklook", "picture of a map for the report: classes with a legend, and the confidence")
+    p.add_argument("--map", required=True, help="class map written by lcflow predict")
+    p.add_argument("--confidence", required=True, help="its confidence map")
+    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--max-px", type=cli_args.int_at_least(16), default=1024, help="longest side of the picture, in pixels")
+    p.set_defaults(func=cmd_quicklook)
+
+    p = command("change-figure", "picture of a change map beside its change matrix, for the report")
+    p.add_argument("--change", required=True, help="change map written by lcflow consistent-maps")
+    p.add_argument("--summary", required=True, help="its summary JSON")
+    p.add_argument("--title", default="", help="what the series is (tile, model)")
+    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--max-px", type=cli_args.int_at_least(16), default=1024, help="longest side of the map, in pixels")
+    p.set_defaults(func=cmd_change_figure)
+
+    p = command("summarize-changes", "table of the change between years of every consistent map series")
+    p.add_argument("--summaries", nargs="+", required=True, help="summary JSON files of lcflow consistent-maps")
+    p.add_argument("--out", required=True, help="TSV to write")
+    p.set_defaults(func=cmd_summarize_changes)
+
+    p = command("stac-item", "STAC Item of a class map (with its confidence) or of a change map")
+    p.add_argument("--map", help="class map (COG)")
+    p.add_argument("--confidence", help="its confidence map")
+    p.add_argument("--year", type=int, help="the map's year")
+    p.add_argument("--model-dir", help="the model that made it")
+    p.add_argument("--manifest", help="the tile-year's scenes (items.json of lcflow search)")
+    p.add_argument("--assessment", help="its assessment JSON")
+    p.add_argument("--quicklook", help="its quicklook PNG")
+    p.add_argument("--change", help="a change map instead (COG of lcflow consistent-maps)")
+    p.add_argument("--summary", help="the change map's summary JSON")
+    p.add_argument("--model", help="the change map's model")
+    p.add_argument("--tile", required=True, help="MGRS tile")
+    p.add_argument("--catalog", required=True, help="the catalog the Item will belong to (for its links)")
+    p.add_argument("--out", required=True, help="Item JSON to write")
+    p.set_defaults(func=cmd_stac_item)
+
+    p = command("stac-catalog", "static STAC catalog of Items")
+    p.add_argument("--items", nargs="+", required=True, help="Item JSON files")
+    p.add_argument("--title", default="lcflow", help="what the products are")
+    p.add_argument("--out", required=True, help="catalog.json to write")
+    p.set_defaults(func=cmd_stac_catalog)
+

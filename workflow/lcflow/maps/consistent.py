@@ -1,0 +1,217 @@
+"""The consistent annual map series of one tile and model, from each year's class probabilities.
+
+Reads the probability rasters ``lcflow predict --probabilities`` wrote for every year, window by
+window (with a halo of context for the minimum change patch), finds each pixel's class sequence
+(:mod:`lcflow.consistency`) and writes, per year, the consistent class map and its confidence (COGs),
+per pair of consecutive years a change map of from-to codes (:mod:`lcflow.change`), and a summary:
+agreement, change fraction and change matrix (ha) of the raw and the consistent maps; against truth
+rasters where given (the demo), overall accuracy per year, the share of stable pixels that keep their
+class and the precision, recall and F1 of the change found.
+"""
+
+import contextlib
+import json
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import rasterio
+from rasterio.windows import Window
+
+from lcflow.common.atomic import publish_together, write_text
+from lcflow.common.progress import Progress
+from lcflow.common.raster import Grid, read_with_halo, staged_cog
+from lcflow.defaults import default
+from lcflow.errors import LcflowError
+from lcflow.labels.nomenclature import Nomenclature
+from lcflow.maps import change
+from lcflow.maps.hmm import smooth
+from lcflow.maps.predict import PROBABILITY_NODATA, PROBABILITY_SCALE
+
+log = logging.getLogger("lcflow.maps.consistent")
+
+#: the halo read around each window to see whole change patches; bigger minimum patches than this
+#: are judged on what the halo shows (a patch is only ever seen too small, so kept changes are right)
+MAX_HALO_PX = 256
+
+METHOD = ("hidden Markov model over the years on the class probabilities (Viterbi path; confidence: "
+          "forward-backward marginal); changes in patches below the minimum size refused")
+
+
+def _classes_of(paths: list[Path]) -> dict:
+    """Classes, names, colours and model of the probability rasters, which must agree, on one grid."""
+    first = None
+    for path in paths:
+        if not path.exists():
+            raise LcflowError(f"probabilities {path} do not exist (lcflow predict --probabilities writes them)")
+        with rasterio.open(path) as ds:
+            tags = ds.tags()
+            try:
+                info = {"classes": json.loads(tags["class_codes"]), "class_names": json.loads(tags["class_names"]),
+                        "class_colors": json.loads(tags.get("class_colors", "{}")), "model": tags.get("model"),
+                        "grid": Grid(ds.crs, ds.transform, ds.width, ds.height)}
+            except (KeyError, json.JSONDecodeError) as exc:
+                raise LcflowError(f"{path} is not a probability raster written by lcflow predict ({exc!r})") from exc
+            if ds.count != len(info["classes"]):
+                raise LcflowError(f"{path} has {ds.count} bands for {len(info['classes'])} classes")
+        if first is None:
+            first = {**info, "path": path}
+        elif info["classes"] != first["classes"] or info["grid"] != first["grid"]:
+            raise LcflowError(f"{path} and {first['path']} are not of one model and grid (classes "
+                              f"{info['classes']} vs {first['classes']}): predict every year with the same model")
+    return first
+
+
+def _read(ds: rasterio.io.DatasetReader, window: Window, halo: int) -> tuple[np.ndarray, np.ndarray]:
+    """(pixels, classes) probabilities and the no-data mask of a window with ``halo`` px around it."""
+    raw = read_with_halo(ds, window, halo, PROBABILITY_NODATA)
+    empty = raw[0] == PROBABILITY_NODATA
+    return raw.reshape(raw.shape[0], -1).T.astype(np.float32) / PROBABILITY_SCALE, empty.ravel()
+
+
+def _crop(a: np.ndarray, shape: tuple[int, int], halo: int) -> np.ndarray:
+    """The inner window of (..., pixels of the halo-widened window), flattened back."""
+    rows, cols = shape
+    full = a.reshape(*a.shape[:-1], rows + 2 * halo, cols + 2 * halo)
+    return full[..., halo:halo + rows, halo:halo + cols].reshape(*a.shape[:-1], rows * cols)
+
+
+def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path], confidences: list[str | Path],
+        changes: list[str | Path], summary: str | Path, evidence_ratio: float = float(default("consistency.evidence_ratio")),
+        min_change_ha: float = default("consistency.min_change_ha"), block: int = default("predict.block_px"), truths: list[str | Path] | None = None,
+        nomenclature: Nomenclature | None = None) -> dict:
+    """Write the consistent maps, their confidence, the change maps and the summary JSON (see module)."""
+    probabilities = [Path(p) for p in probabilities]
+    n = len(years)
+    if not (len(probabilities) == len(maps) == len(confidences) == n) or len(changes) != max(n - 1, 0):
+        raise LcflowError(f"{n} years need as many probability rasters, maps and confidence maps "
+                          f"and {max(n - 1, 0)} change maps (got {len(probabilities)}, {len(maps)}, "
+                          f"{len(confidences)}, {len(changes)})")
+    if list(years) != sorted(set(years)):
+        raise LcflowError(f"years {years} must be given in increasing order, each once")
+    if truths is not None and (len(truths) != n or nomenclature is None):
+        raise LcflowError("truth rasters need one per year and the nomenclature of the labels")
+    info = _classes_of(probabilities)
+    grid, classes = info["grid"], info["classes"]
+    k = len(classes)
+    for t in truths or []:
+        if Grid.of(t) != grid:
+            raise LcflowError(f"truth raster {t} is not on the grid of {probabilities[0]}")
+    pixel_area_m2 = grid.resolution * abs(grid.transform.e)
+    min_px = max(1, math.ceil(min_change_ha * 1e4 / pixel_area_m2 - 1e-9))
+    halo = min(min_px, MAX_HALO_PX) if min_px > 1 and n > 1 else 0
+    if min_px > MAX_HALO_PX:
+        log.warning("a minimum change patch of %d px is judged on a halo of %d px around each window",
+                    min_px, MAX_HALO_PX)
+    codes = np.asarray(classes)
+    dtype, nodata = ("uint8", 255) if max(classes) < 255 else ("uint16", 65535)
+    colors = {int(c): tuple(v) for c, v in info["class_colors"].items()}
+    table = change.change_table(classes, {int(c): v for c, v in info["class_names"].items()}, colors)
+    tags = {"model": info["model"], "class_names": info["class_names"], "class_codes": classes,
+            "consistency": {"method": METHOD, "years": list(years), "evidence_ratio": evidence_ratio,
+                            "min_change_px": min_px}}
+    raw_tally = [change.PairTally(k) for _ in range(n - 1)]
+    tally = [change.PairTally(k) for _ in range(n - 1)]
+    correct = np.zeros((2, n), dtype=np.int64)  # raw, consistent pixels right against truth, per year
+    assessed = np.zeros(n, dtype=np.int64)
+    windows = list(grid.windows(block))
+    progress = Progress(log, f"consistent maps of {len(years)} years", grid.width * grid.height)
+    with contextlib.ExitStack() as stack:
+        out_maps = [stack.enter_context(staged_cog(
+            m, grid, 1, dtype, nodata=nodata, colors=colors, tags={**tags, "year": y}, descriptions=["class"],
+            resampling="mode")) for m, y in zip(maps, years)]
+        out_conf = [stack.enter_context(staged_cog(
+            c, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": info["model"], "year": y},
+            descriptions=["confidence"], resampling="average")) for c, y in zip(confidences, years)]
+        out_change = [stack.enter_context(staged_cog(
+            c, grid, 1, "uint16", nodata=change.CHANGE_NODATA,
+            colors={r["code"]: tuple(r["color"]) for r in table},
+            tags={**tags, "years": [years[i], years[i + 1]], "change_classes": table}, descriptions=["from-to"],
+            resampling="mode")) for i, c in enumerate(changes)]
+        sources = [stack.enter_context(rasterio.open(p)) for p in probabilities]
+        truth_sources = [stack.enter_context(rasterio.open(t)) for t in truths or []]
+        for win in windows:
+            shape = (int(win.height), int(win.width))
+            wide = (shape[0] + 2 * halo, shape[1] + 2 * halo)
+            read = [_read(src, win, halo) for src in sources]
+            proba, empty = np.stack([r[0] for r in read]), np.stack([r[1] for r in read])
+            path, confidence = smooth(proba, empty, years, evidence_ratio, min_px, wide)
+            path, confidence, empty = _crop(path, shape, halo), _crop(confidence, shape, halo), _crop(empty, shape, halo)
+            raw = _crop(proba.argmax(axis=2), shape, halo)
+            valid = ~empty
+            for t in range(n):
+                out_maps[t].dataset.write(np.where(empty[t], nodata, codes[path[t]]).astype(dtype).reshape(shape),
+                                          1, window=win)
+                conf = np.where(empty[t], 255, np.round(confidence[t] * 100)).astype(np.uint8)
+                out_conf[t].dataset.write(conf.reshape(shape), 1, window=win)
+            for t in range(n - 1):
+                both = valid[t] & valid[t + 1]
+                out_change[t].dataset.write(change.change_map(path[t], path[t + 1], both, k).reshape(shape),
+                                            1, window=win)
+                raw_tally[t].add(raw[t], raw[t + 1], both)
+                tally[t].add(path[t], path[t + 1], both)
+            if truth_sources:
+                truth = np.stack([nomenclature.apply(src.read(1, window=win)).ravel() for src in truth_sources])
+                known = (truth != nomenclature.nodata) & valid
+                for t in range(n):
+                    assessed[t] += int(known[t].sum())
+                    correct[0, t] += int((codes[raw[t]] == truth[t])[known[t]].sum())
+                    correct[1, t] += int((codes[path[t]] == truth[t])[known[t]].sum())
+                for t in range(n - 1):
+                    both = known[t] & known[t + 1]
+                    truly = truth[t] != truth[t + 1]
+                    raw_tally[t].add_truth(truly, raw[t] != raw[t + 1], both)
+                    tally[t].add_truth(truly, path[t] != path[t + 1], both)
+            progress.add(1, len(windows), shape[0] * shape[1])
+        staged = [(s.finish(), s.final) for s in out_conf + out_change + out_maps]
+        publish_together(staged)
+    result = {
+        "model": info["model"], "years": list(years), "method": METHOD, "evidence_ratio": evidence_ratio,
+        "min_change_ha": min_change_ha, "min_change_px": min_px, "classes": classes,
+        "class_names": info["class_names"], "change_classes": table,
+        "pairs": [{"years": [years[i], years[i + 1]], "change_map": str(changes[i]),
+                   "raw": raw_tally[i].summary(pixel_area_m2, bool(truths)),
+                   "consistent": tally[i].summary(pixel_area_m2, bool(truths))} for i in range(n - 1)],
+    }
+    if truths:
+        result["truth_overall_accuracy"] = {
+            "raw": (correct[0] / np.maximum(assessed, 1)).tolist(),
+            "consistent": (correct[1] / np.maximum(assessed, 1)).tolist(),
+        }
+    write_text(summary, json.dumps(result, indent=1))
+    for p in result["pairs"]:
+        r, c = p["raw"], p["consistent"]
+        if not c["pixels"]:
+            log.warning("%d-%d: no pixel has data in both years", *p["years"])
+            continue
+        log.info("%d-%d: changed %.2f%% of the pixels (raw maps %.2f%%)%s", *p["years"], 100 * c["changed_fraction"],
+                 100 * r["changed_fraction"],
+                 (f"; against truth: stable kept {c['truth']['stable_kept']:.3f} (raw {r['truth']['stable_kept']:.3f}),"
+                  f" change F1 {c['truth']['change_f1']:.3f} (raw {r['truth']['change_f1']:.3f})")
+                 if "truth" in c else "")
+    return result
+
+
+def summary_table(paths: list[str | Path]) -> str:
+    """TSV of every pair of years of every series: change between the raw and the consistent maps and,
+    where truth was given, their scores (overall accuracy: mean of the pair's two years)."""
+    lines = ["series\tmodel\tyears\tchanged_raw\tchanged\tagreement_raw\tagreement\tstable_kept_raw\tstable_kept"
+             "\tchange_f1_raw\tchange_f1\ttruth_OA_raw\ttruth_OA"]
+
+    def fmt(v: float | None) -> str:
+        return "" if v is None else f"{v:.4f}"
+
+    for path in paths:
+        s = json.loads(Path(path).read_text())
+        oa = s.get("truth_overall_accuracy")
+        for i, p in enumerate(s["pairs"]):
+            r, c = p["raw"], p["consistent"]
+            rt, ct = r.get("truth", {}), c.get("truth", {})
+            pair_oa = [float(np.mean(oa[k][i:i + 2])) for k in ("raw", "consistent")] if oa else [None, None]
+            lines.append("\t".join([
+                Path(path).stem, str(s["model"]), f"{p['years'][0]}-{p['years'][1]}", fmt(r["changed_fraction"]),
+                fmt(c["changed_fraction"]), fmt(r["agreement"]), fmt(c["agreement"]), fmt(rt.get("stable_kept")),
+                fmt(ct.get("stable_kept")), fmt(rt.get("change_f1")), fmt(ct.get("change_f1")), fmt(pair_oa[0]),
+                fmt(pair_oa[1])]))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,197 @@
+"""Windows of a scene's assets read as stored, on their own pixel grid, from files kept open.
+
+A cube reads a window of every asset of every scene, window after window. Opening a file again for
+each window costs a request for its header over HTTP and throws away GDAL's cache of decompressed
+tiles, where neighbouring windows share a source tile; so each file is opened once per job. Signed
+URLs (Planetary Computer) expire: such a file is signed and opened again after ``max_age_s``.
+"""
+
+import logging
+import math
+import re
+import resource
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import numpy as np
+from affine import Affine
+
+from lcflow.errors import LcflowError
+from lcflow.retrieve import remote
+
+#: file descriptors kept free for everything else the process opens
+_SPARE_FILES = 256
+#: GDAL's messages that say why a remote read failed (its error then is often only "not recognized as
+#: being in a supported file format"): an HTTP status, curl's words; not any message that holds a URL
+_NETWORK_MESSAGE = re.compile(r"HTTP (response|error) code|curl error|timed out|could not resolve|connection|SSL", re.IGNORECASE)
+
+
+class AssetReadError(Exception):
+    """A file that could not be opened or read: GDAL's own words, and what the network said."""
+
+
+class _GdalMessages(logging.Handler):
+    """GDAL's warnings and errors (as rasterio logs them) in the thread that is reading, while it reads."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.local = threading.local()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        messages = getattr(self.local, "messages", None)
+        if messages is not None:
+            messages.append(record.getMessage())
+
+
+class AssetReader:
+    """Reads windows of raster files opened once and kept open (at most ``max_open`` at a time, the
+    least recently read closed first). One reader serves many threads, each file one thread at a time."""
+
+    def __init__(self, sign: Callable[[str], str] | None = None, max_age_s: float = 600.0,
+                 max_open: int | None = None):
+        self.sign = sign
+        self.max_age_s = max_age_s
+        self.max_open = max_open or open_files_allowed()
+        self._open: OrderedDict[str, tuple[object, float]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._messages = _GdalMessages()
+        logging.getLogger("rasterio._env").addHandler(self._messages)
+
+    def read(self, href: str, region: Affine, shape: tuple[int, int], out: np.ndarray | None = None) -> np.ndarray:
+        """Band 1 of ``href`` over ``region`` (the transform of the window's first pixel, on the file's
+        own pixel grid) and ``shape``, in the file's data type (into ``out`` where given: it must be the
+        file's type); pixels beyond the file are 0, Sentinel-2's no-data. A failure raises
+        :class:`AssetReadError` with GDAL's reason and the network's answer."""
+        if out is not None and out.shape != tuple(shape):
+            raise ValueError(f"a window of {tuple(shape)} px read into an array of {out.shape}")
+        return self._guarded(href, self._read, href, region, shape, out)
+
+    def block_bytes(self, href: str) -> int:
+        """The bytes of one decoded block (internal tile) of ``href``'s band 1: what GDAL's block cache
+        holds of the file while windows inside that block are read. Failures as :meth:`read`."""
+        def size(href: str) -> int:
+            src = self._dataset(href)
+            rows, cols = src.block_shapes[0]
+            return rows * cols * np.dtype(src.dtypes[0]).itemsize
+
+        return self._guarded(href, size, href)
+
+    def _guarded(self, href: str, action: Callable, *args):
+        self._messages.local.messages = []
+        try:
+            return action(*args)
+        except LcflowError:
+            raise
+        except Exception as exc:
+            reason, said = _reason(exc, self._messages.local.messages)
+            if not said and remote.is_url(href):  # GDAL read nothing and did not say why: ask the server
+                answer = _probe(self.sign(href) if self.sign else href)
+                reason += f" ({answer})" if answer else ""
+            raise AssetReadError(remote.redact(reason)) from exc  # GDAL's messages quote signed URLs
+        finally:
+            self._messages.local.messages = None
+
+    def _read(self, href: str, region: Affine, shape: tuple[int, int], out: np.ndarray | None) -> np.ndarray:
+        src = self._dataset(href)
+        row, col = pixel_offset(src.transform, region)
+        if row is None:
+            raise LcflowError(f"{remote.redact(href)}: its pixel grid {tuple(src.transform)[:6]} is not the grid "
+                              f"its STAC item gives ({tuple(region)[:6]} is not on it)")
+        if out is None:
+            out = np.empty(shape, dtype=src.dtypes[0])
+        elif out.dtype != np.dtype(src.dtypes[0]):
+            raise LcflowError(f"{remote.redact(href)}: stores {src.dtypes[0]} pixels, {out.dtype} expected")
+        h, w = shape
+        r0, r1 = max(row, 0), min(row + h, src.height)
+        c0, c1 = max(col, 0), min(col + w, src.width)
+        if (r0, r1, c0, c1) == (row, row + h, col, col + w):
+            return src.read(1, window=((r0, r1), (c0, c1)), out=out)
+        out[...] = 0
+        if r0 < r1 and c0 < c1:
+            out[r0 - row:r1 - row, c0 - col:c1 - col] = src.read(1, window=((r0, r1), (c0, c1)))
+        return out
+
+    def _dataset(self, href: str):
+        import rasterio
+
+        with self._lock:
+            src, opened = self._open.pop(href, (None, 0.0))
+        if src is not None and self.sign is not None and time.monotonic() - opened > self.max_age_s:
+            src.close()  # its signature may have expired
+            src = None
+        if src is None:
+            src, opened = rasterio.open(self.sign(href) if self.sign else href), time.monotonic()
+        with self._lock:
+            self._open[href] = (src, opened)
+            while len(self._open) > self.max_open:
+                _, (oldest, _) = self._open.popitem(last=False)
+                oldest.close()
+        return src
+
+    def close(self) -> None:
+        logging.getLogger("rasterio._env").removeHandler(self._messages)
+        with self._lock:
+            while self._open:
+                self._open.popitem()[1][0].close()
+
+    def __enter__(self) -> "AssetReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _reason(error: BaseException, messages: list[str]) -> tuple[str, bool]:
+    """GDAL's own words (rasterio's 'Read failed. See previous exception' wraps them as causes), and the
+    last thing the network said where GDAL's words do not say it; and whether the network said anything."""
+    while (earlier := error.__cause__ or error.__context__) is not None:
+        error = earlier
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if _NETWORK_MESSAGE.search(reason):
+        return reason, True
+    network = [m for m in messages if _NETWORK_MESSAGE.search(m)]
+    return (f"{reason} ({network[-1].strip()})", True) if network else (reason, False)
+
+
+def _probe(url: str, timeout_s: float = 10.0) -> str | None:
+    """What the server answers to a request for the first byte of ``url``: GDAL does not always say
+    what a failed range request got (a tile read as 0 bytes). Never the URL itself (it may be signed)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers={"Range": "bytes=0-0"}), timeout=timeout_s):
+            return None  # it answers now
+    except urllib.error.HTTPError as exc:
+        return f"the server answers HTTP {exc.code} {exc.reason}"
+    except (urllib.error.URLError, OSError) as exc:
+        return f"the server cannot be reached: {getattr(exc, 'reason', exc)}"
+
+
+def pixel_offset(transform: Affine, region: Affine, tolerance: float = 1e-6) -> tuple[int | None, int | None]:
+    """(row, col) of ``region``'s first pixel on the grid ``transform``, or (None, None) where the two
+    grids differ in pixel size or rotation, or are shifted by a fraction of a pixel."""
+    if any(not math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance) for a, b in
+           zip((transform.a, transform.b, transform.d, transform.e), (region.a, region.b, region.d, region.e))):
+        return None, None
+    col, row = ~transform * (region.c, region.f)
+    if abs(col - round(col)) > tolerance or abs(row - round(row)) > tolerance:
+        return None, None
+    return int(round(row)), int(round(col))
+
+
+def open_files_allowed() -> int:
+    """How many files a reader may keep open: the process's limit on open files, raised to its hard limit
+    where that is allowed, less a margin for everything else."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        wanted = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+        if wanted > soft:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+                soft = wanted
+            except (ValueError, OSError):
+                pass
+    return max(16, soft - _SPARE_FILES)

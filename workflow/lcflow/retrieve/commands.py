@@ -1,0 +1,102 @@
+"""``lcflow search`` and ``lcflow cube``: the scenes of a tile-year, and their composites on a time grid."""
+
+import argparse
+import logging
+import math
+
+from lcflow.common import cli_args
+from lcflow.defaults import default
+from lcflow.retrieve.remote import SIGNING_CHOICES
+
+log = logging.getLogger("lcflow")
+
+
+def cmd_search(a):
+    from lcflow.retrieve import search
+
+    n = search.run(a.tile, a.year, a.out, catalog=a.catalog, api=a.api, collection=a.collection,
+                   max_cloud_cover=a.max_cloud_cover)
+    log.info("%s %s: %d items -> %s", a.tile, a.year, n, a.out)
+
+
+def cmd_cube(a):
+    from lcflow.retrieve import cube, remote, sentinel2
+
+    network = remote.Network(timeout_s=a.http_timeout, retries=a.http_retries, retry_delay_s=a.http_retry_delay,
+                             threads=a.read_threads, s3_endpoint=a.s3_endpoint)
+    grid = cube.run(a.items, a.tile, a.year, a.out, a.valid, bands=sentinel2.check_bands(a.bands.split(",")),
+                    resolution=a.resolution, bounds=a.bounds, invalid_scl=a.invalid_scl, dilation_px=a.dilation_px,
+                    steps=a.time_steps, block=a.block, min_clear_fraction=a.min_clear_fraction, network=network,
+                    signing=a.signing, spectral_indices=[i for i in a.indices.split(",") if i],
+                    fill_gaps=a.fill_gaps == "linear", cache_mb=a.cache_mb)
+    log.info("%s %s: cube %d x %d px (%s) -> %s", a.tile, a.year, grid.width, grid.height, grid.crs, a.out)
+
+
+def _scl_classes(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")] if text else []
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected SCL classes 0..11 separated by commas") from None
+    bad = [v for v in values if not 0 <= v <= 11]
+    if bad:
+        raise argparse.ArgumentTypeError(f"SCL class(es) {bad} outside 0..11")
+    return values
+
+
+def _bounds(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected four numbers xmin,ymin,xmax,ymax") from None
+    if len(values) != 4 or not all(map(math.isfinite, values)):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected four numbers xmin,ymin,xmax,ymax, got {len(values)}")
+    if values[0] >= values[2] or values[1] >= values[3]:
+        raise argparse.ArgumentTypeError(f"{text!r}: xmin must be below xmax and ymin below ymax")
+    return values
+
+
+def register(command) -> None:
+    """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
+    p = command("search", "STAC search of one tile and year -> items.json manifest")
+    p.add_argument("--tile", required=True, help="MGRS tile id, e.g. 31UFT")
+    p.add_argument("--year", type=int, required=True, help="calendar year")
+    p.add_argument("--catalog", help="static STAC catalog.json, a local path or an http(s) URL (or give --api)")
+    p.add_argument("--api", help="STAC API root URL (or give --catalog)")
+    p.add_argument("--collection", default=default("stac.collection"), help="collection to search")
+    p.add_argument("--max-cloud-cover", type=float, default=float(default("stac.max_cloud_cover")), help="skip scenes with more cloud, percent")
+    p.add_argument("--out", required=True, help="manifest to write (a STAC ItemCollection)")
+    p.set_defaults(func=cmd_search)
+
+    p = command("cube", "cloud-masked composites on a regular time grid")
+    p.add_argument("--items", required=True, help="manifest written by lcflow search")
+    p.add_argument("--tile", required=True, help="MGRS tile id")
+    p.add_argument("--year", type=int, required=True, help="calendar year of the time grid")
+    p.add_argument("--bands", default=",".join(default("cube.bands")), help="Sentinel-2 bands, comma-separated")
+    p.add_argument("--resolution", type=cli_args.positive_float, default=float(default("cube.resolution")), help="metres per pixel")
+    p.add_argument("--bounds", type=_bounds, help="xmin,ymin,xmax,ymax in the tile's CRS (default: the whole tile)")
+    p.add_argument("--invalid-scl", type=_scl_classes, default=default("cube.invalid_scl"), help="SCL classes masked out")
+    p.add_argument("--dilation-px", type=cli_args.int_at_least(0), default=default("cube.dilation_px"), help="grow the invalid mask by this many pixels")
+    p.add_argument("--time-steps", type=cli_args.int_at_least(1), default=default("cube.time_steps"), help="composites per calendar year")
+    p.add_argument("--block", type=cli_args.int_at_least(16), default=default("cube.block_px"), help="processing window, pixels a side")
+    p.add_argument("--min-clear-fraction", type=cli_args.share, default=default("cube.min_clear_fraction"),
+                   help="refuse a cube whose share of composite cells with a clear observation is lower")
+    p.add_argument("--indices", default=",".join(default("cube.indices")), help="spectral indices added as bands after the reflectance bands, "
+                                                 "comma-separated (NDVI, EVI, SAVI, NDWI, MNDWI, NDMI, NBR, NDBI, NDRE)")
+    p.add_argument("--fill-gaps", choices=["none", "linear"], default=default("cube.fill_gaps"),
+                   help="steps without a clear observation: left as nodata, or interpolated linearly in time")
+    p.add_argument("--read-threads", type=cli_args.int_at_least(1), default=default("cube.read_threads"), help="scene files read at a time")
+    p.add_argument("--cache-mb", type=cli_args.int_at_least(1), default=default("cube.cache_mb"),
+                   help="the most GDAL's block cache may grow to, to hold a decoded block of every scene's assets")
+    p.add_argument("--signing", choices=SIGNING_CHOICES, default=default("stac.signing"),
+                   help="sign asset URLs before reading (auto: Planetary Computer items are signed)")
+    p.add_argument("--http-timeout", type=cli_args.positive_float, default=float(default("stac.http.timeout_s")), help="seconds before a request is given up")
+    p.add_argument("--http-retries", type=cli_args.int_at_least(0), default=default("stac.http.retries"),
+                   help="retries of a request answered 429 or 5xx or timed out")
+    p.add_argument("--http-retry-delay", type=cli_args.positive_float, default=float(default("stac.http.retry_delay_s")),
+                   help="seconds before the first retry; about doubled before each next")
+    p.add_argument("--s3-endpoint", help="S3 endpoint of s3:// assets (default: AWS; Copernicus Data Space's is "
+                                         "set for its items)")
+    p.add_argument("--out", required=True, help="cube to write (tiled GeoTIFF)")
+    p.add_argument("--valid", required=True, help="output: valid-observation count per time step")
+    p.set_defaults(func=cmd_cube)
+

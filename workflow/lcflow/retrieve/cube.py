@@ -1,0 +1,353 @@
+"""Build the per-tile, per-year data cube: cloud-masked, harmonised, composited onto a regular time grid.
+
+Output ``cube.tif``: a tiled GeoTIFF of int16 reflectance x 10000, one band per (time step, band)
+named ``B04_t03``, time-major, nodata -32768, with the time-step dates in its tags. ``cube_valid.tif``:
+per time step, how many clear observations went into each composite pixel. The tile is processed window by window,
+so a full 10980 x 10980 tile never has to fit in memory.
+"""
+
+import contextlib
+import dataclasses
+import datetime as dt
+import logging
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from affine import Affine
+from odc.geo.geobox import GeoBox
+
+from lcflow.common.atomic import publish_together
+from lcflow.common.prefetch import prefetched, written_behind
+from lcflow.common.progress import Progress
+from lcflow.common.raster import Grid, staged_cog
+from lcflow.defaults import default
+from lcflow.errors import LcflowError
+from lcflow.retrieve import indices, mgrs, remote, resample, sentinel2
+from lcflow.retrieve.asset_reader import AssetReadError, AssetReader
+from lcflow.retrieve.block_cache import block_cache_bytes, block_cache_size, gdal_cache_bytes, window_bytes
+from lcflow.retrieve.composite import NODATA, clear_mask, composite, fill_time_gaps, to_int16
+from lcflow.retrieve.search import read_manifest
+
+log = logging.getLogger("lcflow.retrieve.cube")
+
+
+def time_grid(year: int, steps: int) -> tuple[list[dt.datetime], list[dt.date]]:
+    """``steps`` equal windows over the calendar year: their ``steps + 1`` edges and centre dates."""
+    start = dt.datetime(year, 1, 1)
+    length = dt.datetime(year + 1, 1, 1) - start
+    edges = [start + length * k / steps for k in range(steps + 1)]
+    centres = [(edges[k] + (edges[k + 1] - edges[k]) / 2).date() for k in range(steps)]
+    return edges, centres
+
+
+def tile_grid(tile: str, items, resolution: float, bounds: list[float] | None) -> Grid:
+    """The tile's grid in its UTM CRS: the configured area, or the extent of its 10 m assets."""
+    epsg = mgrs.tile_epsg(tile)
+    if bounds is None:
+        key = sentinel2.asset_key(items[0].assets, "B02", items[0].id)
+        asset = items[0].assets[key].extra_fields
+        if "proj:transform" not in asset or "proj:shape" not in asset:
+            raise LcflowError(f"tile {tile}: item {items[0].id} has no proj:transform/proj:shape; set aoi.{tile}")
+        a, _, x0, _, e, y0 = asset["proj:transform"][:6]
+        h, w = asset["proj:shape"]
+        bounds = [x0, y0 + e * h, x0 + a * w, y0]
+    else:
+        mgrs.check_inside_tile(tile, bounds)
+    return Grid.from_bounds(epsg, tuple(bounds), resolution)
+
+
+def check_items(items, tile: str, year: int, bands: list[str]) -> tuple[list[str], str]:
+    """Every item has every band and SCL under the same asset keys, in the tile's CRS; return the keys.
+
+    Checked for all items before any pixel is read: an item that odc-stac would otherwise drop or
+    misplace stops the job, named.
+    """
+    epsg = mgrs.tile_epsg(tile)
+    first = items[0]
+    keys = [sentinel2.asset_key(first.assets, b, first.id) for b in bands]
+    scl_key = sentinel2.asset_key(first.assets, "SCL", first.id)
+    for item in items:
+        for band, key in zip([*bands, "SCL"], [*keys, scl_key]):
+            if key not in item.assets:
+                raise LcflowError(f"tile {tile} {year}: item {item.id} has no {key!r} asset (band {band}); "
+                                  f"it has {', '.join(sorted(item.assets)) or 'none'}")
+        item_epsg = sentinel2.item_epsg(item.properties)
+        if item_epsg is not None and item_epsg != epsg:
+            raise LcflowError(f"tile {tile} {year}: item {item.id} is in EPSG:{item_epsg}, the tile's zone is "
+                              f"EPSG:{epsg}")
+    return keys, scl_key
+
+
+def _read_failure(exc: Exception, items, keys: list[str], tile: str, year: int, window: GeoBox,
+                  sign=None) -> LcflowError:
+    """One line naming the item and asset whose read failed (URLs without credentials or query strings:
+    no signatures, no tokens).
+
+    odc-stac's exception does not say which file failed, so each asset's part of the window is read
+    again, one by one, until one fails.
+    """
+    failed = _failing_asset(items, keys, window, sign)
+    if failed is None:
+        return LcflowError(f"tile {tile} {year}: reading the scenes failed ({type(exc).__name__}: "
+                           f"{_first_line(str(exc))})")
+    item, key, error = failed
+    return LcflowError(f"tile {tile} {year}: reading item {item.id} asset {key} ({remote.redact(item.assets[key].href)}) "
+                       f"failed: {_first_line(_root_cause(error, exc))}")
+
+
+def _root_cause(error: BaseException, handled: BaseException) -> str:
+    """GDAL's own words: rasterio's 'Read failed. See previous exception' wraps them as causes. The
+    chain stops before ``handled``, the load's error that was being handled when this asset was re-read
+    (it may be about another file)."""
+    while (earlier := error.__cause__ or error.__context__) is not None and earlier is not handled:
+        error = earlier
+    return str(error)
+
+
+def _failing_asset(items, keys: list[str], window: GeoBox, sign=None):
+    """(item, asset key, error) of the first asset whose pixels in ``window`` cannot be read, or None."""
+    import rasterio
+    from rasterio.warp import transform_bounds
+    from rasterio.windows import from_bounds
+
+    bounds = window.boundingbox
+    for item in items:
+        for key in keys:
+            href = item.assets[key].href
+            try:
+                with rasterio.open(sign(href) if sign else href) as src:
+                    left, bottom, right, top = transform_bounds(window.crs.to_wkt(), src.crs, *bounds)
+                    win = from_bounds(left, bottom, right, top, src.transform).round_offsets().round_lengths()
+                    src.read(1, window=win, boundless=True)
+            except Exception as error:  # the same errors odc-stac met, now with their file
+                return item, key, error
+    return None
+
+
+def _first_line(text: str) -> str:
+    return remote.redact((text.strip().splitlines() or [""])[0])[:300]
+
+
+def native_grids(items, keys: list[str], grid: Grid) -> dict[str, Affine]:
+    """Asset key -> its own pixel grid (transform), for the assets that every item stores on one north-up
+    grid in the tile's CRS, as fine as ``grid`` or coarser: those are read as stored, from files kept
+    open, and resampled by :mod:`lcflow.resample`; the others are warped by odc-stac."""
+    epsg = grid.crs.to_epsg()
+    if any(sentinel2.item_epsg(i.properties) != epsg for i in items):
+        return {}
+    grids = {}
+    for key in keys:
+        found = {tuple(i.assets[key].extra_fields.get("proj:transform") or ())[:6] for i in items}
+        if len(found) != 1 or len(t := found.pop()) != 6:
+            continue
+        transform = Affine(*t)
+        if transform.b == 0 and transform.d == 0 and transform.e < 0 and transform.a > grid.transform.a * 0.999:
+            grids[key] = transform
+    return grids
+
+
+def _resampling(transform: Affine, grid: Grid, categorical: bool) -> str:
+    """Nearest for classes and for a band on the grid's own pixel size (there: the pixels as stored,
+    where the grids are aligned), bilinear for a coarser band."""
+    return "nearest" if categorical or abs(transform.a - grid.transform.a) < 1e-6 * grid.transform.a else "bilinear"
+
+
+def _resampled(values: np.ndarray, src: Affine, method: str, target: GeoBox) -> np.ndarray:
+    """(rows, cols) read on the grid ``src`` resampled onto ``target``."""
+    if method == "nearest":
+        return resample.nearest(values, src, target.transform, target.shape.yx)
+    return resample.bilinear(values, src, target.transform, target.shape.yx, nodata=0)
+
+
+def _utc(time: dt.datetime) -> dt.datetime:
+    """A naive UTC time (as numpy's datetime64 wants it) from an item's time, aware or naive UTC."""
+    return time.astimezone(dt.timezone.utc).replace(tzinfo=None) if time.tzinfo else time
+
+
+def _halo_geobox(grid: Grid, win, halo: int) -> GeoBox:
+    """The pixel grid of ``win`` grown by ``halo`` pixels on every side."""
+    r0, c0 = int(win.row_off) - halo, int(win.col_off) - halo
+    shape = (int(win.height) + 2 * halo, int(win.width) + 2 * halo)
+    return GeoBox(shape, grid.transform @ grid.transform.translation(c0, r0), grid.crs)
+
+
+def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_valid: str | Path, *,
+        bands: list[str], resolution: float = float(default("cube.resolution")), bounds: list[float] | None = None,
+        invalid_scl: list[int] = default("cube.invalid_scl"), dilation_px: int = default("cube.dilation_px"),
+        steps: int = default("cube.time_steps"), block: int = default("cube.block_px"),
+        min_clear_fraction: float = default("cube.min_clear_fraction"),
+        network: remote.Network | None = None, signing: str = "auto", spectral_indices: list[str] = (),
+        fill_gaps: bool = False, cache_mb: int = default("cube.cache_mb")) -> Grid:
+    """Composite the manifest's items of ``tile``/``year`` onto its grid; return the grid.
+
+    Refused, with nothing written, when fewer than ``min_clear_fraction`` of the composite cells
+    (pixel x time step) hold a clear observation: the year is all cloud, or the area has no data.
+    Scenes are read through ``network``'s GDAL settings, ``network.threads`` files at a time, their
+    URLs signed as they are read where ``signing`` (or, for ``auto``, the catalogue) asks for it.
+    ``spectral_indices`` (NDVI, ...) follow the bands in every time step, computed from its composites.
+    ``fill_gaps`` interpolates steps without a clear observation linearly in time (the valid counts
+    still say which steps were observed). The next window is read while one is composited and the
+    previous one written; memory holds two windows of every date and one window of the cube, plus
+    GDAL's block cache, sized to hold a decoded block of every asset of every scene (at most ``cache_mb``,
+    at least the process's cache): it grows with ``block`` and the number of scenes, not with the tile.
+    """
+    import odc.stac
+    import rasterio
+    from rasterio.errors import NotGeoreferencedWarning
+
+    # odc-stac warps SCL (and bands without their own grid) into bare arrays, always with an explicit
+    # target transform; rasterio still says those arrays have none
+    warnings.filterwarnings("ignore", category=NotGeoreferencedWarning, module="rasterio.warp")
+    sentinel2.check_bands(bands)
+    spectral_indices = indices.check(list(spectral_indices), bands)
+    items = read_manifest(manifest)
+    if not items:
+        raise LcflowError(f"manifest {manifest} lists no items")
+    grid = tile_grid(tile, items, resolution, bounds)
+    keys, scl_key = check_items(items, tile, year, bands)
+    sign = remote.signer(signing, items)
+    network = network or remote.Network()
+    if network.s3_endpoint is None:
+        network = dataclasses.replace(network, s3_endpoint=remote.s3_endpoint(items))
+    by_time = sorted(items, key=lambda i: i.datetime)
+    offsets = np.array([sentinel2.boa_offset(i.properties) for i in by_time], dtype=np.float32)
+    edges, centres = time_grid(year, steps)
+    layers = [*bands, *spectral_indices]
+    names = [f"{b}_t{k:02d}" for k in range(steps) for b in layers]
+    tags = {"tile": tile, "year": str(year), "bands": layers, "indices": spectral_indices,
+            "time_steps": [c.isoformat() for c in centres], "scale": "10000", "invalid_scl": invalid_scl,
+            "gaps": "linear in time" if fill_gaps else "none"}
+    halo = dilation_px
+    # Morton order: the windows inside one tile of a source file follow each other, and find its
+    # decompressed pixels in GDAL's block cache (the files stay open)
+    windows = list(grid.windows(block, order="z"))
+    # Sentinel-2 L2A as every catalogue serves it: DNs in uint16, SCL in uint8, 0 = no data (declared, so
+    # that resampling leaves no-data out and the load stays in the compact type)
+    stac_cfg = {"assets": {**{k: {"data_type": "uint16", "nodata": 0, "unit": "1"} for k in keys},
+                           scl_key: {"data_type": "uint8", "nodata": 0, "unit": "1"}}}
+    # assets on their own grid in the tile's CRS (every real catalogue's): read as stored, resampled here
+    native = {k: (t, _resampling(t, grid, k == scl_key)) for k, t in native_grids(by_time, [*keys, scl_key], grid).items()}
+    warped = [k for k in keys if k not in native]
+    options = network.gdal_options()
+
+    thread_settings = threading.local()
+
+    def take_settings() -> None:
+        """A reading thread takes the network's GDAL settings once, for its whole life (they are per
+        thread): entering rasterio's Env for every asset read costs about half a millisecond of CPU."""
+        thread_settings.env = rasterio.Env(**options)
+        thread_settings.env.__enter__()
+
+    def on_asset(item, key: str, action, *args):
+        """``action(href, *args)`` of one asset, under the network settings; its failure names it."""
+        taken = getattr(thread_settings, "env", None) is not None
+        with contextlib.nullcontext() if taken else rasterio.Env(**options):
+            try:
+                return action(item.assets[key].href, *args)
+            except (AssetReadError, LcflowError) as exc:  # GDAL, HTTP or decoding errors of one asset: name it
+                raise LcflowError(f"tile {tile} {year}: reading item {item.id} asset {key} "
+                                  f"({remote.redact(item.assets[key].href)}) failed: {_first_line(str(exc))}") from exc
+
+    def read_asset(reader: AssetReader, item, key: str, method: str, src: Affine, shape: tuple[int, int],
+                   target: GeoBox, out: np.ndarray) -> None:
+        """One scene's asset read on its own grid (``src``, ``shape``) and resampled onto ``target`` into
+        ``out``, in a reading thread: the reading threads resample while the main one composites."""
+        if method == "nearest" and src.almost_equals(target.transform) and shape == target.shape.yx:
+            on_asset(item, key, reader.read, src, shape, out)  # the pixels as stored
+            return
+        stored = on_asset(item, key, reader.read, src, shape, np.empty(shape, out.dtype))
+        out[...] = _resampled(stored, src, method, target)
+
+    def load(win) -> dict[str, np.ndarray]:
+        """One window of every scene: DNs per asset on the cube's grid. The scene classification comes
+        grown by the mask's halo (only SCL: a halo on every band would decompress the neighbouring tiles
+        of every file again)."""
+        grown, exact = _halo_geobox(grid, win, halo), _halo_geobox(grid, win, 0)
+        values: dict[str, np.ndarray] = {}
+        jobs = []
+        for key, (transform, method) in native.items():
+            target = grown if key == scl_key else exact
+            src, shape = resample.source_window(transform, target.transform, target.shape.yx, method)
+            values[key] = np.empty((len(by_time), *target.shape.yx), dtype=np.uint8 if key == scl_key else np.uint16)
+            jobs += [(reader, item, key, method, src, shape, target, values[key][i]) for i, item in enumerate(by_time)]
+        list(readers.map(lambda job: read_asset(*job), jobs))
+        if warped or scl_key not in native:
+            with remote.gdal_env(network):  # in the reading thread: GDAL's settings are per thread
+                try:
+                    common = dict(groupby="id", stac_cfg=stac_cfg, preserve_original_order=True, pool=network.threads,
+                                  patch_url=sign)
+                    loads = [([scl_key], grown, "nearest")] if scl_key not in native else []
+                    loads += [(warped, exact, "bilinear")] if warped else []
+                    for group, geobox, method in loads:
+                        ds = odc.stac.load(by_time, bands=group, geobox=geobox, resampling=method, **common)
+                        if len(ds.time) != len(by_time):
+                            raise LcflowError(f"{manifest}: {len(by_time)} items loaded as {len(ds.time)} scenes")
+                        values.update((k, ds[k].values) for k in group)
+                except LcflowError:
+                    raise
+                except Exception as exc:  # GDAL, HTTP or decoding errors of one asset: name it
+                    raise _read_failure(exc, by_time, keys + [scl_key], tile, year, grown, sign) from exc
+        return values
+
+    times = np.array([np.datetime64(_utc(i.datetime), "us") for i in by_time])
+    progress = Progress(log, f"cube {tile} {year}", grid.width * grid.height)
+    clear_cells = 0
+    with staged_cog(out_cube, grid, steps * len(layers), "int16", nodata=NODATA, tags=tags,
+                    descriptions=names, resampling="average") as staged_cube, \
+            staged_cog(out_valid, grid, steps, "uint8", tags={"time_steps": tags["time_steps"]},
+                       descriptions=[f"valid_t{k:02d}" for k in range(steps)]) as staged_valid, \
+            AssetReader(sign) as reader, \
+            ThreadPoolExecutor(network.threads, thread_name_prefix="lcflow-asset", initializer=take_settings) as readers:
+        cube, valid = staged_cube.dataset, staged_valid.dataset
+
+        def write_window(win, stored: np.ndarray, counts: np.ndarray) -> None:
+            """Compressing a window's 120-odd int16 bands costs as much as computing them: done meanwhile."""
+            cube.write(stored, window=win)
+            valid.write(counts, window=win)
+            progress.add(1, len(windows), int(win.width * win.height))
+
+        cache = gdal_cache_bytes()
+        if native:
+            # the block cache holds a decoded block of every asset of every scene: z-order windows then
+            # decode each block once (a smaller cache decodes a block again for each window inside it)
+            per_scene = sum(on_asset(by_time[0], k, reader.block_bytes) for k in native)
+            need = block_cache_bytes(per_scene, len(by_time), window_bytes(block, steps, len(layers)))
+            cache = block_cache_size(need, cache_mb)
+            log.info("tile %s %s: GDAL block cache %d MB for the blocks of %d scenes (%d MB needed)", tile, year,
+                     cache // 2**20, len(by_time), need // 2**20)
+            if need > cache:
+                log.warning("tile %s %s: the source blocks of %d scenes need %d MB of block cache, more than "
+                            "cube.cache_mb (%d MB): blocks will be decoded more than once", tile, year,
+                            len(by_time), need // 2**20, cache_mb)
+        with rasterio.Env(GDAL_CACHEMAX=cache), written_behind() as write:  # every window written on leaving
+            for win, loaded in prefetched(load, windows):
+                scl = loaded.pop(scl_key)
+                values = [loaded.pop(k) for k in keys]
+                clear = clear_mask(scl, invalid_scl, dilation_px)[:, halo:scl.shape[1] - halo, halo:scl.shape[2] - halo]
+                for dn in values:
+                    clear &= dn != 0
+                comp, counts = composite(values, clear, times, edges, offsets)
+                del values, scl, clear, loaded
+                clear_cells += int((counts > 0).sum())
+                if fill_gaps:
+                    comp = fill_time_gaps(comp)
+                if spectral_indices:
+                    comp = np.concatenate([comp, indices.compute(spectral_indices, comp, bands, sentinel2.QUANTIFICATION)], axis=1)
+                write(write_window, win, to_int16(comp).reshape(-1, *comp.shape[2:]), counts)
+                del comp, counts
+        share = clear_cells / (steps * grid.width * grid.height)
+        log.info("tile %s %s: %.1f %% of the composite cells hold a clear observation", tile, year, 100 * share)
+        if share < min_clear_fraction:
+            raise LcflowError(f"tile {tile} {year}: only {100 * share:.1f} % of the composite cells (pixel x time step) "
+                              f"hold a clear observation, under the floor of {100 * min_clear_fraction:g} % "
+                              "(cube.min_clear_fraction): the year is cloud-covered or the area has no data")
+        if share < 2 * min_clear_fraction:
+            log.warning("tile %s %s: only %.1f %% of the composite cells hold a clear observation", tile, year, 100 * share)
+        # tiled GeoTIFFs (256 px tiles, band-interleaved: see raster.STAGING_INTERLEAVE) as written: a COG's
+        # overviews of 120 bands would cost a second pass over the largest file of the workflow
+        publish_together([(staged_valid.finish(cog=False), staged_valid.final),
+                          (staged_cube.finish(cog=False), staged_cube.final)])
+    return grid

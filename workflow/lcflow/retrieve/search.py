@@ -1,0 +1,194 @@
+"""Find the Sentinel-2 L2A items of one MGRS tile and year, from a STAC API or a static catalog.
+
+The result is a manifest (a STAC ItemCollection, ``items.json``) with absolute asset hrefs, so later
+stages never search again and a rerun of ``cube`` reads exactly the same scenes. It also records where
+the items came from and which duplicate acquisitions were dropped.
+"""
+
+import datetime as dt
+import json
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pystac
+
+from lcflow.common.atomic import write_text
+from lcflow.errors import LcflowError
+from lcflow.retrieve import mgrs
+from lcflow.retrieve.remote import is_url, redact
+
+log = logging.getLogger("lcflow.retrieve.search")
+#: acquisitions of one tile closer in time than this are the same acquisition
+SAME_ACQUISITION_S = 60.0
+
+
+def item_tile(item: pystac.Item) -> str | None:
+    """MGRS tile of an item, from whichever property its catalogue uses."""
+    p = item.properties
+    if "grid:code" in p and str(p["grid:code"]).startswith("MGRS-"):
+        return str(p["grid:code"])[5:]
+    if "s2:mgrs_tile" in p:
+        return str(p["s2:mgrs_tile"])
+    if all(k in p for k in ("mgrs:utm_zone", "mgrs:latitude_band", "mgrs:grid_square")):
+        return f"{int(p['mgrs:utm_zone']):02d}{p['mgrs:latitude_band']}{p['mgrs:grid_square']}"
+    return None
+
+
+def select(items: Iterable[pystac.Item], tile: str, year: int, max_cloud_cover: float = 100.0) -> list[pystac.Item]:
+    """Items of ``tile`` acquired in ``year`` with at most ``max_cloud_cover`` percent cloud, by date."""
+    chosen = []
+    for item in items:
+        when = item.datetime or dt.datetime.fromisoformat(str(item.properties.get("start_datetime")))
+        if item_tile(item) != tile or when.year != year:
+            continue
+        if float(item.properties.get("eo:cloud_cover", 0.0)) > max_cloud_cover:
+            continue
+        chosen.append(item)
+    return sorted(chosen, key=lambda i: (i.datetime, i.id))
+
+
+def baseline(item: pystac.Item) -> tuple[int, ...]:
+    """Processing baseline as a comparable tuple (``05.09`` -> (5, 9)); () when the item has none."""
+    value = item.properties.get("s2:processing_baseline")
+    try:
+        return tuple(int(part) for part in str(value).split(".")) if value is not None else ()
+    except ValueError:
+        return ()
+
+
+def _newest_first(item: pystac.Item) -> tuple:
+    p = item.properties
+    return (baseline(item), str(p.get("s2:generation_time") or ""), str(p.get("updated") or p.get("created") or ""),
+            item.id)
+
+
+def dedupe(items: list[pystac.Item]) -> tuple[list[pystac.Item], list[dict[str, str]]]:
+    """Keep one item per acquisition (tile and sensing time): the newest processing baseline, then the
+    newest generation. Catalogues list reprocessed scenes beside the originals; a cube must not count
+    one acquisition twice. Returns the kept items (by date) and a record of each dropped one."""
+    kept: list[pystac.Item] = []
+    dropped: list[dict[str, str]] = []
+    by_tile: dict[str | None, list[pystac.Item]] = {}
+    for item in items:
+        by_tile.setdefault(item_tile(item), []).append(item)
+    for group_items in by_tile.values():
+        group_items.sort(key=lambda i: i.datetime)
+        groups: list[list[pystac.Item]] = []
+        for item in group_items:
+            if groups and (item.datetime - groups[-1][0].datetime).total_seconds() <= SAME_ACQUISITION_S:
+                groups[-1].append(item)
+            else:
+                groups.append([item])
+        for group in groups:
+            ordered = sorted(group, key=_newest_first, reverse=True)
+            kept.append(ordered[0])
+            for other in ordered[1:]:
+                dropped.append({"id": other.id, "kept": ordered[0].id,
+                                "baseline": str(other.properties.get("s2:processing_baseline")),
+                                "kept_baseline": str(ordered[0].properties.get("s2:processing_baseline"))})
+    for d in dropped:
+        log.info("dropped %s: the same acquisition as %s (baseline %s, kept %s)", d["id"], d["kept"], d["baseline"],
+                 d["kept_baseline"])
+    return sorted(kept, key=lambda i: (i.datetime, i.id)), dropped
+
+
+def from_catalog(catalog: str | Path) -> Iterable[pystac.Item]:
+    """Every item of a static STAC catalog (a local path or an http(s) URL), asset hrefs made absolute."""
+    location = str(catalog)
+    if not is_url(location) and not Path(location).exists():
+        raise LcflowError(f"STAC catalog {location} does not exist")
+    shown = redact(location)
+    try:
+        items = list(pystac.Catalog.from_file(location).get_items(recursive=True))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise LcflowError(f"STAC catalog {shown} (or a file it links) is not JSON: {exc}") from exc
+    except (pystac.STACError, pystac.STACTypeError, KeyError, TypeError, ValueError, OSError) as exc:
+        raise LcflowError(f"STAC catalog {shown} cannot be read as a STAC catalog "
+                          f"({type(exc).__name__}: {redact(str(exc))})") from exc
+    for item in items:
+        item.make_asset_hrefs_absolute()
+        yield item
+
+
+def tile_query(url: str, tile: str) -> dict[str, Any] | None:
+    """The STAC query that selects one MGRS tile, in the property the endpoint indexes (None where the
+    endpoint's query support is not known: the search then goes by the tile's footprint)."""
+    if "planetarycomputer" in url:
+        return {"s2:mgrs_tile": {"eq": tile}}
+    if "earth-search" in url:
+        return {"grid:code": {"eq": f"MGRS-{tile}"}}
+    return None
+
+
+def tile_footprint(tile: str) -> dict[str, Any]:
+    """The tile's square as a GeoJSON polygon in longitude/latitude (edges densified, so the lines stay
+    on the UTM square). Not its centre: a tile at the edge of an orbit's swath has scenes that do not
+    reach its centre. Neighbouring tiles' items that overlap it are dropped by :func:`select`."""
+    from rasterio.warp import transform_geom
+    from shapely.geometry import box, mapping
+
+    xmin, ymin, xmax, ymax = mgrs.tile_bounds(tile)
+    square = box(xmin, ymin, xmax, ymax).segmentize((xmax - xmin) / 10)
+    return transform_geom(f"EPSG:{mgrs.tile_epsg(tile)}", "EPSG:4326", mapping(square))
+
+
+def from_api(url: str, collection: str, tile: str, year: int, max_cloud_cover: float) -> Iterable[pystac.Item]:
+    """Items from a STAC API search (Earth Search v1, Planetary Computer, Copernicus Data Space, any
+    other STAC API by the tile's footprint)."""
+    from pystac_client import Client
+
+    client = Client.open(url)
+    query = tile_query(url, tile)
+    where = {"query": {**query, "eo:cloud_cover": {"lte": max_cloud_cover}}} if query else \
+        {"intersects": tile_footprint(tile)}
+    search = client.search(collections=[collection], datetime=f"{year}-01-01/{year}-12-31", **where)
+    return search.items()
+
+
+def run(tile: str, year: int, out: str | Path, *, catalog: str | None = None, api: str | None = None,
+        collection: str = "sentinel-2-l2a", max_cloud_cover: float = 100.0) -> int:
+    """Write the manifest of ``tile``/``year`` to ``out``; return the number of items."""
+    mgrs.check_tile(tile)
+    if bool(catalog) == bool(api):
+        raise LcflowError("give exactly one of a local STAC catalog (stac.catalog) or a STAC API URL (stac.api)")
+    if catalog:
+        items = select(from_catalog(catalog), tile, year, max_cloud_cover)
+    else:
+        try:
+            items = select(from_api(api, collection, tile, year, max_cloud_cover), tile, year, max_cloud_cover)
+        except LcflowError:
+            raise
+        except Exception as exc:  # pystac-client's APIError, connection errors, timeouts
+            text = redact(str(exc)).strip()
+            raise LcflowError(f"STAC search of tile {tile} {year} at {redact(api)} (collection {collection}) failed: "
+                              f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}") from exc
+    where = redact(str(catalog or api))
+    if not items:
+        raise LcflowError(f"no Sentinel-2 item for tile {tile} in {year} (cloud cover <= {max_cloud_cover}) in {where}")
+    items, dropped = dedupe(items)
+    source = {"catalog": where} if catalog else {"api": where, "collection": collection}
+    manifest = pystac.ItemCollection(items, extra_fields={
+        "lcflow:source": {**source, "tile": tile, "year": year, "max_cloud_cover": max_cloud_cover},
+        "lcflow:dropped": dropped})
+    write_text(out, json.dumps(manifest.to_dict(transform_hrefs=False), indent=1))
+    return len(items)
+
+
+def read_manifest(path: str | Path) -> list[pystac.Item]:
+    """Items of a manifest written by :func:`run`."""
+    path = Path(path)
+    if not path.exists():
+        raise LcflowError(f"manifest {path} does not exist")
+    try:
+        data = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LcflowError(f"manifest {path} is not JSON ({exc}); write it with lcflow search") from exc
+    if not isinstance(data, dict) or data.get("type") != "FeatureCollection":
+        raise LcflowError(f"manifest {path} is not a STAC ItemCollection (a GeoJSON FeatureCollection of items); "
+                          "write it with lcflow search")
+    try:
+        return list(pystac.ItemCollection.from_dict(data))
+    except (pystac.STACError, pystac.STACTypeError, KeyError, TypeError, ValueError) as exc:
+        raise LcflowError(f"manifest {path}: an item is not a valid STAC item ({type(exc).__name__}: {exc})") from exc

@@ -1,0 +1,72 @@
+"""``lcflow train``, ``lcflow evaluate`` and ``lcflow learning-curve``."""
+
+import logging
+from pathlib import Path
+
+from lcflow.train.models import REGISTRY
+
+log = logging.getLogger("lcflow")
+
+
+def _model_epilog() -> str:
+    from lcflow.train import hyperparameters
+
+    return "model parameters (--set KEY=VALUE):\n" + "\n".join(
+        f"{model}:\n{hyperparameters.describe(model)}" for model in hyperparameters.MODELS)
+
+
+def cmd_train(a):
+    from lcflow.train import training
+
+    params = {**training.parse_params(a.params), **training.parse_overrides(a.set or [])}
+    tuned = None
+    if a.tuned:  # only then: lcflow.tuning brings Optuna in
+        from lcflow.train.hyperparameters import read_best
+
+        tuned = read_best(a.tuned, a.model)
+    metrics = training.train(a.model, a.samples, a.out, params, tuned=tuned)
+    test = metrics.get("test")
+    log.info("%s trained -> %s%s", a.model, a.out,
+             f"; test OA {test['overall_accuracy']:.4f}, kappa {test['kappa']:.4f}" if test else "")
+
+
+def cmd_evaluate(a):
+    from lcflow.train import training
+
+    r = training.evaluate(a.model_dir, a.samples, a.out)
+    log.info("OA %.4f, kappa %.4f, macro F1 %.4f on %d samples -> %s", r["overall_accuracy"], r["kappa"],
+             r["macro_f1"], r["n_samples"], a.out)
+
+
+def cmd_learning_curve(a):
+    from lcflow.train import learning_curve
+
+    learning_curve.write(a.history, a.out, a.title or Path(a.history).parent.name)
+    log.info("learning curve -> %s", a.out)
+
+
+def register(command) -> None:
+    """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
+    p = command("train", "train a model on samples table(s)", epilog=_model_epilog())
+    p.add_argument("--model", required=True, choices=list(REGISTRY), help="model to train")
+    p.add_argument("--samples", required=True, nargs="+", help="samples table(s), parquet")
+    p.add_argument("--out", required=True, help="model directory")
+    p.add_argument("--params", help="model parameters as a JSON object (as the workflow passes them)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="a model parameter, over --params (repeatable; the list is below)")
+    p.add_argument("--tuned", metavar="BEST_PARAMS_YAML",
+                   help="parameters found by lcflow tune-summary, over --params and --set; recorded in metrics.json")
+    p.set_defaults(func=cmd_train)
+
+    p = command("evaluate", "score a trained model on samples table(s)")
+    p.add_argument("--model-dir", required=True, help="directory written by lcflow train")
+    p.add_argument("--samples", required=True, nargs="+", help="samples table(s): the test rows, or all without a split")
+    p.add_argument("--out", required=True, help="metrics JSON to write")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = command("learning-curve", "loss and accuracy of a deep model's training, per round, as a PNG")
+    p.add_argument("--history", required=True, help="history.csv written by lcflow train")
+    p.add_argument("--title", default="", help="title of the figure")
+    p.add_argument("--out", required=True, help="PNG to write")
+    p.set_defaults(func=cmd_learning_curve)
+

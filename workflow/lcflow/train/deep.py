@@ -1,0 +1,352 @@
+"""Data-parallel training of a PyTorch classifier: one process or many, same code, same result.
+
+The recipe is counted in optimizer steps, so it holds from a few hundred samples to millions:
+- the run takes ``epochs`` passes over the training samples, but at least ``min_steps`` steps: a small
+  table trains to convergence, a large one is not slowed down;
+- the samples form one stream, epoch after epoch, each a seeded permutation; every step takes the next
+  global batch (``batch_size`` x workers) from it and each rank its own slice, so the number of workers
+  changes how a global batch is shared, never which samples it holds;
+- the learning rate scales with the global batch, warms up linearly over ``warmup_fraction`` of the
+  steps from a tenth of its peak, then decays along a cosine to zero;
+- the run is cut into ``evaluations`` rounds; after each, the validation accuracy (summed over ranks)
+  keeps the best weights, rank 0 writes a checkpoint (temporary file, then rename) that a restarted
+  job resumes from, and ``patience`` rounds without a better one stop the run.
+Every random draw is seeded from (seed, round, rank), so a resumed run repeats an uninterrupted one.
+"""
+
+import copy
+import hashlib
+import logging
+import math
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from lcflow.common.atomic import atomic_path
+from lcflow.errors import LcflowError
+from lcflow.train.balance import class_weights
+from lcflow.train.distributed import Single
+from lcflow.train.hyperparameters import TRAINING
+from lcflow.train.optim import lr_factor, make_optimizer, scaled_lr
+
+log = logging.getLogger("lcflow.train")
+
+#: the learning rate's warm-up starts at this share of its peak
+WARMUP_START = 0.1
+
+
+@dataclass
+class TrainConfig:
+    """How a deep model is trained; names, defaults and ranges in :data:`lcflow.params.TRAINING`."""
+
+    epochs: int
+    min_steps: int
+    batch_size: int  # per worker; the global batch is batch_size x workers
+    learning_rate: float  # for lr_reference_batch samples per step
+    lr_reference_batch: int
+    warmup_fraction: float
+    optimizer: str
+    momentum: float
+    weight_decay: float
+    evaluations: int
+    patience: int
+    class_weight: str
+    label_smoothing: float
+    input_noise: float  # standard deviation of Gaussian noise on training inputs (standardised units)
+    val_fraction: float
+    seed: int
+    threads: int
+    fp16_allreduce: bool
+    amp: bool  # bfloat16 autocast, on GPU only
+    elastic: bool  # hvd.elastic: survive workers leaving (launch with horovodrun --min-np/--max-np)
+
+    @classmethod
+    def from_params(cls, given: dict[str, Any]) -> "TrainConfig":
+        """From a model's parameters (checked, defaults filled in by :func:`lcflow.params.check`)."""
+        return cls(**{f.name: given.get(f.name, TRAINING[f.name].default) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The run in steps, fixed when it starts (an elastic run keeps it when workers come and go)."""
+
+    total_steps: int
+    round_steps: int
+    warmup_steps: int
+    steps_per_epoch: int
+    global_batch: int
+
+    @classmethod
+    def plan(cls, cfg: TrainConfig, n_train: int, size: int) -> "Schedule":
+        global_batch = cfg.batch_size * size
+        per_epoch = max(1, math.ceil(n_train / global_batch))
+        total = max(cfg.epochs * per_epoch, cfg.min_steps)
+        round_steps = math.ceil(total / min(cfg.evaluations, total))
+        return cls(total, round_steps, int(round(cfg.warmup_fraction * total)), per_epoch, global_batch)
+
+    @property
+    def rounds(self) -> int:
+        return math.ceil(self.total_steps / self.round_steps)
+
+
+def device_for(local_rank: int) -> torch.device:
+    """One GPU per local rank when there are GPUs, else the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def state_checksum(net: nn.Module) -> str:
+    """SHA-256 of all weights, to show that ranks (or runs) hold identical models."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(net.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _seed(*parts: int) -> int:
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
+
+
+def learning_rate(cfg: TrainConfig, plan: Schedule, step: int) -> float:
+    """Rate at ``step``: scaled to the global batch of the plan, warm-up, cosine."""
+    peak = scaled_lr(cfg.learning_rate, plan.global_batch, cfg.lr_reference_batch)
+    return peak * lr_factor(step, plan.total_steps, plan.warmup_steps, WARMUP_START)
+
+
+def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None,
+        n_classes: int, cfg: TrainConfig, comm=None, checkpoint: Path | None = None,
+        fingerprint: str = "", on_round: Callable[[dict], bool] | None = None) -> list[dict[str, float]]:
+    """Train ``net`` in place (ending with the best validation round); return the history of rank 0.
+
+    ``on_round``, called on every rank with each round's history row, returns True to stop the run
+    there (a pruned trial of a study); it must return the same on every rank.
+    """
+    comm = comm or Single()
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    device = device_for(comm.local_rank)
+    log.info("rank=%d size=%d local_rank=%d node=%s device=%s", comm.rank, comm.size, comm.local_rank,
+             os.environ.get("SLURMD_NODENAME") or socket.gethostname(), device)
+    net.to(device)
+    # wrap first, then touch the state: Horovod builds a new optimizer object around the groups
+    optimizer = comm.distributed_optimizer(make_optimizer(cfg.optimizer, net.parameters(), cfg.learning_rate,
+                                                          cfg.weight_decay, cfg.momentum), net, cfg.fp16_allreduce)
+    weights = class_weights(y.astype(np.int64), n_classes, cfg.class_weight)
+    loss_fn = nn.CrossEntropyLoss(weight=torch.as_tensor(weights, dtype=torch.float32, device=device),
+                                  label_smoothing=cfg.label_smoothing)
+    data = _Data(x, y, x_val, y_val, cfg.seed, device)
+    plan = Schedule.plan(cfg, len(x), comm.size)
+
+    saved = None
+    if comm.rank == 0 and checkpoint is not None and checkpoint.exists():
+        # weights_only: tensors and plain containers only, so a planted file cannot run code
+        try:
+            saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        except Exception as exc:  # not a checkpoint of ours, truncated, or holding other objects
+            log.warning("checkpoint %s cannot be read safely (%s); starting afresh", checkpoint,
+                        str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__)
+            saved = {}
+        if not isinstance(saved, dict) or saved.get("fingerprint") != fingerprint or \
+                (saved.get("world_size") != comm.size and not cfg.elastic):
+            log.info("checkpoint %s is of another run (samples, parameters or world size); starting afresh", checkpoint)
+            saved = None
+    saved = comm.broadcast_object(saved)  # every rank restores the same state the same way
+    progress = {"round": 0, "step": 0, "position": 0, "history": [], "best": [-1.0, 0.0], "best_state": None,
+                "best_round": 0, "waited": 0, "schedule": asdict(plan)}
+    if saved is not None:
+        net.load_state_dict(saved["net"])
+        optimizer.load_state_dict(saved["optimizer"])
+        progress = saved["progress"]
+        plan = Schedule(**progress["schedule"])
+        log.info("resumed from checkpoint %s after round %d", checkpoint, progress["round"])
+    comm.broadcast_parameters(net)
+    log.info("schedule: %d steps (%d a pass over %d samples, global batch %d) in %d rounds, warm-up %d steps",
+             plan.total_steps, plan.steps_per_epoch, len(x), plan.global_batch, plan.rounds, plan.warmup_steps)
+
+    def one_round(r: int) -> bool:
+        """Train and validate one round on the current world; False once training should stop."""
+        row = _train_round(net, optimizer, loss_fn, data, cfg, plan, comm, device, r, progress)
+        _validate(net, data, comm, device, r, row, progress, n_classes, plan)
+        progress["history"].append(row)
+        progress["round"] = r
+        if comm.rank == 0 and checkpoint is not None:
+            _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size)
+        if on_round is not None and on_round(row):
+            log.info("stopped after round %d of %d (step %d): pruned", r, plan.rounds, progress["step"])
+            return False
+        if data.x_val is not None and len(data.x_val) and progress["waited"] >= cfg.patience:
+            log.info("early stop after round %d of %d (step %d; best val accuracy %.4f)", r, plan.rounds,
+                     progress["step"], progress["best"][0])
+            return False
+        return True
+
+    if cfg.elastic and comm.name == "horovod":
+        progress = _fit_elastic(net, optimizer, progress, one_round, plan, comm)
+    else:
+        for r in range(progress["round"] + 1, plan.rounds + 1):
+            if not one_round(r):
+                break
+    if progress["best_state"] is not None:
+        net.load_state_dict(progress["best_state"])
+    net.to("cpu")
+    log.info("rank=%d size=%d final weights sha256=%s", comm.rank, comm.size, state_checksum(net))
+    return progress["history"]
+
+
+def _fit_elastic(net, optimizer, progress: dict, one_round, plan: Schedule, comm) -> dict:
+    """Rounds under ``hvd.elastic``: a worker that dies rolls the others back to the last committed
+    round, the world shrinks (or grows), each global batch is shared by the workers of the moment."""
+    hvd = comm.hvd
+    state = hvd.elastic.TorchState(model=net, optimizer=optimizer, progress=copy.deepcopy(progress))
+    state.register_reset_callbacks([lambda: log.info("elastic reset: now %d workers", hvd.size())])
+
+    @hvd.elastic.run
+    def loop(state):
+        while state.progress["round"] < plan.rounds:
+            committed = copy.deepcopy(state.progress)  # after a reset: the last commit; never share its lists
+            progress.clear()
+            progress.update(committed)
+            go_on = one_round(progress["round"] + 1)
+            state.progress = dict(progress)
+            state.commit()
+            if not go_on:
+                break
+
+    loop(state)
+    return state.progress
+
+
+class _Data:
+    """The samples on their device, the stream of their order, and the validation samples."""
+
+    def __init__(self, x, y, x_val, y_val, seed: int, device: torch.device):
+        self.n, self.seed = len(x), seed
+        self.x = torch.from_numpy(np.ascontiguousarray(x)).to(device)
+        self.y = torch.from_numpy(y.astype(np.int64)).to(device)
+        self.x_val, self.y_val = x_val, y_val
+        self._orders: dict[int, np.ndarray] = {}
+
+    def order(self, epoch: int) -> np.ndarray:
+        if epoch not in self._orders:
+            self._orders = {epoch: np.random.default_rng(_seed(self.seed, epoch)).permutation(self.n)}
+        return self._orders[epoch]
+
+    def take(self, position: int, count: int) -> np.ndarray:
+        """Indices of the stream's samples ``position`` .. ``position + count`` (across epochs)."""
+        out, filled = np.empty(count, dtype=np.int64), 0
+        while filled < count:
+            epoch, offset = divmod(position + filled, self.n)
+            part = self.order(epoch)[offset:offset + count - filled]
+            out[filled:filled + len(part)] = part
+            filled += len(part)
+        return out
+
+    def val_shard(self, rank: int, size: int) -> np.ndarray:
+        return np.arange(0 if self.x_val is None else len(self.x_val))[rank::size]
+
+
+def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: Schedule, comm, device, r: int,
+                 progress: dict) -> dict:
+    """The steps of round ``r``: each takes the next global batch of the stream, this rank its slice."""
+    rank, size = comm.rank, comm.size
+    net.train()
+    torch.manual_seed(_seed(cfg.seed, r, rank))
+    use_amp = cfg.amp and device.type == "cuda"
+    start = time.perf_counter()
+    totals = np.zeros(3)  # loss sum, correct, seen
+    first, last = (r - 1) * plan.round_steps, min(r * plan.round_steps, plan.total_steps)
+    lr = learning_rate(cfg, plan, first)
+    for step in range(first, last):
+        lr = learning_rate(cfg, plan, step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        batch = data.take(progress["position"] + rank * cfg.batch_size, cfg.batch_size)
+        progress["position"] += cfg.batch_size * size
+        bi = torch.from_numpy(batch).to(device)
+        xb, yb = data.x[bi], data.y[bi]
+        if cfg.input_noise > 0:
+            xb = xb + cfg.input_noise * torch.randn_like(xb)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
+            logits = net(xb)
+            loss = loss_fn(logits.float(), yb)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        totals += (loss.item() * len(batch), int((logits.argmax(1) == yb).sum()), len(batch))
+    progress["step"] = last
+    log.info("round=%d rank=%d size=%d steps=%d-%d loss_sum=%.6f correct=%d seen=%d", r, rank, size, first + 1, last,
+             *totals)
+    loss_sum, correct, seen = comm.allreduce_sum(totals, name=f"lcflow.train.{r}")
+    elapsed = comm.allreduce_sum(np.array([time.perf_counter() - start]), name=f"lcflow.time.{r}")[0] / size
+    return {"round": r, "step": last, "epoch": float(progress["position"] / data.n), "loss": float(loss_sum / seen),
+            "accuracy": float(correct / seen), "learning_rate": lr, "samples_per_s": float(seen / elapsed),
+            "workers": size}
+
+
+def _selectable(step: int, plan: Schedule) -> bool:
+    """Whether the weights after ``step`` may become the best: not while the rate still warms up
+    (on a small val set an undertrained model can score best by chance), except at the very end."""
+    return step > plan.warmup_steps or step >= plan.total_steps
+
+
+def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict, n_classes: int,
+              plan: Schedule) -> None:
+    """Validation accuracy, balanced accuracy and loss summed over ranks; keeps the best weights in
+    ``progress`` (higher accuracy, or the same accuracy at a lower loss) once warm-up is over; patience
+    counts from there."""
+    if data.x_val is None or not len(data.x_val):
+        return
+    shard = data.val_shard(comm.rank, comm.size)
+    local = np.zeros(3 + 2 * n_classes)  # correct, seen, negative log-likelihood; per class: correct, seen
+    if len(shard):
+        proba, yv = predict_proba(net, data.x_val[shard], device), data.y_val[shard]
+        hit = proba.argmax(1) == yv
+        local[:3] = (hit.sum(), len(yv), -np.log(proba[np.arange(len(yv)), yv] + 1e-9).sum())
+        local[3:3 + n_classes] = np.bincount(yv[hit], minlength=n_classes)
+        local[3 + n_classes:] = np.bincount(yv, minlength=n_classes)
+    total = comm.allreduce_sum(local, name=f"lcflow.val.{r}")
+    v_correct, v_seen, v_nll = total[:3]
+    per_class_correct, per_class_seen = total[3:3 + n_classes], total[3 + n_classes:]
+    present = per_class_seen > 0
+    row.update(val_accuracy=float(v_correct / v_seen), val_loss=float(v_nll / v_seen),
+               val_balanced_accuracy=float(np.mean(per_class_correct[present] / per_class_seen[present])))
+    if _selectable(row["step"], plan):  # a model still warming up is no candidate, however lucky on a small val set
+        best_accuracy, best_loss = progress["best"]
+        if row["val_accuracy"] > best_accuracy or (row["val_accuracy"] == best_accuracy and row["val_loss"] < best_loss):
+            progress.update(best=[row["val_accuracy"], row["val_loss"]], waited=0, best_round=r,
+                            best_state={k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
+        else:
+            progress["waited"] += 1
+    row["best_round"] = progress.get("best_round", 0)  # the round whose weights the run ends with, so far
+
+
+def _save_checkpoint(path: Path, net, optimizer, progress, fingerprint: str, size: int) -> None:
+    state = {"net": net.state_dict(), "optimizer": optimizer.state_dict(), "progress": progress,
+             "fingerprint": fingerprint, "world_size": size}
+    with atomic_path(path, suffix=".pt") as tmp:
+        torch.save(state, tmp)
+
+
+@torch.no_grad()
+def predict_proba(net: nn.Module, x: np.ndarray, device: torch.device | None = None, batch_size: int = 8192) -> np.ndarray:
+    """Class probabilities in batches, on ``device`` (the model's own when not given)."""
+    device = device or next(net.parameters()).device
+    net.eval()
+    out = []
+    for i in range(0, len(x), batch_size):
+        xb = torch.from_numpy(x[i:i + batch_size]).to(device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            out.append(torch.softmax(net(xb).float(), dim=1).cpu().numpy())
+    if not out:
+        raise LcflowError("nothing to predict")
+    return np.concatenate(out)

@@ -1,0 +1,265 @@
+"""Model parameters: name, type, range and default of each, per model, checked in one place.
+
+The same tables serve the config check (before any job runs), ``lcflow train --set`` and the help
+texts, so a parameter refused by one is refused by all. This module imports no deep-learning code:
+the workflow checks its config with it at start-up.
+"""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lcflow.errors import LcflowError
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its default, what it means, and the values it accepts.
+
+    ``kind`` is ``int``, ``float``, ``bool`` or ``str``; numbers may be bounded (``low``/``high``,
+    inclusive unless ``low_open``/``high_open``); strings are one of ``choices``; ``nullable`` admits
+    ``null``; ``also`` lists further accepted forms (``max_features``: a name, a share or a count).
+    """
+
+    default: Any
+    help: str
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple[str, ...] = ()
+    nullable: bool = False
+    also: tuple["Param", ...] = ()
+    exact: bool = False  # the number's own type must match (max_features: 1 is one feature, 1.0 all)
+
+    def expected(self) -> str:
+        """What the parameter accepts, in words."""
+        forms = [self._expected_one()] + [p._expected_one() for p in self.also]
+        if self.nullable:
+            forms.append("null")
+        return " or ".join(forms)
+
+    def _expected_one(self) -> str:
+        if self.kind == "str":
+            return "one of " + ", ".join(self.choices)
+        if self.kind == "bool":
+            return "true or false"
+        noun = "an integer" if self.kind == "int" else "a number"
+        if self.low is not None and self.high is not None:
+            lo, hi = ("(" if self.low_open else "["), (")" if self.high_open else "]")
+            return f"{noun} in {lo}{_num(self.low)}, {_num(self.high)}{hi}"
+        if self.low is not None:
+            return f"{noun} {'>' if self.low_open else '>='} {_num(self.low)}"
+        return noun
+
+    def coerce(self, value: Any) -> Any:
+        """The value as the parameter's type; ValueError when it is none of the accepted forms."""
+        if value is None and self.nullable:
+            return None
+        for form in (self, *self.also):
+            try:
+                return form._coerce_one(value)
+            except ValueError:
+                continue
+        raise ValueError(self.expected())
+
+    def _coerce_one(self, value: Any) -> Any:
+        if self.kind == "bool":
+            if isinstance(value, bool):
+                return value
+            raise ValueError
+        if self.kind == "str":
+            if isinstance(value, str) and value in self.choices:
+                return value
+            raise ValueError
+        if isinstance(value, bool) or value is None:
+            raise ValueError
+        if self.exact and type(value) is not (int if self.kind == "int" else float):
+            raise ValueError
+        if isinstance(value, str):
+            # YAML 1.1 reads 1e-3 (no dot) as a string: a number written so is still a number
+            try:
+                value = float(value) if self.kind == "float" else int(value)
+            except ValueError:
+                raise ValueError from None
+        if self.kind == "int":
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise ValueError
+                value = int(value)
+            if not isinstance(value, int):
+                raise ValueError
+        else:
+            if not isinstance(value, (int, float)):
+                raise ValueError
+            value = float(value)
+            if not math.isfinite(value):
+                raise ValueError
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            raise ValueError
+        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
+            raise ValueError
+        return value
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(v)
+
+
+def _int(default, help, low=None, high=None, **kw) -> Param:
+    return Param(default, help, "int", low, high, **kw)
+
+
+def _float(default, help, low=None, high=None, **kw) -> Param:
+    return Param(default, help, "float", low, high, **kw)
+
+
+def _bool(default, help) -> Param:
+    return Param(default, help, "bool")
+
+
+def _choice(default, help, *choices, **kw) -> Param:
+    return Param(default, help, "str", choices=choices, **kw)
+
+
+RF: dict[str, Param] = {
+    "n_estimators": _int(300, "trees in the forest", 1),
+    "max_depth": _int(None, "deepest split of a tree (null: grow until leaves are pure)", 1, nullable=True),
+    "min_samples_leaf": _int(1, "fewest samples in a leaf", 1),
+    "max_features": _choice("sqrt", "features tried per split: sqrt, log2, a share in (0, 1] or a count",
+                            "sqrt", "log2", nullable=True,
+                            also=(_int(None, "", 1, exact=True), _float(None, "", 0, 1, low_open=True, exact=True))),
+    "criterion": _choice("gini", "split quality", "gini", "entropy", "log_loss"),
+    "class_weight": _choice("none", "weight of each class in the trees: none, sqrt (square root of balanced) or "
+                            "balanced (inverse frequency)", "none", "sqrt", "balanced"),
+    "n_jobs": _int(-1, "CPU cores (-1: all)", -1),
+    "seed": _int(42, "random seed"),
+}
+
+#: how every deep model is trained (lcflow.deep)
+TRAINING: dict[str, Param] = {
+    "epochs": _int(40, "passes over the training samples (more on a small table: see min_steps)", 1),
+    "min_steps": _int(1000, "optimizer steps at least, whatever the table size (small tables train to convergence)", 0),
+    "batch_size": _int(128, "samples per step and worker; the global batch is this x workers", 1),
+    "learning_rate": _float(0.003, "rate for lr_reference_batch samples per step, scaled to the global batch",
+                            0, low_open=True),
+    "lr_reference_batch": _int(256, "global batch at which learning_rate applies unscaled", 1),
+    "warmup_fraction": _float(0.05, "share of the steps over which the rate warms up linearly", 0, 1),
+    "optimizer": _choice("adamw", "adamw, sgd (momentum) or lamb (large global batches)", "adamw", "sgd", "lamb"),
+    "momentum": _float(0.9, "momentum of sgd", 0, 1, high_open=True),
+    "weight_decay": _float(0.01, "decoupled weight decay", 0),
+    "evaluations": _int(40, "rounds the run is cut into; validation, checkpoint and early stopping after each", 1),
+    "patience": _int(10, "rounds without a better validation accuracy before stopping", 1),
+    "class_weight": _choice("sqrt", "weight of each class in the loss: none, sqrt (square root of balanced) or "
+                            "balanced (inverse frequency)", "none", "sqrt", "balanced"),
+    "label_smoothing": _float(0.1, "share of each target spread over the other classes (calmer on noisy labels)",
+                              0, 1, high_open=True),
+    "input_noise": _float(0.2, "standard deviation of Gaussian noise added to the standardised training inputs "
+                          "(an augmentation for small tables)", 0),
+    "val_fraction": _float(0.2, "share of the training rows set aside for validation when the table has no "
+                           "val rows (stratified, in spatial blocks where x/y or row/col are given)", 0, 0.5,
+                           low_open=True),
+    "seed": _int(42, "seed of weights, shuffling and dropout"),
+    "threads": _int(0, "torch threads per worker (0: torch's default)", 0),
+    "fp16_allreduce": _bool(False, "compress gradients to float16 for the allreduce"),
+    "amp": _bool(True, "bfloat16 autocast on GPUs"),
+    "elastic": _bool(False, "Horovod elastic: survive workers leaving (horovodrun --min-np/--max-np)"),
+}
+
+def _dropout(default: float) -> Param:
+    return _float(default, "dropout probability", 0, 1, high_open=True)
+
+LSTM: dict[str, Param] = {
+    "hidden_size": _int(64, "LSTM units per layer and direction", 1),
+    "num_layers": _int(2, "stacked LSTM layers", 1),
+    "bidirectional": _bool(True, "read the series both ways"),
+    "dropout": _dropout(0.5),  # recurrent stacks overfit small tables first
+}
+
+TEMPCNN: dict[str, Param] = {
+    "filters": _int(64, "filters of each of the three convolutions", 1),
+    "kernel_size": _int(5, "convolution width in time steps", 1),
+    "dense": _int(256, "units of the dense layer", 1),
+    "dropout": _dropout(0.2),
+}
+
+RESNET: dict[str, Param] = {
+    "channels": _int(64, "channels of every residual block", 1),
+    "blocks": _int(2, "residual blocks; each widens the context by 2 px", 0),
+    "dropout": _dropout(0.2),
+}
+
+#: model name -> its parameters
+MODELS: dict[str, dict[str, Param]] = {
+    "rf": RF,
+    "lstm": {**TRAINING, **LSTM},
+    "tempcnn": {**TRAINING, **TEMPCNN},
+    "resnet": {**TRAINING, **RESNET},
+}
+
+
+class ParamError(LcflowError):
+    """A parameter at fault; ``key`` names it (None when the whole set is malformed)."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
+
+def table(model: str) -> dict[str, Param]:
+    if model not in MODELS:
+        raise LcflowError(f"unknown model {model!r}; known: {', '.join(MODELS)}")
+    return MODELS[model]
+
+
+def defaults(model: str) -> dict[str, Any]:
+    return {k: p.default for k, p in table(model).items()}
+
+
+def check(model: str, given: dict[str, Any] | None, where: str | None = None) -> dict[str, Any]:
+    """The full parameter set of ``model``: defaults updated with ``given``, each value checked.
+
+    ``where`` names the source in errors (``model_params.lstm`` in the config; ``--set`` on the
+    command line).
+    """
+    spec = table(model)
+    where = where or f"model {model}"
+    if given is not None and not isinstance(given, dict):
+        raise ParamError(f"{where}: expected a mapping of parameter names to values, got {given!r}")
+    out = defaults(model)
+    for key, value in (given or {}).items():
+        if key not in spec:
+            raise ParamError(f"{where}: unknown parameter {key!r} for model {model}; known: {', '.join(spec)}", key)
+        try:
+            out[key] = spec[key].coerce(value)
+        except ValueError as exc:
+            raise ParamError(f"{where}.{key} = {value!r}: expected {exc}", key) from None
+    return out
+
+
+def describe(model: str) -> str:
+    """One line per parameter: name, default, meaning, accepted values (for help texts)."""
+    lines = []
+    for name, p in table(model).items():
+        default = "null" if p.default is None else str(p.default).lower() if p.kind == "bool" else p.default
+        lines.append(f"  {name} (default {default}): {p.help}; {p.expected()}")
+    return "\n".join(lines)
+
+
+def read_best(path: str | Path, model: str) -> dict[str, Any]:
+    """A ``best_params.yaml`` for ``model``'s training: its parameters checked, its origin kept."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise LcflowError(f"tuned parameters {path}: cannot be read ({exc})") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("params"), dict):
+        raise LcflowError(f"tuned parameters {path}: expected a mapping with 'params' (written by lcflow tune-summary)")
+    if doc.get("model") not in (None, model):
+        raise LcflowError(f"tuned parameters {path} are of model {doc.get('model')}, not {model}")
+    check(model, doc["params"], where=str(path))
+    return {**doc, "file": str(path)}

@@ -1,0 +1,38 @@
+"""The command that starts a rule's training processes, read from the rule's resources.
+
+Launchers are configuration: the profile sets the resources, the rule calls :func:`command`.
+Under the Slurm executor a rule with an ``mpi`` resource is not wrapped in ``srun`` and the job's
+``SLURM_*`` task layout is removed before the rule runs, so the launcher repeats the counts itself.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from lcflow.errors import LcflowError
+
+
+def command(resources: Mapping[str, Any], rule: str = "train") -> str:
+    """``{mpi} --nodes=N --ntasks-per-node=T --cpus-per-task=C`` for an MPI job, else the
+    ``launcher`` resource (``horovodrun -np 2 -H localhost:2 --gloo``, ...), else ``env`` (one process)."""
+    mpi = resources.get("mpi")
+    if not mpi:
+        return str(resources.get("launcher") or "env")
+    per_node, tasks = resources.get("tasks_per_node"), resources.get("tasks")
+    if bool(per_node) == bool(tasks):
+        raise LcflowError(f"rule {rule}: an mpi job needs exactly one of the resources tasks_per_node and tasks "
+                          f"(got tasks_per_node={per_node}, tasks={tasks})")
+    parts = [str(mpi)]
+    if resources.get("nodes"):
+        parts.append(f"--nodes={int(resources['nodes'])}")
+    parts.append(f"--ntasks-per-node={int(per_node)}" if per_node else f"--ntasks={int(tasks)}")
+    if resources.get("cpus_per_task"):
+        parts.append(f"--cpus-per-task={int(resources['cpus_per_task'])}")
+    return " ".join(parts)
+
+
+def threads_per_rank(resources: Mapping[str, Any]) -> int:
+    """CPU threads each training process may use: a Slurm task's CPUs, else ``threads_per_rank``
+    (0 lets torch choose)."""
+    if resources.get("mpi"):
+        return int(resources.get("cpus_per_task") or 1)
+    return int(resources.get("threads_per_rank") or 0)

@@ -1,0 +1,117 @@
+"""A trained model directory: weights plus everything needed to apply them to new data.
+
+``model.json`` records the bands, time steps, classes (codes, names, colours), the standardisation
+and the parameters, so predicting on a cube or evaluating on a table needs nothing else.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lcflow.common.atomic import atomic_path, write_text
+from lcflow.common.features import Standardiser, prepare, prepare_patches
+from lcflow.errors import LcflowError
+from lcflow.train.models import Model, model_class
+
+META_FILE = "model.json"
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class TrainedModel:
+    model: Model
+    bands: list[str]
+    steps: int
+    classes: list[int]
+    class_names: dict[int, str]
+    class_colors: dict[int, tuple[int, int, int]]
+    standardise: Standardiser
+    time_steps: list[str] | None = None
+
+    @property
+    def halo(self) -> int:
+        """Pixels of context each side that the model needs around a pixel (0 for pixel models)."""
+        return int(getattr(self.model, "halo", 0))
+
+    def _check_shape(self, x: np.ndarray) -> None:
+        if x.shape[1:3] != (self.steps, len(self.bands)):
+            raise LcflowError(f"input has {x.shape[1]} steps x {x.shape[2]} bands; the model expects "
+                              f"{self.steps} x {len(self.bands)} ({', '.join(self.bands)})")
+
+    def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Raw values -> class codes, confidence 0..1, and which had no data. ``x`` is (samples, steps,
+        bands) for pixel models, (samples, steps, bands, rows, cols) patches for patch models."""
+        self._check_shape(x)
+        if self.model.input_kind == "patch":
+            prepared, empty = prepare_patches(x, self.standardise)
+            empty = empty[:, empty.shape[1] // 2, empty.shape[2] // 2]
+        else:
+            prepared, empty = prepare(x, self.standardise)
+        proba = self.model.predict_proba(prepared)
+        best = proba.argmax(axis=1)
+        return np.asarray(self.classes)[best], proba.max(axis=1), empty
+
+    def window_probabilities(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, bands, rows, cols) raw window with ``halo`` pixels of context each side -> the
+        probability of every class, (pixels, classes) in the order of ``classes``, and the no-data mask,
+        of the inner (rows - 2 halo, cols - 2 halo) pixels, row-major."""
+        h = self.halo
+        if not h:
+            t, b, rows, cols = x.shape
+            pixels = np.moveaxis(x.reshape(t, b, -1), 2, 0)
+            self._check_shape(pixels)
+            prepared, empty = prepare(pixels, self.standardise)
+            return self.model.predict_proba(prepared), empty
+        self._check_shape(x[None])
+        prepared, empty = prepare_patches(x[None], self.standardise)
+        proba = self.model.predict_dense(prepared[0])[:, h:-h, h:-h]
+        return proba.reshape(proba.shape[0], -1).T, empty[0, h:-h, h:-h].ravel()
+
+    def save(self, directory: str | Path) -> None:
+        """Weights first (temporary name, then rename), then ``model.json`` with their checksum."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        weights = directory / self.model.weights_file
+        with atomic_path(weights) as tmp:
+            self.model.save_weights(tmp)
+        meta = {"model": self.model.name, "params": self.model.params, "bands": self.bands, "steps": self.steps,
+                "classes": self.classes, "class_names": {str(k): v for k, v in self.class_names.items()},
+                "class_colors": {str(k): list(v) for k, v in self.class_colors.items()},
+                "standardisation": self.standardise.to_dict(), "time_steps": self.time_steps,
+                "weights": {"file": weights.name, "sha256": sha256(weights)}}
+        write_text(directory / META_FILE, json.dumps(meta, indent=1))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "TrainedModel":
+        directory = Path(directory)
+        meta_path = directory / META_FILE
+        if not meta_path.exists():
+            raise LcflowError(f"{directory} is not a trained model directory (no {META_FILE})")
+        try:
+            meta: dict[str, Any] = json.loads(meta_path.read_text())
+            model = model_class(meta["model"])(meta["params"], len(meta["bands"]) + 1, meta["steps"], len(meta["classes"]))
+            recorded = meta["weights"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise LcflowError(f"{meta_path} is not a model description written by lcflow train ({exc!r})") from exc
+        weights = directory / recorded["file"]
+        if not weights.exists():
+            raise LcflowError(f"model {directory}: weights file {weights.name} is missing")
+        if sha256(weights) != recorded["sha256"]:
+            raise LcflowError(f"model {directory}: {weights.name} is not the weights {META_FILE} was written with "
+                              "(checksum differs): retrain the model")
+        model.load_weights(weights)
+        return cls(model, meta["bands"], meta["steps"], meta["classes"],
+                   {int(k): v for k, v in meta["class_names"].items()},
+                   {int(k): tuple(v) for k, v in meta["class_colors"].items()},
+                   Standardiser.from_dict(meta["standardisation"]), meta.get("time_steps"))

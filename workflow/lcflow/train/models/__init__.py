@@ -1,0 +1,57 @@
+"""Classifiers of pixel time series. Each takes (samples, steps, features) arrays and class indices."""
+
+import importlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from lcflow.errors import LcflowError
+from lcflow.train import hyperparameters
+
+#: model name -> module holding a ``Model`` subclass named ``Model``
+REGISTRY = {"rf": "lcflow.train.models.rf", "lstm": "lcflow.train.models.lstm", "tempcnn": "lcflow.train.models.tempcnn",
+            "resnet": "lcflow.train.models.resnet"}
+DEEP = ("lstm", "tempcnn", "resnet")
+#: models that train on patches (the samples table's patch variant) instead of pixel series
+PATCH = ("resnet",)
+
+
+class Model(ABC):
+    """A classifier over prepared input with classes 0..n-1: pixel series (samples, steps, features), or
+    for ``input_kind = "patch"`` patches (samples, steps * features, rows, cols)."""
+
+    input_kind: ClassVar[str] = "series"
+    weights_file: ClassVar[str]
+
+    def __init__(self, params: dict[str, Any], n_features: int, steps: int, n_classes: int):
+        self.params = hyperparameters.check(self.name, params)
+        self.n_features, self.steps, self.n_classes = n_features, steps, n_classes
+
+    @property
+    def name(self) -> str:
+        return type(self).__module__.rsplit(".", 1)[-1]
+
+    @abstractmethod
+    def fit(self, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None
+            ) -> list[dict[str, float]]:
+        """Train; return one history row per round (or one row)."""
+
+    @abstractmethod
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Class probabilities (samples, classes)."""
+
+    @abstractmethod
+    def save_weights(self, path: Path) -> None:
+        """Write the fitted weights to ``path`` (a temporary name; the caller renames it)."""
+
+    @abstractmethod
+    def load_weights(self, path: Path) -> None:
+        """Read weights written by :meth:`save_weights`, without running code stored in the file."""
+
+
+def model_class(name: str) -> type[Model]:
+    if name not in REGISTRY:
+        raise LcflowError(f"unknown model {name!r}; known: {', '.join(REGISTRY)}")
+    return importlib.import_module(REGISTRY[name]).Model

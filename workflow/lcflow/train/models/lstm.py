@@ -1,0 +1,30 @@
+"""LSTM over pixel time series (after Sedona et al. 2022).
+
+Input per time step: standardised band values and an "observed" flag; the mean and the last output of
+the (optionally bidirectional) LSTM stack feed a linear classifier.
+"""
+
+import torch
+from torch import nn
+
+from lcflow.train.models.torch_model import TorchModel
+
+
+class Network(nn.Module):
+    def __init__(self, n_features: int, n_classes: int, hidden_size: int, num_layers: int, bidirectional: bool, dropout: float):
+        super().__init__()
+        self.lstm = nn.LSTM(n_features, hidden_size, num_layers=num_layers, batch_first=True,
+                            bidirectional=bidirectional, dropout=dropout if num_layers > 1 else 0.0)
+        width = hidden_size * (2 if bidirectional else 1)
+        self.head = nn.Sequential(nn.LayerNorm(width), nn.Dropout(dropout), nn.Linear(width, n_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.lstm(x)
+        return self.head(out.mean(dim=1) + out[:, -1])
+
+
+class Model(TorchModel):
+    def network(self) -> nn.Module:
+        p = self.params
+        return Network(self.n_features, self.n_classes, int(p["hidden_size"]), int(p["num_layers"]),
+                       bool(p["bidirectional"]), float(p["dropout"]))

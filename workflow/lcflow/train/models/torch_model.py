@@ -1,0 +1,50 @@
+"""What every PyTorch model shares: parameters of data-parallel training, weights file, batched prediction."""
+
+from abc import abstractmethod
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from lcflow.train import deep
+from lcflow.train.models import Model
+
+
+class TorchModel(Model):
+    """A network over (samples, steps, features); trained by :func:`lcflow.deep.fit`."""
+
+    weights_file = "model.pt"
+
+    #: set by the caller before fit: the data-parallel group, the checkpoint file, what identifies the run,
+    comm = None
+    checkpoint: Path | None = None
+    fingerprint: str = ""
+    on_round = None  # called after each round on every rank; True stops the run (a pruned trial)
+
+    @abstractmethod
+    def network(self) -> nn.Module: ...
+
+    def fit(self, x, y, x_val, y_val):
+        torch.manual_seed(int(self.params["seed"]))  # the same initial weights on every rank
+        self.net = self.network()
+        return deep.fit(self.net, x, y, x_val, y_val, self.n_classes, deep.TrainConfig.from_params(self.params),
+                        comm=self.comm, checkpoint=self.checkpoint, fingerprint=self.fingerprint,
+                        on_round=self.on_round)
+
+    def predict_proba(self, x):
+        if len(x) == 0:
+            return np.zeros((0, self.n_classes), dtype=np.float32)
+        return deep.predict_proba(self.net, x, self.device)
+
+    @property
+    def device(self) -> torch.device:
+        return deep.device_for(0)
+
+    def save_weights(self, path: Path) -> None:
+        torch.save(self.net.state_dict(), path)
+
+    def load_weights(self, path: Path) -> None:
+        self.net = self.network()
+        self.net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        self.net.to(self.device)

@@ -1,0 +1,98 @@
+"""``lcflow tune`` (one worker of a study) and ``lcflow tune-summary``."""
+
+import logging
+
+from lcflow.common import cli_args
+from lcflow.defaults import default
+from lcflow.train.models import REGISTRY
+
+log = logging.getLogger("lcflow")
+
+
+def _tune_epilog() -> str:
+    from lcflow.tune import space as search_space
+
+    lines = ["default search spaces (--space replaces the model's):"]
+    for model, space in search_space.DEFAULT_SPACES.items():
+        lines.append(f"{model}: " + "; ".join(d.describe() for d in search_space.parse(model, space)))
+    return "\n".join(lines)
+
+
+def cmd_tune(a):
+    import os
+    import socket
+
+    from lcflow.train import training
+    from lcflow.tune import tuning
+
+    base = {**training.parse_params(a.params), **training.parse_overrides(a.set or [])}
+    space = _space_file(a.space, a.model) if a.space else a.space_json
+    summary = tuning.tune(a.model, a.samples, a.study, a.trials, space=space, base=base,
+                          worker=a.worker or f"{socket.gethostname()}-{os.getpid()}", sampler=a.sampler,
+                          pruner=a.pruner, min_rounds=a.min_rounds, reduction_factor=a.reduction_factor, seed=a.seed,
+                          metric=a.metric, timeout_minutes=a.timeout_minutes, storage_url=a.storage, out=a.out)
+    if summary:
+        log.info("worker %s: %d trial(s) run; study %s: %s; best %.4f", summary["worker"], len(summary["trials"]),
+                 summary["study"], summary["study_trials"], summary["best_value"])
+
+
+def _space_file(path: str, model: str) -> dict:
+    """A search space file: ``{param: range}`` for the model, or ``{model: {param: range}}``."""
+    from lcflow.common.yaml_files import load_file
+
+    data = load_file(path)
+    if model in data and isinstance(data[model], dict):
+        return data[model]
+    return data
+
+
+def cmd_tune_summary(a):
+    from lcflow.tune import tuning
+
+    best = tuning.summarize(a.study, a.out, storage_url=a.storage, figures=not a.no_figures, model=a.model)
+    log.info("best trial %d: %.4f %s -> %s", best["trial"], best["value"], best["params"], a.out)
+
+
+def register(command) -> None:
+    """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
+    p = command("tune", "one worker of a hyperparameter study (start several on one --study to share it)",
+                epilog=_tune_epilog())
+    p.add_argument("--model", required=True, choices=list(REGISTRY), help="model to tune")
+    p.add_argument("--samples", required=True, nargs="+", help="samples table(s), parquet; val rows are carved from "
+                                                                "train where there are none")
+    p.add_argument("--study", required=True, help="study directory (journal, heartbeats); shared by the workers")
+    p.add_argument("--trials", required=True, type=cli_args.int_at_least(1),
+                   help="the study's budget: finished (complete or pruned) trials, over all workers and reruns")
+    p.add_argument("--space", help="search space YAML: {param: {low, high[, log, step]} or {choices: [...]}} "
+                                   "(default: the model's space, below)")
+    p.add_argument("--space-json", type=cli_args.json_object, help="the search space as a JSON object (as the workflow "
+                                                              "passes it), instead of --space")
+    p.add_argument("--params", help="fixed model parameters as a JSON object")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a fixed model parameter, over --params")
+    p.add_argument("--worker", help="this worker's id, recorded in each trial (default: host-pid); a worker "
+                                    "restarted with the same id marks its own abandoned trial failed at once")
+    p.add_argument("--sampler", choices=("tpe", "random"), default=default("hpo.sampler"), help="how parameters are drawn")
+    p.add_argument("--pruner", choices=("successive_halving", "hyperband", "median", "none"),
+                   default=default("hpo.pruner"), help="how unpromising trials are stopped early")
+    p.add_argument("--min-rounds", type=cli_args.int_at_least(1), default=default("hpo.min_rounds"),
+                   help="validation rounds a trial runs before it can be pruned")
+    p.add_argument("--reduction-factor", type=cli_args.int_at_least(2), default=default("hpo.reduction_factor"),
+                   help="successive halving / Hyperband: 1 in this many trials goes on at each rung")
+    p.add_argument("--seed", type=int, default=default("hpo.seed"), help="sampler seed (each worker derives its own from it)")
+    p.add_argument("--metric", choices=("overall_accuracy", "balanced_accuracy"), default=default("hpo.metric"),
+                   help="what trials are compared on, on the val rows")
+    p.add_argument("--timeout-minutes", type=cli_args.positive_float, help="start no trial after this long")
+    p.add_argument("--storage", help="RDB URL (e.g. postgresql://...) instead of the journal file in --study")
+    p.add_argument("--out", help="this worker's summary (JSON) to write")
+    p.set_defaults(func=cmd_tune)
+
+    p = command("tune-summary", "best parameters, every trial and figures of a study")
+    p.add_argument("--model", choices=list(REGISTRY), help="the model whose study to summarise, where the "
+                                                           "storage holds several (default: the latest study)")
+    p.add_argument("--study", required=True, help="study directory written by lcflow tune")
+    p.add_argument("--storage", help="RDB URL the study was run on, if not the journal file")
+    p.add_argument("--out", required=True, help="best parameters (YAML) to write; trials.csv and the figures "
+                                                "go beside it")
+    p.add_argument("--no-figures", action="store_true", help="skip the figures")
+    p.set_defaults(func=cmd_tune_summary)
+

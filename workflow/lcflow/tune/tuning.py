@@ -1,0 +1,269 @@
+"""``lcflow tune`` and ``lcflow tune-summary``: hyperparameter optimisation of any model, as workers of one
+study that can run on a laptop, as parallel processes, or as parallel multi-node Slurm jobs.
+
+A worker reads and prepares the samples once, then trains one trial after another until the study's
+budget is spent. In a worker of N ranks (started by horovodrun, mpirun or srun), rank 0 alone talks to
+the study: it claims a trial and draws its parameters, broadcasts them, every rank trains its shard,
+and after each validation round rank 0 reports the (allreduced) metric and broadcasts whether the
+pruner stops the trial, so all ranks stop together.
+"""
+
+import contextlib
+import csv
+import io
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from lcflow.common.atomic import atomic_path, write_text
+from lcflow.common.metrics import scores
+from lcflow.defaults import default
+from lcflow.errors import LcflowError
+from lcflow.train import hyperparameters
+from lcflow.train.distributed import connect
+from lcflow.train.models import model_class
+from lcflow.train.models.torch_model import TorchModel
+from lcflow.train.training import fingerprint, prepare_data
+from lcflow.tune import space as search_space
+from lcflow.tune import study as studies
+
+log = logging.getLogger("lcflow.tune")
+
+METRICS = ("overall_accuracy", "balanced_accuracy")
+#: a round's history column for each metric
+ROUND_COLUMN = {"overall_accuracy": "val_accuracy", "balanced_accuracy": "val_balanced_accuracy"}
+BEST_FILE, TRIALS_FILE = "best_params.yaml", "trials.csv"
+FIGURES = {"history": "optimisation_history.png", "importances": "param_importances.png",
+           "intermediate": "intermediate_values.png"}
+
+
+def study_name(model: str, sample_paths: list[str], base: dict[str, Any], metric: str) -> str:
+    """The study's name: the model and what the trials are compared on (samples, fixed parameters,
+    metric), so a rerun on the same data continues it and new samples start a new one."""
+    fixed = {k: v for k, v in base.items() if k not in ("threads", "n_jobs")}  # how fast, not what is learnt
+    return f"{model}-{fingerprint(model, sample_paths, {**fixed, '_metric': metric})[:12]}"
+
+
+def tune(model: str, sample_paths: list[str], study_dir: str | Path, trials: int, *,
+         space: dict[str, Any] | None = None, base: dict[str, Any] | None = None, worker: str = "0",
+         sampler: str = default("hpo.sampler"), pruner: str = default("hpo.pruner"),
+         min_rounds: int = default("hpo.min_rounds"), reduction_factor: int = default("hpo.reduction_factor"),
+         seed: int = default("hpo.seed"), metric: str = default("hpo.metric"), timeout_minutes: float | None = None,
+         storage_url: str | None = None, out: str | Path | None = None) -> dict[str, Any]:
+    """Run trials of ``model`` on ``study_dir``'s study until ``trials`` are finished (by any worker) or
+    ``timeout_minutes`` have passed; write this worker's summary to ``out``. Returns the summary."""
+    study_dir = Path(study_dir)
+    cls = model_class(model)
+    if trials < 1:
+        raise LcflowError(f"--trials {trials}: expected at least 1")
+    if metric not in METRICS:
+        raise LcflowError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
+    given = dict(base or {})
+    base = hyperparameters.check(model, given, where="--set")
+    dims = search_space.parse(model, space, where="--space")
+    searched_and_fixed = sorted({d.name for d in dims} & set(given))
+    if searched_and_fixed:
+        log.warning("searched parameter(s) %s are also given fixed values; the study's draws are used",
+                    ", ".join(searched_and_fixed))
+    deep_model = issubclass(cls, TorchModel)
+    comm = connect()
+    if comm.rank != 0 and not deep_model:
+        return {}
+    data = prepare_data(cls, model, sample_paths, base, carve=True)
+    name = study_name(model, sample_paths, base, metric)
+    study = None
+    summary = {"model": model, "worker": worker, "study": name, "world_size": comm.size, "metric": metric,
+               "trials": [], "space": [d.describe() for d in dims]}
+    if comm.rank == 0:
+        study = studies.open_study(study_dir, name, studies.make_sampler(sampler, seed, worker),
+                                   studies.make_pruner(pruner, min_rounds, base.get("evaluations", 1), reduction_factor),
+                                   storage_url)
+        c = studies.counts(study)
+        log.info("study %s in %s: %d finished, %d running, budget %d; worker %s, %d rank(s); space: %s", name,
+                 study_dir, studies.finished(c), c["running"], trials, worker, comm.size,
+                 "; ".join(summary["space"]))
+    started = time.perf_counter()
+    while True:
+        order, trial = None, None
+        if comm.rank == 0:
+            attrs = {**studies.worker_attrs(worker, comm.size), "metric": metric}
+            order, trial = _next_trial(study, study_dir, trials, attrs, started, timeout_minutes, dims)
+        order = comm.broadcast_object(order)
+        if order is None:
+            break
+        result = _run_trial(cls, model, base, order, trial, data, comm, study, study_dir, metric)
+        if comm.rank == 0:
+            summary["trials"].append(result)
+            c = studies.counts(study)
+            done = studies.finished(c)
+            elapsed = time.perf_counter() - started
+            value = result["value"] if result["value"] is not None else result["last_value"]
+            log.info("trial %d %s after %d round(s) (%.0f s): %s %.4f; study: %d of %d finished, best %.4f",
+                     result["number"], result["state"], result["rounds"], result["seconds"], metric, value,
+                     done, trials, _best_value(study))
+            mine = len(summary["trials"])
+            log.info("progress: %d of %d trials finished; this worker: %d trial(s) in %.0f s, %.0f s a trial",
+                     done, trials, mine, elapsed, elapsed / mine)
+    if comm.rank != 0:
+        return {}
+    c = studies.counts(study)
+    summary["study_trials"] = c
+    summary["best_value"] = _best_value(study)
+    summary["seconds"] = time.perf_counter() - started
+    if out is not None:
+        write_text(out, json.dumps(summary, indent=1))
+    return summary
+
+
+def _best_value(study) -> float:
+    try:
+        return float(study.best_value)
+    except ValueError:  # no completed trial yet
+        return math.nan
+
+
+def _next_trial(study, study_dir: Path, budget: int, attrs: dict, started: float,
+                timeout_minutes: float | None, dims) -> tuple[dict | None, Any]:
+    """Rank 0: claim the next trial and draw its parameters; (None, None) when the worker should stop."""
+    worker = attrs["worker"]
+    if timeout_minutes is not None and time.perf_counter() - started > 60 * timeout_minutes:
+        log.info("worker %s: %g minutes have passed; no further trial", worker, timeout_minutes)
+        return None, None
+    trial = studies.claim(study, study_dir, budget, attrs)
+    if trial is None:
+        log.info("worker %s: the study's budget of %d trials is finished or running; stopping", worker, budget)
+        return None, None
+    drawn = {d.name: _plain(d.suggest(trial)) for d in dims}
+    return {"number": trial.number, "params": drawn}, trial
+
+
+def _run_trial(cls, model: str, base: dict, order: dict, trial, data, comm, study, study_dir: Path,
+               metric: str) -> dict:
+    """Train one trial on every rank (``trial``: rank 0's Optuna trial); rank 0 tells the study how it ended."""
+    number, drawn = order["number"], order["params"]
+    params = hyperparameters.check(model, {**base, **drawn}, where=f"trial {number}")
+    log.info("trial %d rank=%d size=%d params %s", number, comm.rank, comm.size, json.dumps(drawn, sort_keys=True))
+    net = cls(params, len(data.table.bands) + 1, data.table.steps, len(data.classes))
+    column = ROUND_COLUMN[metric]
+    pruned = {"value": False}
+    if isinstance(net, TorchModel):
+        net.comm = comm
+
+        def on_round(row: dict) -> bool:
+            stop = None
+            if comm.rank == 0:
+                trial.report(row[column], step=int(row["round"]))
+                stop = bool(trial.should_prune())
+            stop = bool(comm.broadcast_object(stop))
+            pruned["value"] = stop
+            return stop
+
+        net.on_round = on_round
+    started = time.perf_counter()
+    # the heartbeat lasts until the trial is told: another worker fails a running trial that has none
+    with studies.Heartbeat(study_dir, number) if comm.rank == 0 else contextlib.nullcontext():
+        try:
+            history = net.fit(data.x, data.y, data.x_val, data.y_val)
+        except BaseException:  # an error, or SIGTERM (scancel, a time limit): the trial ends failed, not running
+            if comm.rank == 0:
+                study.tell(trial, state=studies.TrialState.FAIL)
+            raise
+        result = {"number": number, "params": drawn, "rounds": len(history), "seconds": time.perf_counter() - started}
+        if comm.rank != 0:
+            return result
+        predicted = net.predict_proba(data.x_val).argmax(1)
+        value = float(scores(data.y_val, predicted, {})[metric])
+        if pruned["value"]:
+            study.tell(trial, state=studies.TrialState.PRUNED)
+            result.update(state="pruned", value=None, last_value=value)
+        else:
+            study.tell(trial, value)
+            result.update(state="complete", value=value)
+    return result
+
+
+def summarize(study_dir: str | Path, out: str | Path, storage_url: str | None = None, figures: bool = True,
+              model: str | None = None) -> dict[str, Any]:
+    """``lcflow tune-summary``: the best trial's parameters as YAML (``out``), every trial as CSV beside
+    it, and Optuna's figures of the search (history, importances, intermediate values)."""
+    study_dir, out = Path(study_dir), Path(out)
+    study = studies.load_study(study_dir, storage_url, prefix=f"{model}-" if model else None)
+    complete = study.get_trials(deepcopy=False, states=(studies.TrialState.COMPLETE,))
+    if not complete:
+        raise LcflowError(f"study {study.study_name} in {study_dir}: no trial has finished yet "
+                          f"({studies.counts(study)})")
+    best = study.best_trial
+    model = study.study_name.split("-", 1)[0]
+    c = studies.counts(study)
+    best_doc = {"model": model, "study": study.study_name, "trial": best.number, "value": float(best.value),
+                "metric": best.user_attrs.get("metric", "val overall accuracy"),
+                "trials": {"complete": c["complete"], "pruned": c["pruned"], "failed": c["fail"]},
+                "worker": best.user_attrs.get("worker"), "world_size": best.user_attrs.get("world_size"),
+                "params": {k: _plain(v) for k, v in best.params.items()}}
+    write_text(out.parent / TRIALS_FILE, _trials_csv(study))
+    if figures:
+        _figures(study, out.parent)
+    write_text(out, yaml.safe_dump(best_doc, sort_keys=False))
+    log.info("study %s: best trial %d, %.4f, of %d complete and %d pruned -> %s", study.study_name, best.number,
+             best.value, c["complete"], c["pruned"], out)
+    return best_doc
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars to Python ones (YAML must stay plain)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _trials_csv(study) -> str:
+    frame = study.trials_dataframe(attrs=("number", "state", "value", "datetime_start", "datetime_complete",
+                                          "duration", "params", "user_attrs"))
+    frame["rounds"] = [len(t.intermediate_values) for t in study.get_trials(deepcopy=False)]
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False, quoting=csv.QUOTE_MINIMAL)
+    return buf.getvalue()
+
+
+def _figures(study, directory: Path) -> None:
+    """Optuna's matplotlib figures of the study; one that cannot be drawn (importances need two
+    complete trials with varying parameters) is a placeholder saying why."""
+    import warnings
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+    from optuna.visualization import matplotlib as ovm
+
+    metric = next((t.user_attrs["metric"] for t in study.trials if "metric" in t.user_attrs), "overall_accuracy")
+    draw = {"history": ovm.plot_optimization_history, "importances": ovm.plot_param_importances,
+            "intermediate": ovm.plot_intermediate_values}
+    for key, plot in draw.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Optuna's matplotlib plots are marked experimental
+            try:
+                ax = plot(study)
+                ax = ax.flat[0] if hasattr(ax, "flat") else ax
+                fig = ax.figure
+                fig.set_size_inches(7, 4.5)
+                if key != "importances":  # trials and rounds are counted in whole numbers
+                    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+                if key == "intermediate":
+                    ax.set_xlabel("validation round")
+                    ax.set_ylabel(f"val {metric.replace('_', ' ')}")
+                elif key == "history":
+                    ax.set_ylabel(f"val {metric.replace('_', ' ')}")
+            except Exception as exc:  # noqa: BLE001 - a figure that cannot be drawn says why instead
+                fig, axis = plt.subplots(figsize=(7, 4.5))
+                axis.axis("off")
+                axis.text(0.5, 0.5, f"{key}: not available\n({exc})", ha="center", va="center", wrap=True)
+        fig.tight_layout()
+        with atomic_path(directory / FIGURES[key], suffix=".png") as tmp:
+            fig.savefig(tmp, format="png", dpi=100)
+        plt.close(fig)
