@@ -27,6 +27,7 @@ def test_stages_sum_their_jobs_and_keep_the_highest_peak(tmp_path):
     assert table.loc["cube"].to_dict() == {"jobs": 2, "wall_s_total": 22.5, "wall_s_max": 12.0, "cpu_s_total": 38.0,
                                            "max_rss_mb": 950.5}
     assert table.loc["synth", "jobs"] == 1 and table.loc["synth", "wall_s_total"] == 7.0
+    assert list(table.index) == ["synth", "cube", "predict"]  # in the order a run reaches them
     assert table.loc["predict", "wall_s_max"] == 3.0 and np.isnan(table.loc["predict", "max_rss_mb"])
 
 

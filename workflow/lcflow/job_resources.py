@@ -17,6 +17,9 @@ from lcflow.errors import LcflowError
 log = logging.getLogger("lcflow")
 
 COLUMNS = {"s": "wall_s", "cpu_time": "cpu_s", "max_rss": "max_rss_mb"}
+#: the stages in the order a run reaches them (others follow, by name)
+ORDER = ("synth", "search", "cube", "labels", "sample", "hpo", "train", "learning_curve", "predict",
+         "consistent_maps", "change_figure", "quicklook", "design_sample", "assess")
 
 
 def read(benchmarks: str | Path) -> pd.DataFrame:
@@ -37,7 +40,11 @@ def read(benchmarks: str | Path) -> pd.DataFrame:
         rows.append({"stage": stage, "job": path.stem, **{new: float(last[old]) for old, new in COLUMNS.items()}})
     if not rows:
         raise LcflowError(f"{benchmarks}: no benchmark files (benchmarks/STAGE/JOB.tsv)")
-    return pd.DataFrame(rows)
+    jobs = pd.DataFrame(rows)
+    rank = {stage: i for i, stage in enumerate(ORDER)}
+    order = sorted(range(len(jobs)), key=lambda i: (rank.get(jobs.at[i, "stage"], len(ORDER)), jobs.at[i, "stage"],
+                                                    jobs.at[i, "job"]))
+    return jobs.iloc[order].reset_index(drop=True)
 
 
 def by_stage(jobs: pd.DataFrame) -> pd.DataFrame:
