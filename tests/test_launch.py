@@ -27,3 +27,19 @@ def test_mpi_job_repeats_its_task_layout_to_srun():
 def test_mpi_job_without_one_task_count_is_refused(res):
     with pytest.raises(LcflowError, match="rule train: an mpi job needs exactly one of"):
         launch.command(res)
+
+
+def test_the_program_a_launcher_starts_is_its_first_word_after_env():
+    assert launch.program("horovodrun -np 2 -H localhost:2 --gloo") == "horovodrun"
+    assert launch.program("env OMPI_MCA_mpi_yield_when_idle=1 srun --mpi=pmix") == "srun"
+    assert launch.program("env") is None
+    assert launch.program("'/opt/my tools/mpirun' -np 4") == "/opt/my tools/mpirun"
+
+
+def test_missing_programs_are_named_once_in_order(tmp_path):
+    tool = tmp_path / "horovodrun"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    lines = ["horovodrun -np 2", "env X=1 no-such-srun --mpi=pmix", "env", "no-such-srun -n 2", "lcflow-nowhere"]
+    assert launch.missing_programs(lines, str(tmp_path)) == ["no-such-srun", "lcflow-nowhere"]
+    assert launch.missing_programs(lines[:1], "/nonexistent") == ["horovodrun"]

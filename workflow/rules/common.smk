@@ -1,5 +1,7 @@
 import json
+import os
 import shlex
+import sys
 
 from snakemake.exceptions import WorkflowError
 
@@ -29,6 +31,32 @@ def all_cores():
 
 
 CORES = all_cores()
+
+
+# Every rule runs the tools of the environment Snakemake itself runs in (lcflow, horovodrun, mpirun of the
+# same virtualenv or conda environment), whatever PATH the shell that started Snakemake had: so that
+# `.venv/bin/snakemake ...` works from a shell with no environment activated. Snakemake removes a job's old
+# outputs before the job starts, so a command that cannot start is found here, before any job runs.
+TOOLS = str(Path(sys.executable).parent)
+JOB_PATH = f"{TOOLS}{os.pathsep}{os.environ.get('PATH', '')}"
+QUOTED_TOOLS = shlex.quote(TOOLS).replace("{", "{{").replace("}", "}}")  # shell.prefix is formatted as a rule's shell
+shell.prefix(f'set -euo pipefail; export PATH={QUOTED_TOOLS}:"$PATH"; ')
+
+
+def launchers():
+    """The launcher command lines the profile gives the distributed rules (resources launcher and mpi)."""
+    for values in workflow.resource_settings.overwrite_resources.values():
+        for key in ("launcher", "mpi"):
+            value = values.get(key) if hasattr(values, "get") else None
+            value = getattr(value, "raw", value)  # a parsed snakemake Resource: the text the profile gave
+            if isinstance(value, str):
+                yield value
+
+
+MISSING = launch.missing_programs(["lcflow", *launchers()], JOB_PATH)
+if MISSING:
+    raise SystemExit(f"lcflow: {MISSING[0]} is neither beside {sys.executable} nor on PATH: the rules could not "
+                     "start their commands (install lcflow into the environment that runs snakemake: make setup)")
 
 
 wildcard_constraints:

@@ -5,7 +5,9 @@ Under the Slurm executor a rule with an ``mpi`` resource is not wrapped in ``sru
 ``SLURM_*`` task layout is removed before the rule runs, so the launcher repeats the counts itself.
 """
 
-from collections.abc import Mapping
+import shlex
+import shutil
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lcflow.errors import LcflowError
@@ -36,3 +38,22 @@ def threads_per_rank(resources: Mapping[str, Any]) -> int:
     if resources.get("mpi"):
         return int(resources.get("cpus_per_task") or 1)
     return int(resources.get("threads_per_rank") or 0)
+
+
+def program(command_line: str) -> str | None:
+    """The program a launcher or rule command line starts: its first word after ``env`` and its variable
+    assignments (``env OMPI_MCA_x=1 srun --mpi=pmix`` starts ``srun``); None for a bare ``env``."""
+    words = shlex.split(command_line)
+    if words and words[0] == "env":
+        words = [w for w in words[1:] if "=" not in w or w.startswith(("-", "/"))]
+    return words[0] if words else None
+
+
+def missing_programs(command_lines: Iterable[str], path: str) -> list[str]:
+    """The programs of ``command_lines`` that ``path`` (a PATH value) does not hold, in order, once each."""
+    missing: list[str] = []
+    for line in command_lines:
+        name = program(line)
+        if name and shutil.which(name, path=path) is None and name not in missing:
+            missing.append(name)
+    return missing
