@@ -25,9 +25,9 @@ PARAMS = ["--set", "epochs=6", "--set", "min_steps=0", "--set", "evaluations=6",
           "--set", "input_noise=0"]
 
 
-def horovodrun(np_: int, *args: str, log: Path, wait: bool = True):
+def horovodrun(np_: int, *args: str, log: Path, wait: bool = True, command: str = "train"):
     cmd = [str(BIN / "horovodrun"), "-np", str(np_), "-H", f"localhost:{np_}", "--gloo",
-           str(BIN / "lcflow"), "train", *args]
+           str(BIN / "lcflow"), command, *args]
     fh = log.open("w")
     proc = subprocess.Popen(cmd, env=ENV, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     if wait:
@@ -62,6 +62,58 @@ def test_two_ranks_end_with_identical_weights(two_ranks):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["launcher"] == "horovod" and metrics["global_batch"] == 128
     assert not (out / "checkpoint.pt").exists()
+
+
+def test_two_ranks_map_a_cube_as_one_process_does(two_ranks, stages, tmp_path):
+    """lcflow predict under horovodrun -np 2: the ranks share the cube's windows (a run of consecutive ones
+    each) and the class map, confidence and probabilities are one process's, to the byte."""
+    out, _ = two_ranks
+    files = {n: {k: tmp_path / f"{n}_{k}.tif" for k in ("map", "confidence", "probabilities")} for n in (1, 2)}
+
+    def args(n: int) -> list[str]:
+        return ["--model-dir", str(out), "--cube", str(stages["cube2019"]), "--out", str(files[n]["map"]),
+                "--confidence", str(files[n]["confidence"]), "--probabilities", str(files[n]["probabilities"]),
+                "--block", "32"]
+
+    alone = subprocess.run([str(BIN / "lcflow"), "predict", *args(1)], env=ENV, capture_output=True, text=True,
+                           timeout=600)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    horovodrun(2, *args(2), log=tmp_path / "predict.log", command="predict")
+    log = (tmp_path / "predict.log").read_text()
+    assert sorted(re.findall(r"rank (\d) of 2 \(local rank \d\): windows (\d+)\.\.(\d+) of 16", log)) == \
+        [("0", "0", "7"), ("1", "8", "15")], log[-2000:]
+    for kind in ("map", "confidence", "probabilities"):
+        assert files[2][kind].read_bytes() == files[1][kind].read_bytes(), kind
+    assert not list(tmp_path.glob(".*"))  # no staging files, no ranks' windows left
+
+
+def test_a_rank_that_fails_names_its_window_and_nothing_is_published(two_ranks, stages, tmp_path, monkeypatch):
+    """Rank 1 fails on its second window: the job fails naming the rank and the window, no map appears."""
+    out, _ = two_ranks
+    code = (
+        "import os, sys\n"
+        "from lcflow.train import model_dir\n"
+        "real = model_dir.TrainedModel.window_probabilities\n"
+        "calls = []\n"
+        "def failing(self, x):\n"
+        "    calls.append(1)\n"
+        "    if os.environ.get('HOROVOD_RANK') == '1' and len(calls) == 2:\n"
+        "        raise MemoryError('out of device memory')\n"
+        "    return real(self, x)\n"
+        "model_dir.TrainedModel.window_probabilities = failing\n"
+        "from lcflow.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n")
+    script = tmp_path / "failing_lcflow.py"
+    script.write_text(code)
+    cmd = [str(BIN / "horovodrun"), "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, str(script), "predict",
+           "--model-dir", str(out), "--cube", str(stages["cube2019"]), "--out", str(tmp_path / "map.tif"),
+           "--confidence", str(tmp_path / "conf.tif"), "--block", "32"]
+    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    said = done.stdout + done.stderr
+    assert re.search(r"lcflow predict: error: RuntimeError: predict \S+cube.tif: rank 1/2, window 9 \(rows 64\.\.95, "
+                     r"cols 32\.\.63\) failed: MemoryError: out of device memory", said), said[-3000:]
+    assert not (tmp_path / "map.tif").exists() and not (tmp_path / "conf.tif").exists()
 
 
 def test_logged_metrics_are_the_allreduced_ones(two_ranks):

@@ -47,9 +47,18 @@ def test_netherlands_config_plans_whole_tiles_from_earth_search(tmp_path):
     out = done.stdout + done.stderr
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.MULTILINE))
     tile_years = 10 * 3
-    assert {k: int(counts[k]) for k in ("search", "cube", "sample", "labels", "train", "train_rf", "predict")} == \
+    assert {k: int(counts[k]) for k in ("search", "cube", "sample", "labels", "train", "train_rf", "predict",
+                                        "predict_rf")} == \
         {"search": tile_years, "cube": tile_years, "sample": tile_years, "labels": 10, "train": 1, "train_rf": 1,
-         "predict": 2 * tile_years}
+         "predict": tile_years, "predict_rf": tile_years}
+    # a deep model's map is a multi-rank MPI job on the GPU nodes, one rank a GPU; the forest's a CPU job
+    deep = re.findall(r"^(srun --mpi=pmix [^\n]*) lcflow -v predict ", out, re.MULTILINE)
+    assert len(deep) == tile_years and set(deep) == {"srun --mpi=pmix --nodes=1 --ntasks-per-node=4 --cpus-per-task=12"}
+    predict_jobs = re.findall(r"rule predict:.*?resources: ([^\n]*)", out, re.DOTALL)
+    assert predict_jobs and all("mpi=srun --mpi=pmix" in r and "gres=gpu:4" in r and "slurm_partition=booster" in r
+                                for r in predict_jobs)
+    forest_jobs = re.findall(r"rule predict_rf:.*?resources: ([^\n]*)", out, re.DOTALL)
+    assert forest_jobs and not any("mpi=" in r or "gres=" in r for r in forest_jobs)
     searches = re.findall(r"lcflow -v search .*", out)
     assert len(searches) == tile_years
     assert all("--api https://earth-search.aws.element84.com/v1" in s and "--max-cloud-cover 80" in s for s in searches)

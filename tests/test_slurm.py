@@ -144,6 +144,34 @@ def test_training_spans_two_nodes(slurm_run, slurm):
     assert shown.split() == ["2", "COMPLETED"]
 
 
+
+def test_a_deep_map_is_predicted_by_ranks_on_two_nodes(slurm_run, slurm, tmp_path):
+    """One tile-year's lstm map as one job of 2 nodes x 2 tasks: four ranks on n1 and n2 share its 16
+    windows, and the map, confidence and probabilities are those one process writes, to the byte."""
+    env = {**slurm, "LCFLOW_SLURM_PREDICT_NODES": "2", "OMPI_MCA_btl": "self,tcp"}
+    results = slurm_run / "results"
+    raw = results / "maps" / "raw"
+    done = snakemake(slurm_run, *FAST, str(raw / "31UFT_2018_lstm.tif"), "--forcerun", "predict", "--notemp",
+                     "--config", "predict={block_px: 64}", profile="slurm", env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert job_counts(done.stdout + done.stderr) == {"predict": 1}
+    log = (results / "logs" / "predict" / "31UFT_2018_lstm.log").read_text()
+    shares = re.findall(r"rank (\d) of 4 \(local rank \d\): windows (\d+)\.\.(\d+) of 16", log)
+    assert sorted(shares) == [("0", "0", "3"), ("1", "4", "7"), ("2", "8", "11"), ("3", "12", "15")], log[-3000:]
+    (job,) = submitted(done.stdout + done.stderr)
+    assert _slurm(slurm, "squeue", "-j", job, "-h", "-t", "all", "-o", "%D %T").split() == ["2", "COMPLETED"]
+    one = {k: tmp_path / f"{k}.tif" for k in ("map", "confidence", "probabilities")}
+    alone = subprocess.run([str(Path(sys.executable).parent / "lcflow"), "predict", "--model-dir",
+                            str(results / "models" / "lstm"), "--cube", str(results / "31UFT" / "2018" / "cube.tif"),
+                            "--out", str(one["map"]), "--confidence", str(one["confidence"]),
+                            "--probabilities", str(one["probabilities"]), "--block", "64"],
+                           capture_output=True, text=True, timeout=600)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    assert one["map"].read_bytes() == (raw / "31UFT_2018_lstm.tif").read_bytes()
+    assert one["confidence"].read_bytes() == (raw / "31UFT_2018_lstm_confidence.tif").read_bytes()
+    assert one["probabilities"].read_bytes() == (raw / "31UFT_2018_lstm_probabilities.tif").read_bytes()
+    assert not list(raw.glob(".*-ranks"))  # the ranks' windows are gone once published
+
 @pytest.fixture
 def small_workflow(tmp_path) -> Path:
     shutil.copy(ROOT / "tests" / "slurm" / "retry.smk", tmp_path / "Snakefile")

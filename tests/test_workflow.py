@@ -280,6 +280,70 @@ def test_the_report_gives_each_stages_wall_time_and_memory(run):
     if report.exists():
         assert '"filename": "job_resources.png"' in report.read_text(encoding="utf-8")
 
+
+def test_readmes_rerun_works_from_a_shell_with_no_environment(run, tmp_path):
+    """README's rerun command, typed where PATH holds only /usr/bin and /bin: the rules find lcflow (and the
+    launchers) beside the snakemake that runs them. A launcher that cannot start stops the run before any
+    job, in one line, and the model it was to retrain is left as it was."""
+    import os
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    shutil.copytree(run.parent, work)
+    results = work / HOSTILE_RESULTS
+    bare = {"HOME": os.environ.get("HOME", "/root"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    snakemake_bin = str(Path(sys.executable).parent / "snakemake")
+    base = [snakemake_bin, "-s", str(ROOT / "Snakefile"), "-d", str(work), "--profile", str(ROOT / "profiles" / "local"),
+            "--cores", "2", "--configfile", str(work / "demo.yaml")]
+    curve = results / "models" / "lstm" / "learning_curve.png"
+    before = curve.stat().st_mtime_ns
+    done = subprocess.run([*base, "--forcerun", "learning_curve"], env=bare, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert job_counts(done.stdout + done.stderr) == {"learning_curve": 2, "job_resources": 1, "all": 1}
+    assert curve.stat().st_mtime_ns > before
+    model = {p: p.read_bytes() for p in (results / "models" / "lstm").iterdir()}
+    stopped = subprocess.run([*base, "--forcerun", "train", "--set-resources", "train:launcher=no-such-launcher -np 2"],
+                             env=bare, capture_output=True, text=True, timeout=600)
+    assert stopped.returncode != 0
+    assert _lcflow_lines(stopped) == [f"lcflow: no-such-launcher is neither beside {sys.executable} nor on PATH: the "
+                                      "rules could not start their commands (install lcflow into the environment that "
+                                      "runs snakemake: make setup)"]
+    assert {p: p.read_bytes() for p in (results / "models" / "lstm").iterdir()} == model
+
+
+def test_a_map_is_assessed_without_a_truth_raster(run, tmp_path):
+    """As on real data: the labelled reference sample and the test samples only. The table's truth columns
+    stay empty; the agreement with the test samples is the share of test rows whose label the model's own
+    map of that year (maps/raw, predicted window by window from the cube) holds at their pixels."""
+    import subprocess
+    import sys
+
+    lcflow = str(Path(sys.executable).parent / "lcflow")
+    name = "31UFT_2018_tempcnn"
+    out = tmp_path / f"{name}.json"
+    done = subprocess.run([lcflow, "assess", "--model-dir", str(run / "models" / "tempcnn"),
+                           "--samples", str(run / "31UFT" / "2018" / "samples.parquet"), "--map", str(run / "maps" / f"{name}.tif"),
+                           "--reference", str(run / "reference" / "31UFT_2018_labelled.gpkg"), "--level", "2",
+                           "--out", str(out), "--figure", str(tmp_path / "cm.png"), "--areas-figure", str(tmp_path / "areas.png")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert "truth" not in result and result["reference"]["n_points"] > 100
+    samples = pd.read_parquet(run / "31UFT" / "2018" / "samples.parquet")
+    test = samples[samples["split"] == "test"]
+    with rasterio.open(run / "maps" / "raw" / f"{name}.tif") as ds:
+        mapped = ds.read(1)[test["row"].to_numpy(), test["col"].to_numpy()]
+    assert result["test_samples"]["overall_accuracy"] == pytest.approx(float((mapped == test["label"].to_numpy()).mean()))
+    table = tmp_path / "accuracy.tsv"
+    summary = subprocess.run([lcflow, "summarize", "--assessments", str(out), "--out", str(table)],
+                             capture_output=True, text=True, timeout=120)
+    assert summary.returncode == 0, summary.stderr
+    (row,) = list(csv.DictReader(table.open(), delimiter="\t"))
+    assert row["map"] == name and row["truth_OA"] == "" and row["truth_kappa"] == ""
+    assert float(row["reference_OA"]) == pytest.approx(result["reference"]["overall_accuracy"], abs=1e-4)
+    assert float(row["test_agreement_OA"]) == pytest.approx(result["test_samples"]["overall_accuracy"], abs=1e-4)
+
 def test_corine_polygons_and_a_change_layer_relabel_a_tile(run, tmp_path):
     """On a copy of the finished demo: CORINE as GeoPackage polygons (``Code_18`` as text) and a CLC change
     layer, in paths a shell would split; only the labels job reruns, and its raster is the raster path's
@@ -393,7 +457,7 @@ def test_a_users_config_replaces_the_demo_config(tmp_path):
     done = snakemake(tmp_path, "-n", configfile=tmp_path / "mine.yaml")
     assert done.returncode == 0, done.stderr[-3000:]
     counts = job_counts(done.stdout + done.stderr)
-    assert counts == {"search": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict": 1, "quicklook": 1,
+    assert counts == {"search": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict_rf": 1, "quicklook": 1,
                       "consistent_maps": 1, "change_summary": 1, "design_sample": 1, "assess": 1, "summary": 1,
                       "stac_map_item": 1, "stac_catalog": 1, "job_resources": 1, "all": 1}, counts
 

@@ -1,5 +1,30 @@
 # Each year is mapped on its own (maps/raw); the maps a user receives (maps/) are the consistent series
 # of all years, made from every year's class probabilities.
+rule predict_rf:
+    input:
+        model=f"{R}/models/rf/model.json",
+        cube=f"{R}/{{tile}}/{{year}}/cube.tif",
+    output:
+        map=f"{R}/maps/raw/{{tile}}_{{year}}_rf.tif",
+        confidence=f"{R}/maps/raw/{{tile}}_{{year}}_rf_confidence.tif",
+        probabilities=temp(f"{R}/maps/raw/{{tile}}_{{year}}_rf_probabilities.tif"),
+    log:
+        f"{R}/logs/predict/{{tile}}_{{year}}_rf.log",
+    benchmark:
+        f"{R}/benchmarks/predict/{{tile}}_{{year}}_rf.tsv"
+    params:
+        model_dir=subpath(input.model, parent=True),
+        block=config["predict"]["block_px"],
+    conda:
+        ENV
+    shell:
+        "lcflow -v predict --model-dir {params.model_dir:q} --cube {input.cube:q} --out {output.map:q}"
+        " --confidence {output.confidence:q} --probabilities {output.probabilities:q} --block {params.block}"
+        " > {log:q} 2>&1"
+
+
+# A deep model's map is a distributed job like its training (lcflow.train.launch): the ranks share the
+# cube's windows, each on its own GPU, and one set of files is published.
 rule predict:
     input:
         model=f"{R}/models/{{model}}/model.json",
@@ -12,13 +37,18 @@ rule predict:
         f"{R}/logs/predict/{{tile}}_{{year}}_{{model}}.log",
     benchmark:
         f"{R}/benchmarks/predict/{{tile}}_{{year}}_{{model}}.tsv"
+    wildcard_constraints:
+        model="|".join(DEEP_MODELS) or "none",
     params:
         model_dir=subpath(input.model, parent=True),
         block=config["predict"]["block_px"],
+        launcher=lambda wc, resources: launch.command(resources, rule="predict"),
+    resources:
+        launcher="env",
     conda:
         ENV
     shell:
-        "lcflow -v predict --model-dir {params.model_dir:q} --cube {input.cube:q} --out {output.map:q}"
+        "{params.launcher} lcflow -v predict --model-dir {params.model_dir:q} --cube {input.cube:q} --out {output.map:q}"
         " --confidence {output.confidence:q} --probabilities {output.probabilities:q} --block {params.block}"
         " > {log:q} 2>&1"
 

@@ -1,11 +1,17 @@
 """Apply a trained model to a whole cube, window by window: class map COG and confidence COG, and
-optionally every class's probability (the evidence :mod:`lcflow.consistent_maps` weighs across years).
+optionally every class's probability (the evidence :mod:`lcflow.maps.consistent` weighs across years).
 
-Patch models read each window with a halo of context (nodata beyond the tile, as when sampling).
+Patch models read each window with a halo of context (nodata beyond the tile, as when sampling). Started
+by a parallel launcher (horovodrun, srun --mpi=pmix), the ranks share the windows: each maps a run of
+consecutive windows (in the order the reader likes) on its own device, and rank 0 publishes one set of
+files, the same as one process would write.
 """
 
 import contextlib
 import logging
+import os
+import shutil
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,11 +19,13 @@ import rasterio
 import rasterio.errors
 
 from lcflow.common.atomic import publish_together
+from lcflow.common.prefetch import prefetched
 from lcflow.common.progress import Progress
 from lcflow.common.raster import Grid, read_tag, read_with_halo, staged_cog
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.retrieve.composite import NODATA
+from lcflow.train import distributed
 from lcflow.train.model_dir import TrainedModel
 
 log = logging.getLogger("lcflow.maps.predict")
@@ -56,7 +64,7 @@ PROBABILITY_NODATA = 255
 def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confidence: str | Path,
         block: int = default("predict.block_px"), out_probabilities: str | Path | None = None) -> None:
     """Write the class map and the confidence map of ``cube`` (and, if asked, the class probabilities,
-    one band per class), published together when all are done."""
+    one band per class), published together when all are done; on several ranks, each maps its share."""
     named = {"map": out_map, "confidence map": out_confidence, "probabilities": out_probabilities}
     seen: dict[Path, str] = {}
     for what, path in named.items():
@@ -73,14 +81,95 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
         raise LcflowError(f"cube {cube} ({steps} steps, bands {cube_bands}) does not fit model {model_dir} "
                           f"({trained.steps} steps, bands {trained.bands})")
     grid = Grid.of(cube)
+    windows = list(grid.windows(block))
+    comm = distributed.connect()
+    mapper = _Mapper(trained, cube, steps, cube_bands, probabilities=out_probabilities is not None)
+    if comm.size == 1:
+        _publish(trained, grid, mapper.windows(windows, range(len(windows)), "", grid.width * grid.height),
+                 out_map, out_confidence, out_probabilities)
+        return
+    trained.model.place(comm.local_rank)
+    parts = Path(out_map).parent / f".{Path(out_map).name}-ranks"
+    mine = share(len(windows), comm.rank, comm.size)
+    pixels = sum(int(windows[i].height * windows[i].width) for i in mine)
+    log.info("rank %d of %d (local rank %d): windows %d..%d of %d", comm.rank, comm.size, comm.local_rank,
+             mine.start, mine.stop - 1, len(windows))
+    parts.mkdir(parents=True, exist_ok=True)
+    for i, win, arrays in mapper.windows(windows, mine, f" rank {comm.rank}/{comm.size}", pixels):
+        tmp = parts / f".{i:06d}.{comm.rank}.npz"
+        with tmp.open("wb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, parts / f"{i:06d}.npz")
+    done = int(comm.allreduce_sum(np.array([len(mine)]), name="lcflow.predict.windows")[0])
+    if done != len(windows):
+        raise RuntimeError(f"predict {cube}: the ranks mapped {done} of {len(windows)} windows")
+    if comm.rank == 0:
+        _publish(trained, grid, _from_parts(parts, windows), out_map, out_confidence, out_probabilities)
+        shutil.rmtree(parts, ignore_errors=True)
+
+
+def share(n: int, rank: int, size: int) -> range:
+    """The run of consecutive windows (of ``n``, in reading order) that ``rank`` of ``size`` maps: the
+    shares differ by one window at most."""
+    return range(rank * n // size, (rank + 1) * n // size)
+
+
+class _Mapper:
+    """One window at a time: its raw block read (the next one while this one is mapped), its classes,
+    confidence and probabilities as stored."""
+
+    def __init__(self, trained: TrainedModel, cube: str | Path, steps: int, cube_bands: list[str],
+                 probabilities: bool):
+        self.trained, self.cube, self.steps, self.cube_bands = trained, cube, steps, cube_bands
+        self.probabilities = probabilities
+        self.dtype = "uint8" if max(trained.classes) < 255 else "uint16"
+        self.nodata = 255 if self.dtype == "uint8" else 65535
+
+    def windows(self, windows: list, indices: Iterable[int], who: str, pixels: int
+                ) -> Iterator[tuple[int, object, dict[str, np.ndarray]]]:
+        indices = list(indices)
+        progress = Progress(log, f"predict {Path(self.cube).name}{who}", pixels)
+        with rasterio.open(self.cube) as src:
+            h = self.trained.halo  # context a patch model needs around each pixel; nodata beyond the tile
+            for i, raw in prefetched(lambda i: read_with_halo(src, windows[i], h, NODATA), indices):
+                win = windows[i]
+                try:
+                    arrays = self.classify(raw, (int(win.height), int(win.width)))
+                except Exception as exc:
+                    raise RuntimeError(f"predict {self.cube}:{who or ' one process'}, window {i} (rows "
+                                       f"{int(win.row_off)}..{int(win.row_off + win.height) - 1}, cols "
+                                       f"{int(win.col_off)}..{int(win.col_off + win.width) - 1}) failed: "
+                                       f"{type(exc).__name__}: {exc}") from exc
+                progress.add(1, len(indices), int(win.height * win.width))
+                yield i, win, arrays
+
+    def classify(self, raw: np.ndarray, shape: tuple[int, int]) -> dict[str, np.ndarray]:
+        trained = self.trained
+        proba, empty = trained.window_probabilities(window_features(raw, self.steps, trained.bands, self.cube_bands))
+        codes, confidence = np.asarray(trained.classes)[proba.argmax(axis=1)], proba.max(axis=1)
+        arrays = {"map": np.where(empty, self.nodata, codes).astype(self.dtype).reshape(shape),
+                  "confidence": np.where(empty, 255, np.round(confidence * 100)).astype(np.uint8).reshape(shape)}
+        if self.probabilities:
+            stored = np.where(empty[:, None], PROBABILITY_NODATA, np.round(proba * PROBABILITY_SCALE))
+            arrays["probabilities"] = stored.T.astype(np.uint8).reshape(-1, *shape)
+        return arrays
+
+
+def _from_parts(parts: Path, windows: list) -> Iterator[tuple[int, object, dict[str, np.ndarray]]]:
+    """The windows the ranks mapped, in order, from their files."""
+    for i, win in enumerate(windows):
+        with np.load(parts / f"{i:06d}.npz") as saved:
+            yield i, win, {k: saved[k] for k in saved.files}
+
+
+def _publish(trained: TrainedModel, grid: Grid, mapped: Iterable[tuple[int, object, dict[str, np.ndarray]]],
+             out_map: str | Path, out_confidence: str | Path, out_probabilities: str | Path | None) -> None:
+    """The mapped windows written into staging COGs, published together once every window is in."""
     dtype = "uint8" if max(trained.classes) < 255 else "uint16"
     nodata = 255 if dtype == "uint8" else 65535
     tags = {"model": trained.model.name, "class_names": {str(k): v for k, v in trained.class_names.items()},
             "class_codes": trained.classes}
-    windows = list(grid.windows(block))
-    progress = Progress(log, f"predict {Path(cube).name}", grid.width * grid.height)
     with contextlib.ExitStack() as stack:
-        src = stack.enter_context(rasterio.open(cube))
         staged_map = stack.enter_context(staged_cog(
             out_map, grid, 1, dtype, nodata=nodata, colors=trained.class_colors, tags=tags, descriptions=["class"],
             resampling="mode"))
@@ -94,20 +183,11 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
                 tags={**tags, "class_colors": {str(k): list(v) for k, v in trained.class_colors.items()}},
                 descriptions=[f"p({c})" for c in trained.classes]))
             staged_proba.dataset.scales = [1 / PROBABILITY_SCALE] * len(trained.classes)
-        dst_map, dst_conf = staged_map.dataset, staged_conf.dataset
-        h = trained.halo  # context a patch model needs around each pixel; nodata beyond the tile
-        for win in windows:
-            raw = read_with_halo(src, win, h, NODATA)
-            proba, empty = trained.window_probabilities(window_features(raw, steps, trained.bands, cube_bands))
-            codes, confidence = np.asarray(trained.classes)[proba.argmax(axis=1)], proba.max(axis=1)
-            shape = (int(win.height), int(win.width))
+        for _, win, arrays in mapped:
             if staged_proba is not None:
-                stored = np.where(empty[:, None], PROBABILITY_NODATA, np.round(proba * PROBABILITY_SCALE))
-                staged_proba.dataset.write(stored.T.astype(np.uint8).reshape(-1, *shape), window=win)
-            dst_map.write(np.where(empty, nodata, codes).astype(dtype).reshape(shape), 1, window=win)
-            conf = np.where(empty, 255, np.round(confidence * 100)).astype(np.uint8)
-            dst_conf.write(conf.reshape(shape), 1, window=win)
-            progress.add(1, len(windows), shape[0] * shape[1])
+                staged_proba.dataset.write(arrays["probabilities"], window=win)
+            staged_map.dataset.write(arrays["map"], 1, window=win)
+            staged_conf.dataset.write(arrays["confidence"], 1, window=win)
         staged = [(staged_conf.finish(), staged_conf.final), (staged_map.finish(), staged_map.final)]
         if staged_proba is not None:
             staged.insert(0, (staged_proba.finish(cog=False), staged_proba.final))

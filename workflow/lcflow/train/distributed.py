@@ -5,11 +5,15 @@ bare it is a single process and needs no Horovod at all. The launcher is configu
 ``launcher`` resource), never code.
 """
 
+from __future__ import annotations
+
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported where a collective needs it: a single process (a forest's
+    import torch  # prediction) never loads it
 
 #: set by horovodrun (Gloo), mpirun (Open MPI) and srun --mpi=pmix / pmi2
 LAUNCH_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
@@ -64,6 +68,8 @@ class Horovod:
         if not name:
             self._calls += 1
             name = f"lcflow.sum.{self._calls}"
+        import torch
+
         t = torch.as_tensor(np.asarray(values, dtype=np.float64))
         return self.hvd.allreduce(t, op=self.hvd.Sum, name=name).numpy()
 

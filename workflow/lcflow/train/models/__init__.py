@@ -46,6 +46,9 @@ class Model(ABC):
     def save_weights(self, path: Path) -> None:
         """Write the fitted weights to ``path`` (a temporary name; the caller renames it)."""
 
+    def place(self, local_rank: int) -> None:
+        """Run on the device of this node's rank ``local_rank`` (a GPU of its own where there are several)."""
+
     @abstractmethod
     def load_weights(self, path: Path) -> None:
         """Read weights written by :meth:`save_weights`, without running code stored in the file."""

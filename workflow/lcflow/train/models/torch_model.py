@@ -37,9 +37,16 @@ class TorchModel(Model):
             return np.zeros((0, self.n_classes), dtype=np.float32)
         return deep.predict_proba(self.net, x, self.device)
 
+    local_rank = 0
+
     @property
     def device(self) -> torch.device:
-        return deep.device_for(0)
+        return deep.device_for(self.local_rank)
+
+    def place(self, local_rank: int) -> None:
+        self.local_rank = local_rank
+        if getattr(self, "net", None) is not None:
+            self.net.to(self.device)
 
     def save_weights(self, path: Path) -> None:
         torch.save(self.net.state_dict(), path)
