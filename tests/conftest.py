@@ -10,10 +10,17 @@ from pathlib import Path
 import pystac
 import pytest
 import yaml
+from hypothesis import settings
 
 from lcflow.labels import alignment as labels, nomenclature, sampling
 from lcflow.retrieve import cube, search
 from lcflow.synth.demo import make_demo
+
+# Property tests draw the same examples in CI, every run (a red CI is then the code's, not the draw's);
+# locally they draw new and more examples each run.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("dev", max_examples=200)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parents[1]

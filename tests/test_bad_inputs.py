@@ -131,8 +131,14 @@ def _mixed_geometries(ctx: Ctx) -> str:
 CONFIG_CASES = [
     cfg_case("unknown key", lambda c, x: c.update(colour="red"), "config: unknown key 'colour' in (top level)"),
     cfg_case("consistency that allows any change", lambda c, x: c["consistency"].update(evidence_ratio=1),
-             "consistency.evidence_ratio = 1: 1 is less than or equal to the minimum of 1"),
+             "consistency.evidence_ratio = 1 is outside (1, 1000000]"),
     cfg_case("unknown nested key", lambda c, x: c["sample"].update(per_klass=3), "unknown key 'per_klass' in sample"),
+    cfg_case("cube resolution of a tile's width", lambda c, x: c["cube"].update(resolution=125442),
+             "config: cube.resolution = 125442 is outside [1, 1000]"),
+    cfg_case("thousands of LSTM layers", lambda c, x: c["model_params"]["lstm"].update(num_layers=3916),
+             "config: model_params.lstm.num_layers = 3916: expected an integer in [1, 16]"),
+    cfg_case("a batch larger than a GPU holds", lambda c, x: c["model_params"]["lstm"].update(batch_size=201241),
+             "config: model_params.lstm.batch_size = 201241: expected an integer in [1, 65536]"),
     cfg_case("cleaning threshold over 1", lambda c, x: c["sample"].update(clean={"min_label_probability": 1.4}),
              "sample.clean.min_label_probability"),
     cfg_case("labels year as text", lambda c, x: c["labels"].update(year="2018a"), "labels.year"),
@@ -154,7 +160,7 @@ CONFIG_CASES = [
     cfg_case("hpo: a run setting searched", lambda c, x: c.update(hpo={"models": ["rf"], "space": {
         "rf": {"n_jobs": {"low": 1, "high": 4}}}}), "n_jobs says how a job runs, not what it learns"),
     cfg_case("hpo: no workers", lambda c, x: c.update(hpo={"models": ["lstm"], "workers": 0}),
-             "hpo.workers = 0: 0 is less than the minimum of 1"),
+             "hpo.workers = 0 is outside [1, 1000]"),
     cfg_case("hpo: a tuned model that is not trained", lambda c, x: c.update(hpo={"models": ["resnet"]}),
              "hpo.models[0] = 'resnet' is not one of models"),
     cfg_case("hpo: an unknown pruner", lambda c, x: c.update(hpo={"models": ["lstm"], "pruner": "asha"}),
@@ -190,16 +196,16 @@ CONFIG_CASES = [
     cfg_case("shell in a parameter value", lambda c, x: c["model_params"]["rf"].update(criterion="$(touch FILE)"),
              "model_params.rf.criterion = '$(touch FILE)': expected one of gini, entropy, log_loss"),
     cfg_case("backticks in max_features", lambda c, x: c["model_params"]["rf"].update(max_features="`touch FILE`"),
-             "model_params.rf.max_features = '`touch FILE`': expected one of sqrt, log2 or an integer >= 1 or a number "
+             "model_params.rf.max_features = '`touch FILE`': expected one of sqrt, log2 or an integer in [1, 100000] or a number "
              "in (0, 1] or null"),
     cfg_case("zero epochs", lambda c, x: c["model_params"]["lstm"].update(epochs=0),
-             "model_params.lstm.epochs = 0: expected an integer >= 1"),
+             "model_params.lstm.epochs = 0: expected an integer in [1, 10000]"),
     cfg_case("zero batch size", lambda c, x: c["model_params"]["lstm"].update(batch_size=0),
-             "model_params.lstm.batch_size = 0: expected an integer >= 1"),
+             "model_params.lstm.batch_size = 0: expected an integer in [1, 65536]"),
     cfg_case("unknown optimizer", lambda c, x: c["model_params"]["lstm"].update(optimizer="foo"),
              "model_params.lstm.optimizer = 'foo': expected one of adamw, sgd, lamb"),
     cfg_case("trees not a number", lambda c, x: c["model_params"]["rf"].update(n_estimators="abc"),
-             "model_params.rf.n_estimators = 'abc': expected an integer >= 1"),
+             "model_params.rf.n_estimators = 'abc': expected an integer in [1, 10000]"),
     cfg_case("dropout of 1", lambda c, x: c["model_params"]["lstm"].update(dropout=1.0),
              "model_params.lstm.dropout = 1.0: expected a number in [0, 1)"),
     cfg_case("parameters not a mapping", lambda c, x: c["model_params"].update(lstm=5),
@@ -442,11 +448,11 @@ COMMAND_CASES = [
          lambda x: _train(x, _table(x, lambda d: d.assign(**{c: np.nan for c in d.columns if "_t" in c}))),
          "no 'train' rows with an observation"),
     Case("train: zero epochs", lambda x: _train(x, x.stages["samples2018"], "--set", "epochs=0", model="lstm"),
-         "--set.epochs = 0: expected an integer >= 1"),
+         "--set.epochs = 0: expected an integer in [1, 10000]"),
     Case("train: trees not a number", lambda x: _train(x, x.stages["samples2018"], "--set", "n_estimators=abc"),
-         "--set.n_estimators = 'abc': expected an integer >= 1"),
+         "--set.n_estimators = 'abc': expected an integer in [1, 10000]"),
     Case("train: zero batch size", lambda x: _train(x, x.stages["samples2018"], "--set", "batch_size=0", model="lstm"),
-         "--set.batch_size = 0: expected an integer >= 1"),
+         "--set.batch_size = 0: expected an integer in [1, 65536]"),
     Case("train: unknown optimizer", lambda x: _train(x, x.stages["samples2018"], "--set", "optimizer=foo", model="lstm"),
          "--set.optimizer = 'foo': expected one of adamw, sgd, lamb"),
     Case("train: unknown parameter", lambda x: _train(x, x.stages["samples2018"], "--set", "trees=5"),
@@ -496,7 +502,7 @@ COMMAND_CASES = [
     Case("train: tuned parameters out of range",
          lambda x: ((x.tmp / "best.yaml").write_text("model: rf\nparams: {n_estimators: 0}\n"),
                     _train(x, x.stages["samples2018"], "--tuned", x.tmp / "best.yaml"))[1],
-         "{tmp}/best.yaml.n_estimators = 0: expected an integer >= 1"),
+         "{tmp}/best.yaml.n_estimators = 0: expected an integer in [1, 10000]"),
     Case("evaluate: a single-class table", lambda x: x.lcflow(
         "evaluate", "--model-dir", _trained_rf(x), "--samples", _table(x, lambda d: d.assign(label=21)),
         "--out", x.out / "m.json"), "only 1 class"),
@@ -829,5 +835,5 @@ def test_a_number_yaml_reads_as_text_is_still_a_number():
     assert params.check("rf", {"max_features": 1})["max_features"] == 1  # one feature
     assert params.check("rf", {"max_features": 1.0})["max_features"] == 1.0  # all features
     assert params.check("rf", {"max_depth": None, "n_estimators": 300.0})["n_estimators"] == 300
-    with pytest.raises(LcflowError, match="expected an integer >= 1"):
+    with pytest.raises(LcflowError, match=r"expected an integer in \[1, 10000\]"):
         params.check("rf", {"n_estimators": True})  # YAML's yes is not a count

@@ -69,7 +69,7 @@ def test_every_default_space_is_valid_and_draws_values_train_accepts():
 
 @pytest.mark.parametrize("space,message", [
     ({"learning_rate": {"low": 0.1, "high": 0.01}}, "low = 0.1 is above high = 0.01"),
-    ({"hidden_size": {"low": 0, "high": 8}}, "hidden_size.low = 0: expected an integer >= 1"),
+    ({"hidden_size": {"low": 0, "high": 8}}, "hidden_size.low = 0: expected an integer in [1, 4096]"),
     ({"hidden_size": {"low": 8, "high": 64, "step": 0.5}}, "is an integer, so is its step"),
     ({"optimizer": {"low": 1, "high": 2}}, "optimizer is not a number; give choices"),
     ({"optimizer": {"choices": []}}, "expected a non-empty list"),

@@ -127,44 +127,49 @@ def _choice(default, help, *choices, **kw) -> Param:
 
 
 RF: dict[str, Param] = {
-    "n_estimators": _int(300, "trees in the forest", 1),
-    "max_depth": _int(None, "deepest split of a tree (null: grow until leaves are pure)", 1, nullable=True),
-    "min_samples_leaf": _int(1, "fewest samples in a leaf", 1),
+    "n_estimators": _int(300, "trees in the forest (at most 10000: more add memory, not accuracy)", 1, 10000),
+    "max_depth": _int(None, "deepest split of a tree (null: grow until leaves are pure)", 1, 1000, nullable=True),
+    "min_samples_leaf": _int(1, "fewest samples in a leaf", 1, 1000000),
     "max_features": _choice("sqrt", "features tried per split: sqrt, log2, a share in (0, 1] or a count",
                             "sqrt", "log2", nullable=True,
-                            also=(_int(None, "", 1, exact=True), _float(None, "", 0, 1, low_open=True, exact=True))),
+                            also=(_int(None, "", 1, 100000, exact=True), _float(None, "", 0, 1, low_open=True, exact=True))),
     "criterion": _choice("gini", "split quality", "gini", "entropy", "log_loss"),
     "class_weight": _choice("none", "weight of each class in the trees: none, sqrt (square root of balanced) or "
                             "balanced (inverse frequency)", "none", "sqrt", "balanced"),
-    "n_jobs": _int(-1, "CPU cores (-1: all)", -1),
-    "seed": _int(42, "random seed"),
+    "n_jobs": _int(-1, "CPU cores (-1: all)", -1, 4096),
+    "seed": _int(42, "random seed (32 bits)", 0, 2**32 - 1),
 }
 
-#: how every deep model is trained (lcflow.deep)
+#: Every number has an upper bound a real run stays far below (a value past it is a typo or a unit
+#: mistake that would fail, or run for days, later): layers, widths and batches by what fits a GPU's memory,
+#: steps and rounds by what a run can take, seeds by numpy's 32 bits.
+
+#: how every deep model is trained (lcflow.train.deep)
 TRAINING: dict[str, Param] = {
-    "epochs": _int(40, "passes over the training samples (more on a small table: see min_steps)", 1),
-    "min_steps": _int(1000, "optimizer steps at least, whatever the table size (small tables train to convergence)", 0),
-    "batch_size": _int(128, "samples per step and worker; the global batch is this x workers", 1),
+    "epochs": _int(40, "passes over the training samples (more on a small table: see min_steps)", 1, 10000),
+    "min_steps": _int(1000, "optimizer steps at least, whatever the table size (small tables train to convergence)", 0,
+                      10_000_000),
+    "batch_size": _int(128, "samples per step and worker; the global batch is this x workers", 1, 65536),
     "learning_rate": _float(0.003, "rate for lr_reference_batch samples per step, scaled to the global batch",
-                            0, low_open=True),
-    "lr_reference_batch": _int(256, "global batch at which learning_rate applies unscaled", 1),
+                            0, 10, low_open=True),
+    "lr_reference_batch": _int(256, "global batch at which learning_rate applies unscaled", 1, 1048576),
     "warmup_fraction": _float(0.05, "share of the steps over which the rate warms up linearly", 0, 1),
     "optimizer": _choice("adamw", "adamw, sgd (momentum) or lamb (large global batches)", "adamw", "sgd", "lamb"),
     "momentum": _float(0.9, "momentum of sgd", 0, 1, high_open=True),
-    "weight_decay": _float(0.01, "decoupled weight decay", 0),
-    "evaluations": _int(40, "rounds the run is cut into; validation, checkpoint and early stopping after each", 1),
-    "patience": _int(10, "rounds without a better validation accuracy before stopping", 1),
+    "weight_decay": _float(0.01, "decoupled weight decay", 0, 1),
+    "evaluations": _int(40, "rounds the run is cut into; validation, checkpoint and early stopping after each", 1, 10000),
+    "patience": _int(10, "rounds without a better validation accuracy before stopping", 1, 10000),
     "class_weight": _choice("sqrt", "weight of each class in the loss: none, sqrt (square root of balanced) or "
                             "balanced (inverse frequency)", "none", "sqrt", "balanced"),
     "label_smoothing": _float(0.1, "share of each target spread over the other classes (calmer on noisy labels)",
                               0, 1, high_open=True),
     "input_noise": _float(0.2, "standard deviation of Gaussian noise added to the standardised training inputs "
-                          "(an augmentation for small tables)", 0),
+                          "(an augmentation for small tables)", 0, 10),
     "val_fraction": _float(0.2, "share of the training rows set aside for validation when the table has no "
                            "val rows (stratified, in spatial blocks where x/y or row/col are given)", 0, 0.5,
                            low_open=True),
-    "seed": _int(42, "seed of weights, shuffling and dropout"),
-    "threads": _int(0, "torch threads per worker (0: torch's default)", 0),
+    "seed": _int(42, "seed of weights, shuffling and dropout (32 bits)", 0, 2**32 - 1),
+    "threads": _int(0, "torch threads per worker (0: torch's default)", 0, 1024),
     "fp16_allreduce": _bool(False, "compress gradients to float16 for the allreduce"),
     "amp": _bool(True, "bfloat16 autocast on GPUs"),
     "elastic": _bool(False, "Horovod elastic: survive workers leaving (horovodrun --min-np/--max-np)"),
@@ -174,22 +179,22 @@ def _dropout(default: float) -> Param:
     return _float(default, "dropout probability", 0, 1, high_open=True)
 
 LSTM: dict[str, Param] = {
-    "hidden_size": _int(64, "LSTM units per layer and direction", 1),
-    "num_layers": _int(2, "stacked LSTM layers", 1),
+    "hidden_size": _int(64, "LSTM units per layer and direction", 1, 4096),
+    "num_layers": _int(2, "stacked LSTM layers", 1, 16),
     "bidirectional": _bool(True, "read the series both ways"),
     "dropout": _dropout(0.5),  # recurrent stacks overfit small tables first
 }
 
 TEMPCNN: dict[str, Param] = {
-    "filters": _int(64, "filters of each of the three convolutions", 1),
-    "kernel_size": _int(5, "convolution width in time steps", 1),
-    "dense": _int(256, "units of the dense layer", 1),
+    "filters": _int(64, "filters of each of the three convolutions", 1, 4096),
+    "kernel_size": _int(5, "convolution width in time steps (at most 73, the most steps a cube has)", 1, 73),
+    "dense": _int(256, "units of the dense layer", 1, 16384),
     "dropout": _dropout(0.2),
 }
 
 RESNET: dict[str, Param] = {
-    "channels": _int(64, "channels of every residual block", 1),
-    "blocks": _int(2, "residual blocks; each widens the context by 2 px", 0),
+    "channels": _int(64, "channels of every residual block", 1, 4096),
+    "blocks": _int(2, "residual blocks; each widens the context by 2 px (at most 32: a patch of 131 px)", 0, 32),
     "dropout": _dropout(0.2),
 }
 
