@@ -151,8 +151,10 @@ def test_a_deep_map_is_predicted_by_ranks_on_two_nodes(slurm_run, slurm, tmp_pat
     env = {**slurm, "LCFLOW_SLURM_PREDICT_NODES": "2", "OMPI_MCA_btl": "self,tcp"}
     results = slurm_run / "results"
     raw = results / "maps" / "raw"
+    overlay = tmp_path / "windows.yaml"  # a file: --config would pass the nested number as text
+    overlay.write_text("predict: {block_px: 64}\n")
     done = snakemake(slurm_run, *FAST, str(raw / "31UFT_2018_lstm.tif"), "--forcerun", "predict", "--notemp",
-                     "--config", "predict={block_px: 64}", profile="slurm", env=env, timeout=900)
+                     profile="slurm", env=env, configfile=[ROOT / "config" / "config.yaml", overlay], timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     assert job_counts(done.stdout + done.stderr) == {"predict": 1}
     log = (results / "logs" / "predict" / "31UFT_2018_lstm.log").read_text()
