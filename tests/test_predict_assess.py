@@ -128,3 +128,13 @@ def test_a_killed_prediction_leaves_no_finished_looking_file(stages, rf_model, t
     predict.run(*args[:4], block=32, out_probabilities=args[4])
     assert all(p.exists() for p in out.values())
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_ranks_share_the_windows_in_runs_that_differ_by_one_at_most():
+    from lcflow.maps.predict import share
+
+    for n in range(0, 40):
+        for size in range(1, 9):
+            runs = [share(n, rank, size) for rank in range(size)]
+            assert [i for r in runs for i in r] == list(range(n)), (n, size)  # every window once, in order
+            assert max(map(len, runs)) - min(map(len, runs)) <= 1, (n, size)

@@ -108,6 +108,11 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
         shutil.rmtree(parts, ignore_errors=True)
 
 
+def map_type(classes: list[int]) -> tuple[str, int]:
+    """The class map's pixel type and no-data value: uint8 (255) where every code fits, else uint16 (65535)."""
+    return ("uint8", 255) if max(classes) < 255 else ("uint16", 65535)
+
+
 def share(n: int, rank: int, size: int) -> range:
     """The run of consecutive windows (of ``n``, in reading order) that ``rank`` of ``size`` maps: the
     shares differ by one window at most."""
@@ -122,8 +127,7 @@ class _Mapper:
                  probabilities: bool):
         self.trained, self.cube, self.steps, self.cube_bands = trained, cube, steps, cube_bands
         self.probabilities = probabilities
-        self.dtype = "uint8" if max(trained.classes) < 255 else "uint16"
-        self.nodata = 255 if self.dtype == "uint8" else 65535
+        self.dtype, self.nodata = map_type(trained.classes)
 
     def windows(self, windows: list, indices: Iterable[int], who: str, pixels: int
                 ) -> Iterator[tuple[int, object, dict[str, np.ndarray]]]:
@@ -165,8 +169,7 @@ def _from_parts(parts: Path, windows: list) -> Iterator[tuple[int, object, dict[
 def _publish(trained: TrainedModel, grid: Grid, mapped: Iterable[tuple[int, object, dict[str, np.ndarray]]],
              out_map: str | Path, out_confidence: str | Path, out_probabilities: str | Path | None) -> None:
     """The mapped windows written into staging COGs, published together once every window is in."""
-    dtype = "uint8" if max(trained.classes) < 255 else "uint16"
-    nodata = 255 if dtype == "uint8" else 65535
+    dtype, nodata = map_type(trained.classes)
     tags = {"model": trained.model.name, "class_names": {str(k): v for k, v in trained.class_names.items()},
             "class_codes": trained.classes}
     with contextlib.ExitStack() as stack:
