@@ -1,30 +1,8 @@
 # Each year is mapped on its own (maps/raw); the maps a user receives (maps/) are the consistent series
 # of all years, made from every year's class probabilities.
-rule predict_rf:
-    input:
-        model=f"{R}/models/rf/model.json",
-        cube=f"{R}/{{tile}}/{{year}}/cube.tif",
-    output:
-        map=f"{R}/maps/raw/{{tile}}_{{year}}_rf.tif",
-        confidence=f"{R}/maps/raw/{{tile}}_{{year}}_rf_confidence.tif",
-        probabilities=temp(f"{R}/maps/raw/{{tile}}_{{year}}_rf_probabilities.tif"),
-    log:
-        f"{R}/logs/predict/{{tile}}_{{year}}_rf.log",
-    benchmark:
-        f"{R}/benchmarks/predict/{{tile}}_{{year}}_rf.tsv"
-    params:
-        model_dir=subpath(input.model, parent=True),
-        block=config["predict"]["block_px"],
-    conda:
-        ENV
-    shell:
-        "lcflow -v predict --model-dir {params.model_dir:q} --cube {input.cube:q} --out {output.map:q}"
-        " --confidence {output.confidence:q} --probabilities {output.probabilities:q} --block {params.block}"
-        " > {log:q} 2>&1"
-
-
 # A deep model's map is a distributed job like its training (lcflow.train.launch): the ranks share the
-# cube's windows, each on its own GPU, and one set of files is published.
+# cube's windows, each on its own GPU, and one set of files is published. The forest's (predict_rf) is the
+# same command in one process: its own rule, so that a profile gives it CPU resources.
 rule predict:
     input:
         model=f"{R}/models/{{model}}/model.json",
@@ -51,6 +29,11 @@ rule predict:
         "{params.launcher} lcflow -v predict --model-dir {params.model_dir:q} --cube {input.cube:q} --out {output.map:q}"
         " --confidence {output.confidence:q} --probabilities {output.probabilities:q} --block {params.block}"
         " > {log:q} 2>&1"
+
+
+use rule predict as predict_rf with:
+    wildcard_constraints:
+        model="rf",
 
 
 rule consistent_maps:
