@@ -112,16 +112,14 @@ def _message(error: jsonschema.ValidationError) -> str:
     return f"{where} = {value!r}: {error.message}"
 
 
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
 def _range(schema: dict) -> str:
     """A number's accepted range in interval notation, from its schema: ``[1, 1000]``, ``(0, 3600]``."""
     def bound(inclusive: str, exclusive: str, infinite: str) -> tuple[str, str]:
         if exclusive in schema:
-            return "open", _number(schema[exclusive])
-        return ("closed", _number(schema[inclusive])) if inclusive in schema else ("open", infinite)
+            return "open", hyperparameters.plain_number(schema[exclusive])
+        if inclusive in schema:
+            return "closed", hyperparameters.plain_number(schema[inclusive])
+        return "open", infinite
 
     (low_kind, low), (high_kind, high) = bound("minimum", "exclusiveMinimum", "-inf"), bound("maximum", "exclusiveMaximum", "inf")
     return f"{'[' if low_kind == 'closed' else '('}{low}, {high}{']' if high_kind == 'closed' else ')'}"

@@ -51,9 +51,9 @@ class Param:
         noun = "an integer" if self.kind == "int" else "a number"
         if self.low is not None and self.high is not None:
             lo, hi = ("(" if self.low_open else "["), (")" if self.high_open else "]")
-            return f"{noun} in {lo}{_num(self.low)}, {_num(self.high)}{hi}"
+            return f"{noun} in {lo}{plain_number(self.low)}, {plain_number(self.high)}{hi}"
         if self.low is not None:
-            return f"{noun} {'>' if self.low_open else '>='} {_num(self.low)}"
+            return f"{noun} {'>' if self.low_open else '>='} {plain_number(self.low)}"
         return noun
 
     def coerce(self, value: Any) -> Any:
@@ -106,7 +106,8 @@ class Param:
         return value
 
 
-def _num(v: float) -> str:
+def plain_number(v: float) -> str:
+    """A bound as people write it: 1, not 1.0 (the parameters' ranges and the config schema's)."""
     return str(int(v)) if float(v).is_integer() else repr(v)
 
 
