@@ -40,11 +40,9 @@ def read(benchmarks: str | Path) -> pd.DataFrame:
         rows.append({"stage": stage, "job": path.stem, **{new: float(last[old]) for old, new in COLUMNS.items()}})
     if not rows:
         raise LcflowError(f"{benchmarks}: no benchmark files (benchmarks/STAGE/JOB.tsv)")
-    jobs = pd.DataFrame(rows)
     rank = {stage: i for i, stage in enumerate(ORDER)}
-    order = sorted(range(len(jobs)), key=lambda i: (rank.get(jobs.at[i, "stage"], len(ORDER)), jobs.at[i, "stage"],
-                                                    jobs.at[i, "job"]))
-    return jobs.iloc[order].reset_index(drop=True)
+    rows.sort(key=lambda r: (rank.get(r["stage"], len(ORDER)), r["stage"], r["job"]))
+    return pd.DataFrame(rows)
 
 
 def by_stage(jobs: pd.DataFrame) -> pd.DataFrame:
