@@ -43,3 +43,13 @@ def test_missing_programs_are_named_once_in_order(tmp_path):
     lines = ["horovodrun -np 2", "env X=1 no-such-srun --mpi=pmix", "env", "no-such-srun -n 2", "lcflow-nowhere"]
     assert launch.missing_programs(lines, str(tmp_path)) == ["no-such-srun", "lcflow-nowhere"]
     assert launch.missing_programs(lines[:1], "/nonexistent") == ["horovodrun"]
+
+
+def test_the_launchers_a_profile_sets_are_read_from_its_resources():
+    class Parsed:  # Snakemake's parsed resource: the profile's text in raw
+        def __init__(self, raw):
+            self.raw = raw
+
+    by_rule = {"train": {"launcher": "horovodrun -np 2", "threads_per_rank": 1},
+               "predict": {"mpi": Parsed("srun --mpi=pmix"), "nodes": Parsed(2)}, "cube": {"mem_mb": 12000}}
+    assert launch.configured_launchers(by_rule) == ["horovodrun -np 2", "srun --mpi=pmix"]

@@ -42,18 +42,9 @@ JOB_PATH = f"{TOOLS}{os.pathsep}{os.environ.get('PATH', '')}"
 QUOTED_TOOLS = shlex.quote(TOOLS).replace("{", "{{").replace("}", "}}")  # shell.prefix is formatted as a rule's shell
 shell.prefix(f'set -euo pipefail; export PATH={QUOTED_TOOLS}:"$PATH"; ')
 
-
-def launchers():
-    """The launcher command lines the profile gives the distributed rules (resources launcher and mpi)."""
-    for values in workflow.resource_settings.overwrite_resources.values():
-        for key in ("launcher", "mpi"):
-            value = values.get(key) if hasattr(values, "get") else None
-            value = getattr(value, "raw", value)  # a parsed snakemake Resource: the text the profile gave
-            if isinstance(value, str):
-                yield value
-
-
-MISSING = launch.missing_programs(["lcflow", *launchers()], JOB_PATH)
+MISSING = launch.missing_programs(
+    ["lcflow", *launch.configured_launchers(workflow.resource_settings.overwrite_resources)], JOB_PATH
+)
 if MISSING:
     raise SystemExit(f"lcflow: {MISSING[0]} is neither beside {sys.executable} nor on PATH: the rules could not "
                      "start their commands (install lcflow into the environment that runs snakemake: make setup)")

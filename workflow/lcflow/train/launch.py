@@ -57,3 +57,16 @@ def missing_programs(command_lines: Iterable[str], path: str) -> list[str]:
         if name and shutil.which(name, path=path) is None and name not in missing:
             missing.append(name)
     return missing
+
+
+def configured_launchers(resources_by_rule: Mapping[str, Any]) -> list[str]:
+    """The launcher command lines (``launcher`` and ``mpi`` resources) a profile's set-resources gives any
+    rule; values may be Snakemake's parsed resources, whose ``raw`` is the text the profile gave."""
+    found = []
+    for values in resources_by_rule.values():
+        for key in ("launcher", "mpi"):
+            value = values.get(key) if hasattr(values, "get") else None
+            value = getattr(value, "raw", value)
+            if isinstance(value, str):
+                found.append(value)
+    return found
