@@ -43,7 +43,7 @@ rule train:
         model_params=lambda wc: model_params(wc.model),
         out=subpath(output.meta, parent=True),
         tuned=tuned_option,
-        # how the training processes start, from the resources the profile sets (lcflow.launch):
+        # how the training processes start, from the resources the profile sets (lcflow.train.launch):
         # launcher="horovodrun -np N ..." locally; mpi="srun --mpi=pmix" with nodes, tasks_per_node
         # and cpus_per_task under Slurm; bare, one process using every core
         launcher=lambda wc, resources: launch.command(resources),

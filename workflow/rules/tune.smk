@@ -1,4 +1,4 @@
-# Hyperparameter optimisation (lcflow.tuning): hpo.workers jobs per tuned model share one Optuna study
+# Hyperparameter optimisation (lcflow.tune.tuning): hpo.workers jobs per tuned model share one Optuna study
 # under results/hpo/{model}/; each job is a training job like train (the same launcher, the same
 # multi-node resources under profiles/slurm) running trials until the study's budget is spent.
 # The study's journal is not an output: a rerun (a bigger budget, a killed job) continues it.
@@ -43,7 +43,7 @@ rule hpo:
         study=subpath(output[0], ancestor=2),
         model_params=lambda wc: model_params(wc.model),
         hpo=lambda wc: hpo_args(wc.model),
-        # started as train is (lcflow.launch): the same launcher, nodes and tasks
+        # started as train is (lcflow.train.launch): the same launcher, nodes and tasks
         launcher=lambda wc, resources: launch.command(resources, rule="hpo"),
         threads=lambda wc, resources: launch.threads_per_rank(resources),
     # locally the workers share the machine's cores, so they run at the same time

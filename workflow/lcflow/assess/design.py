@@ -6,7 +6,7 @@ training labels. The strata are the map's classes: the sample size follows Cochr
 target standard error of overall accuracy given guesses of each class's user's accuracy (Olofsson et al.
 2014, eq. 13), and each class gets its share of it, at least ``min_per_class`` points so that rare
 classes get usable user's accuracies. Every point carries its stratum and the stratum's pixel count, so
-the labelled file alone is enough to compute the estimates (:func:`lcflow.metrics.stratified_estimates`).
+the labelled file alone is enough to compute the estimates (:func:`lcflow.common.metrics.stratified_estimates`).
 """
 
 import math

@@ -170,7 +170,7 @@ def _features(source: LabelSource, crs, bounds, where: str):
 
 
 def source_on_grid(source: "LabelSource | str | Path", grid: Grid, where: str = "the tile") -> tuple[np.ndarray, dict]:
-    """Source codes on ``grid`` (int32, :data:`~lcflow.vector_labels.NO_CODE` where none), and a record of
+    """Source codes on ``grid`` (int32, :data:`~lcflow.labels.vector.NO_CODE` where none), and a record of
     what was read (kept in the labels raster's metadata)."""
     source = _source(source)
     record = {"path": str(source.path), "kind": "corine" if source.corine else "reference"}

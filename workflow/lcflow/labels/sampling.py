@@ -70,8 +70,8 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
     """Write the samples table of one tile-year and return it.
 
     With ``cleaning`` the train and val rows whose series contradicts their label are dropped
-    (:mod:`lcflow.label_noise`); with ``reference_cube`` (the cube of the year the labels show, when
-    ``year`` is another) those whose series changed since then (:mod:`lcflow.label_transfer`). Test
+    (:mod:`lcflow.labels.cleaning`); with ``reference_cube`` (the cube of the year the labels show, when
+    ``year`` is another) those whose series changed since then (:mod:`lcflow.labels.transfer`). Test
     rows are kept as drawn, so no classifier chooses what the models are scored on. More candidates
     than ``per_class`` are drawn so that the checks still leave ``per_class`` where the class allows.
     """

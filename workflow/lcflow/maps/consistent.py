@@ -2,8 +2,8 @@
 
 Reads the probability rasters ``lcflow predict --probabilities`` wrote for every year, window by
 window (with a halo of context for the minimum change patch), finds each pixel's class sequence
-(:mod:`lcflow.consistency`) and writes, per year, the consistent class map and its confidence (COGs),
-per pair of consecutive years a change map of from-to codes (:mod:`lcflow.change`), and a summary:
+(:mod:`lcflow.maps.hmm`) and writes, per year, the consistent class map and its confidence (COGs),
+per pair of consecutive years a change map of from-to codes (:mod:`lcflow.maps.change`), and a summary:
 agreement, change fraction and change matrix (ha) of the raw and the consistent maps; against truth
 rasters where given (the demo), overall accuracy per year, the share of stable pixels that keep their
 class and the precision, recall and F1 of the change found.

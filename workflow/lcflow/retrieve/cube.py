@@ -134,7 +134,7 @@ def _first_line(text: str) -> str:
 def native_grids(items, keys: list[str], grid: Grid) -> dict[str, Affine]:
     """Asset key -> its own pixel grid (transform), for the assets that every item stores on one north-up
     grid in the tile's CRS, as fine as ``grid`` or coarser: those are read as stored, from files kept
-    open, and resampled by :mod:`lcflow.resample`; the others are warped by odc-stac."""
+    open, and resampled by :mod:`lcflow.retrieve.resample`; the others are warped by odc-stac."""
     epsg = grid.crs.to_epsg()
     if any(sentinel2.item_epsg(i.properties) != epsg for i in items):
         return {}

@@ -20,7 +20,7 @@ def cmd_train(a):
 
     params = {**training.parse_params(a.params), **training.parse_overrides(a.set or [])}
     tuned = None
-    if a.tuned:  # only then: lcflow.tuning brings Optuna in
+    if a.tuned:  # only then: lcflow.tune brings Optuna in
         from lcflow.train.hyperparameters import read_best
 
         tuned = read_best(a.tuned, a.model)

@@ -45,7 +45,7 @@ WARMUP_START = 0.1
 
 @dataclass
 class TrainConfig:
-    """How a deep model is trained; names, defaults and ranges in :data:`lcflow.params.TRAINING`."""
+    """How a deep model is trained; names, defaults and ranges in :data:`lcflow.train.hyperparameters.TRAINING`."""
 
     epochs: int
     min_steps: int
@@ -70,7 +70,7 @@ class TrainConfig:
 
     @classmethod
     def from_params(cls, given: dict[str, Any]) -> "TrainConfig":
-        """From a model's parameters (checked, defaults filled in by :func:`lcflow.params.check`)."""
+        """From a model's parameters (checked, defaults filled in by :func:`lcflow.train.hyperparameters.check`)."""
         return cls(**{f.name: given.get(f.name, TRAINING[f.name].default) for f in fields(cls)})
 
 

@@ -1,6 +1,6 @@
 """Search spaces of hyperparameter optimisation: which parameters a study varies, and over what.
 
-A space maps parameter names of one model (the tables of :mod:`lcflow.params`) to a range or a list:
+A space maps parameter names of one model (the tables of :mod:`lcflow.train.hyperparameters`) to a range or a list:
 
     learning_rate: {low: 0.0003, high: 0.01, log: true}
     hidden_size: {low: 32, high: 256, log: true}    # an int parameter: integers are drawn

@@ -12,7 +12,7 @@ from lcflow.train.models import Model
 
 
 class TorchModel(Model):
-    """A network over (samples, steps, features); trained by :func:`lcflow.deep.fit`."""
+    """A network over (samples, steps, features); trained by :func:`lcflow.train.deep.fit`."""
 
     weights_file = "model.pt"
 
@@ -21,6 +21,7 @@ class TorchModel(Model):
     checkpoint: Path | None = None
     fingerprint: str = ""
     on_round = None  # called after each round on every rank; True stops the run (a pruned trial)
+    local_rank = 0  # this node's rank whose device the model runs on (place)
 
     @abstractmethod
     def network(self) -> nn.Module: ...
@@ -36,8 +37,6 @@ class TorchModel(Model):
         if len(x) == 0:
             return np.zeros((0, self.n_classes), dtype=np.float32)
         return deep.predict_proba(self.net, x, self.device)
-
-    local_rank = 0
 
     @property
     def device(self) -> torch.device:
