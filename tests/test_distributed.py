@@ -1,4 +1,5 @@
-"""Data-parallel training under horovodrun (Gloo) on this machine: 2 ranks against 1, kill and resume."""
+"""Data-parallel training under horovodrun (Gloo) on this machine: 2 ranks against 1, kill and resume;
+and the same under torchrun with the torch.distributed backend."""
 
 import json
 import os
@@ -33,6 +34,14 @@ def horovodrun(np_: int, *args: str, log: Path, wait: bool = True, command: str 
     if wait:
         assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
     return proc
+
+
+def torchrun(np_: int, *args: str, log: Path, command: str = "train") -> None:
+    cmd = [str(BIN / "torchrun"), "--standalone", "--nnodes=1", f"--nproc-per-node={np_}", "--no-python",
+           str(BIN / "lcflow"), command, *args, "--backend", "torch"]
+    with log.open("w") as fh:
+        done = subprocess.run(cmd, env=ENV, stdout=fh, stderr=subprocess.STDOUT, timeout=600)
+    assert done.returncode == 0, log.read_text()[-3000:]
 
 
 def test_horovod_build_has_torch_gloo_and_mpi():
@@ -114,6 +123,64 @@ def test_a_rank_that_fails_names_its_window_and_nothing_is_published(two_ranks, 
     assert re.search(r"lcflow predict: error: RuntimeError: predict \S+cube.tif: rank 1/2, window 9 \(rows 64\.\.95, "
                      r"cols 32\.\.63\) failed: MemoryError: out of device memory", said), said[-3000:]
     assert not (tmp_path / "map.tif").exists() and not (tmp_path / "conf.tif").exists()
+
+
+@pytest.fixture(scope="module")
+def two_torch_ranks(samples, tmp_path_factory):
+    out = tmp_path_factory.mktemp("torch2") / "lstm"
+    torchrun(2, "--model", "lstm", "--samples", *samples, "--out", str(out), *PARAMS, "--set", "batch_size=64",
+             log=out.parent / "train.log")
+    return out, (out.parent / "train.log").read_text()
+
+
+def test_torch_backend_trains_the_weights_horovod_trains_into_the_same_files(two_ranks, two_torch_ranks):
+    """torchrun and torch.distributed (Gloo) instead of horovodrun and Horovod: the same global batches, the
+    same averaged gradients, so the same weights to the bit; the same model directory, metrics and history."""
+    (hvd, hvd_log), (out, log) = two_ranks, two_torch_ranks
+    sums = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", log))
+    assert sums == dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", hvd_log)), log[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in hvd.iterdir())
+    a, b = json.loads((out / "metrics.json").read_text()), json.loads((hvd / "metrics.json").read_text())
+    assert a["launcher"] == "torch" and a["world_size"] == 2 and a.keys() == b.keys()
+    assert a["test"] == b["test"] and a["val"] == b["val"]
+    ha, hb = pd.read_csv(out / "history.csv"), pd.read_csv(hvd / "history.csv")
+    assert list(ha.columns) == list(hb.columns)
+    pd.testing.assert_frame_equal(ha.drop(columns="samples_per_s"), hb.drop(columns="samples_per_s"))
+
+
+def test_torch_backend_maps_a_cube_on_two_ranks_as_one_process_does(two_torch_ranks, stages, tmp_path):
+    out, _ = two_torch_ranks
+    files = {n: {k: tmp_path / f"{n}_{k}.tif" for k in ("map", "confidence", "probabilities")} for n in (1, 2)}
+
+    def args(n: int) -> list[str]:
+        return ["--model-dir", str(out), "--cube", str(stages["cube2019"]), "--out", str(files[n]["map"]),
+                "--confidence", str(files[n]["confidence"]), "--probabilities", str(files[n]["probabilities"]),
+                "--block", "32"]
+
+    alone = subprocess.run([str(BIN / "lcflow"), "predict", *args(1)], env=ENV, capture_output=True, text=True,
+                           timeout=600)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    torchrun(2, *args(2), log=tmp_path / "predict.log", command="predict")
+    log = (tmp_path / "predict.log").read_text()
+    assert sorted(re.findall(r"rank (\d) of 2 \(local rank (\d)\): windows (\d+)\.\.(\d+) of 16", log)) == \
+        [("0", "0", "0", "7"), ("1", "1", "8", "15")], log[-2000:]
+    for kind in ("map", "confidence", "probabilities"):
+        assert files[2][kind].read_bytes() == files[1][kind].read_bytes(), kind
+
+
+def test_torch_backend_averages_gradients_in_fp16_when_asked(samples, tmp_path):
+    """fp16_allreduce halves the bytes each step sends; the ranks still end identical, and the run differs
+    from the full-precision one only by the rounding of the averaged gradients."""
+    common = ["--model", "lstm", "--samples", *samples, *PARAMS, "--set", "epochs=2", "--set", "evaluations=2",
+              "--set", "batch_size=64"]
+    torchrun(2, *common, "--out", str(tmp_path / "full"), log=tmp_path / "full.log")
+    torchrun(2, *common, "--set", "fp16_allreduce=true", "--out", str(tmp_path / "half"), log=tmp_path / "half.log")
+    sums = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", (tmp_path / "half.log").read_text()))
+    full = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", (tmp_path / "full.log").read_text()))
+    assert set(sums) == {"0", "1"} and sums["0"] == sums["1"] and sums["0"] != full["0"]
+    a, b = TrainedModel.load(tmp_path / "half"), TrainedModel.load(tmp_path / "full")
+    for (name, wa), wb in zip(a.model.net.state_dict().items(), b.model.net.state_dict().values()):
+        assert torch.allclose(wa, wb, atol=2e-2), name
 
 
 def test_logged_metrics_are_the_allreduced_ones(two_ranks):

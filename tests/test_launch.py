@@ -53,3 +53,21 @@ def test_the_launchers_a_profile_sets_are_read_from_its_resources():
     by_rule = {"train": {"launcher": "horovodrun -np 2", "threads_per_rank": 1},
                "predict": {"mpi": Parsed("srun --mpi=pmix"), "nodes": Parsed(2)}, "cube": {"mem_mb": 12000}}
     assert launch.configured_launchers(by_rule) == ["horovodrun -np 2", "srun --mpi=pmix"]
+
+
+@pytest.mark.parametrize("backend, expected", [
+    ("horovod", "horovodrun -np 3 -H localhost:3 --gloo"),
+    ("torch", "torchrun --standalone --nnodes=1 --nproc-per-node=3 --no-python")])
+def test_a_number_of_ranks_starts_the_backends_own_launcher(backend, expected):
+    assert launch.command({"ranks": 3}, backend=backend) == expected
+    assert launch.command({"ranks": 1}, backend=backend) == "env"  # one rank: no launcher at all
+    # a launcher command line, or an MPI job, is taken whatever the backend
+    assert launch.command({"ranks": 3, "launcher": "mpirun -np 3"}, backend=backend) == "mpirun -np 3"
+    assert launch.command({"ranks": 3, "mpi": "srun", "tasks": 3}, backend=backend) == "srun --ntasks=3"
+    by_rule = {"train": {"ranks": 3}, "hpo": {"ranks": 3, "launcher": "mpirun -np 3"}, "predict": {"ranks": 1}}
+    assert launch.configured_launchers(by_rule, backend) == [expected, "mpirun -np 3"]
+
+
+def test_an_unknown_backend_is_refused_naming_the_rule():
+    with pytest.raises(LcflowError, match="rule predict: distributed backend 'mpi'; expected one of horovod, torch"):
+        launch.command({"ranks": 2}, rule="predict", backend="mpi")

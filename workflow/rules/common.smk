@@ -20,6 +20,7 @@ TRUTH = (config.get("assess") or {}).get("truth")
 SERIES = sorted(YEARS)  # the years of a tile's consistent map series, in time order
 PAIRS = [f"{a}_{b}" for a, b in zip(SERIES, SERIES[1:])]  # consecutive years: one change map each
 CONSISTENCY = config["consistency"]
+BACKEND = config["distributed"]["backend"]  # how the ranks of a deep model's jobs talk: horovod or torch
 
 
 def all_cores():
@@ -43,7 +44,7 @@ QUOTED_TOOLS = shlex.quote(TOOLS).replace("{", "{{").replace("}", "}}")  # shell
 shell.prefix(f'set -euo pipefail; export PATH={QUOTED_TOOLS}:"$PATH"; ')
 
 MISSING = launch.missing_programs(
-    ["lcflow", *launch.configured_launchers(workflow.resource_settings.overwrite_resources)], JOB_PATH
+    ["lcflow", *launch.configured_launchers(workflow.resource_settings.overwrite_resources, BACKEND)], JOB_PATH
 )
 if MISSING:
     raise SystemExit(f"lcflow: {MISSING[0]} is neither beside {sys.executable} nor on PATH: the rules could not "

@@ -20,15 +20,16 @@ rule predict:
     params:
         model_dir=subpath(input.model, parent=True),
         block=config["predict"]["block_px"],
-        launcher=lambda wc, resources: launch.command(resources, rule="predict"),
+        launcher=lambda wc, resources: launch.command(resources, rule="predict", backend=BACKEND),
+        backend=BACKEND,
     resources:
-        launcher="env",
+        ranks=1,
     conda:
         ENV
     shell:
         "{params.launcher} lcflow -v predict --model-dir {params.model_dir:q} --cube {input.cube:q} --out {output.map:q}"
         " --confidence {output.confidence:q} --probabilities {output.probabilities:q} --block {params.block}"
-        " > {log:q} 2>&1"
+        " --backend {params.backend} > {log:q} 2>&1"
 
 
 use rule predict as predict_rf with:

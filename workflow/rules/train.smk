@@ -44,19 +44,22 @@ rule train:
         out=subpath(output.meta, parent=True),
         tuned=tuned_option,
         # how the training processes start, from the resources the profile sets (lcflow.train.launch):
-        # launcher="horovodrun -np N ..." locally; mpi="srun --mpi=pmix" with nodes, tasks_per_node
-        # and cpus_per_task under Slurm; bare, one process using every core
-        launcher=lambda wc, resources: launch.command(resources),
+        # ranks=N locally (the backend's horovodrun or torchrun), or a launcher command line;
+        # mpi="srun --mpi=pmix" with nodes, tasks_per_node and cpus_per_task under Slurm; bare, one
+        # process using every core
+        launcher=lambda wc, resources: launch.command(resources, backend=BACKEND),
+        backend=BACKEND,
         threads=lambda wc, resources: launch.threads_per_rank(resources),
     threads: CORES
     resources:
-        launcher="env",
+        ranks=1,
         threads_per_rank=CORES,
     conda:
         ENV
     shell:
         "{params.launcher} lcflow -v train --model {wildcards.model} --samples {input.samples:q} --out {params.out:q}"
-        " --params {params.model_params:q} --set threads={params.threads} {params.tuned} > {log:q} 2>&1"
+        " --params {params.model_params:q} --set threads={params.threads} {params.tuned} --backend {params.backend}"
+        " > {log:q} 2>&1"
 
 
 rule learning_curve:

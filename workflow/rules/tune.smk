@@ -44,19 +44,20 @@ rule hpo:
         model_params=lambda wc: model_params(wc.model),
         hpo=lambda wc: hpo_args(wc.model),
         # started as train is (lcflow.train.launch): the same launcher, nodes and tasks
-        launcher=lambda wc, resources: launch.command(resources, rule="hpo"),
+        launcher=lambda wc, resources: launch.command(resources, rule="hpo", backend=BACKEND),
+        backend=BACKEND,
         threads=lambda wc, resources: launch.threads_per_rank(resources),
     # locally the workers share the machine's cores, so they run at the same time
     threads: max(1, CORES // HPO.get("workers", 1))
     resources:
-        launcher="env",
+        ranks=1,
         threads_per_rank=max(1, CORES // HPO.get("workers", 1)),
     conda:
         ENV
     shell:
         "{params.launcher} lcflow -v tune --model {wildcards.model} --samples {input:q} --study {params.study:q}"
         " --worker {wildcards.worker} {params.hpo} --params {params.model_params:q} --set threads={params.threads}"
-        " --out {output:q} > {log:q} 2>&1"
+        " --backend {params.backend} --out {output:q} > {log:q} 2>&1"
 
 
 rule hpo_summary:

@@ -7,6 +7,7 @@ from lcflow.common import cli_args
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels.commands import nomenclature_of, nomenclature_options
+from lcflow.train.commands import backend_option
 
 log = logging.getLogger("lcflow")
 
@@ -14,7 +15,8 @@ log = logging.getLogger("lcflow")
 def cmd_predict(a):
     from lcflow.maps import predict
 
-    predict.run(a.model_dir, a.cube, a.out, a.confidence, block=a.block, out_probabilities=a.probabilities)
+    predict.run(a.model_dir, a.cube, a.out, a.confidence, block=a.block, out_probabilities=a.probabilities,
+                backend=a.backend)
     log.info("map -> %s, confidence -> %s%s", a.out, a.confidence,
              f", probabilities -> {a.probabilities}" if a.probabilities else "")
 
@@ -85,6 +87,7 @@ def register(command) -> None:
     p.add_argument("--block", type=cli_args.int_at_least(16), default=default("predict.block_px"), help="prediction window, pixels a side")
     p.add_argument("--probabilities", help="also write every class's probability (GeoTIFF, one band a class), "
                                            "the input of consistent-maps")
+    backend_option(p)
     p.set_defaults(func=cmd_predict)
 
     p = command("consistent-maps", "consistent annual maps of one tile and model from every year's probabilities, "

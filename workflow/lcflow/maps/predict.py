@@ -62,9 +62,11 @@ PROBABILITY_NODATA = 255
 
 
 def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confidence: str | Path,
-        block: int = default("predict.block_px"), out_probabilities: str | Path | None = None) -> None:
+        block: int = default("predict.block_px"), out_probabilities: str | Path | None = None,
+        backend: str = default("distributed.backend")) -> None:
     """Write the class map and the confidence map of ``cube`` (and, if asked, the class probabilities,
-    one band per class), published together when all are done; on several ranks, each maps its share."""
+    one band per class), published together when all are done; on several ranks (of ``backend``), each
+    maps its share."""
     named = {"map": out_map, "confidence map": out_confidence, "probabilities": out_probabilities}
     seen: dict[Path, str] = {}
     for what, path in named.items():
@@ -82,7 +84,7 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
                           f"({trained.steps} steps, bands {trained.bands})")
     grid = Grid.of(cube)
     windows = list(grid.windows(block))
-    comm = distributed.connect()
+    comm = distributed.connect(backend)
     mapper = _Mapper(trained, cube, steps, cube_bands, probabilities=out_probabilities is not None)
     if comm.size == 1:
         _publish(trained, grid, mapper.windows(windows, range(len(windows)), "", grid.width * grid.height),

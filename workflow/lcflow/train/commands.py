@@ -3,6 +3,7 @@
 import logging
 from pathlib import Path
 
+from lcflow.defaults import default
 from lcflow.train.models import REGISTRY
 
 log = logging.getLogger("lcflow")
@@ -24,7 +25,9 @@ def cmd_train(a):
         from lcflow.train.hyperparameters import read_best
 
         tuned = read_best(a.tuned, a.model)
-    metrics = training.train(a.model, a.samples, a.out, params, tuned=tuned)
+    metrics = training.train(a.model, a.samples, a.out, params, tuned=tuned, backend=a.backend)
+    if not metrics:  # a rank other than 0: rank 0 reports
+        return
     test = metrics.get("test")
     log.info("%s trained -> %s%s", a.model, a.out,
              f"; test OA {test['overall_accuracy']:.4f}, kappa {test['kappa']:.4f}" if test else "")
@@ -45,6 +48,15 @@ def cmd_learning_curve(a):
     log.info("learning curve -> %s", a.out)
 
 
+def backend_option(parser) -> None:
+    """``--backend``: how the ranks of a parallel launch talk (train, tune and predict take it)."""
+    from lcflow.train.distributed import BACKENDS
+
+    parser.add_argument("--backend", choices=BACKENDS, default=default("distributed.backend"),
+                        help="distributed backend when a launcher starts several ranks: horovod (horovodrun, "
+                             "srun --mpi=pmix) or torch (torchrun, srun)")
+
+
 def register(command) -> None:
     """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
     p = command("train", "train a model on samples table(s)", epilog=_model_epilog())
@@ -56,6 +68,7 @@ def register(command) -> None:
                    help="a model parameter, over --params (repeatable; the list is below)")
     p.add_argument("--tuned", metavar="BEST_PARAMS_YAML",
                    help="parameters found by lcflow tune-summary, over --params and --set; recorded in metrics.json")
+    backend_option(p)
     p.set_defaults(func=cmd_train)
 
     p = command("evaluate", "score a trained model on samples table(s)")

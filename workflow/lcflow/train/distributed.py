@@ -1,22 +1,34 @@
 """Who this process is in a data-parallel job, and the collective operations training needs.
 
-Launched by ``horovodrun``, ``mpirun`` or ``srun --mpi=pmix``, lcflow trains with Horovod; started
-bare it is a single process and needs no Horovod at all. The launcher is configuration (a rule's
-``launcher`` resource), never code.
+Two backends give the same collectives: Horovod (``horovodrun``, ``mpirun`` or ``srun --mpi=pmix``) and
+``torch.distributed`` (``torchrun``, or ``srun``: the process group is formed from the launcher's
+environment, NCCL between GPUs, Gloo between CPUs). Started bare, lcflow is a single process and loads
+neither. The launcher is configuration (a rule's resources), the backend a config key
+(``distributed.backend``), never code.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from lcflow.errors import LcflowError
 
 if TYPE_CHECKING:  # torch is imported where a collective needs it: a single process (a forest's
     import torch  # prediction) never loads it
 
 #: set by horovodrun (Gloo), mpirun (Open MPI) and srun --mpi=pmix / pmi2
 LAUNCH_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
+BACKENDS = ("horovod", "torch")
+#: the port of a Slurm job's rendezvous is this plus the job id modulo 10000 (MASTER_PORT overrides it)
+SLURM_PORT_BASE = 20000
+#: how long a rank waits for the others to join the process group, or in one collective
+TORCH_TIMEOUT_MINUTES = 30
 
 
 class Single:
@@ -87,11 +99,134 @@ class Horovod:
         self.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 
 
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where this rank is in a torch.distributed job and where the ranks meet (rank 0's address)."""
+
+    rank: int
+    size: int
+    local_rank: int
+    address: str
+    port: int
+    launcher: str
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str] | None = None) -> "Rendezvous | None":
+        """From ``torchrun``'s variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), else from a
+        Slurm job step's (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID; rank 0 runs on the node that
+        started the step, SLURM_LAUNCH_NODE_IPADDR, and the port follows from the job id); None when no
+        launcher started this process. MASTER_ADDR and MASTER_PORT, where set, win."""
+        env = os.environ if env is None else env
+        if "RANK" in env and "WORLD_SIZE" in env:
+            return cls(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)),
+                       env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", 29500)), "torchrun")
+        if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env:
+            size = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or 1)
+            port = env.get("MASTER_PORT") or SLURM_PORT_BASE + int(env.get("SLURM_JOB_ID", 0)) % 10000
+            address = env.get("MASTER_ADDR") or env.get("SLURM_LAUNCH_NODE_IPADDR") or "127.0.0.1"
+            return cls(int(env["SLURM_PROCID"]), size, int(env.get("SLURM_LOCALID", 0)), address, int(port), "srun")
+        return None
+
+
+class TorchDistributed:
+    """torch.distributed: gradients averaged by one allreduce a step (NCCL on GPUs, Gloo on CPUs), state
+    broadcast from rank 0; the same collectives, checkpoints and results as :class:`Horovod`."""
+
+    name = "torch"
+
+    def __init__(self, meeting: Rendezvous) -> None:
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+
+        self.rank, self.size, self.local_rank = meeting.rank, meeting.size, meeting.local_rank
+        gpu = torch.cuda.is_available()
+        if gpu:
+            torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
+        self.device = torch.device("cuda", torch.cuda.current_device()) if gpu else torch.device("cpu")
+        dist.init_process_group("nccl" if gpu else "gloo", init_method=f"tcp://{meeting.address}:{meeting.port}",
+                                rank=self.rank, world_size=self.size,
+                                timeout=datetime.timedelta(minutes=TORCH_TIMEOUT_MINUTES))
+        atexit.register(dist.destroy_process_group)
+        self.dist = dist
+
+    def allreduce_sum(self, values: np.ndarray, name: str = "") -> np.ndarray:
+        import torch
+
+        t = torch.as_tensor(np.asarray(values, dtype=np.float64)).to(self.device)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.SUM)
+        return t.cpu().numpy()
+
+    def broadcast_object(self, obj: Any) -> Any:
+        box = [obj]
+        self.dist.broadcast_object_list(box, src=0, device=self.device)
+        return box[0]
+
+    def distributed_optimizer(self, optimizer, model, fp16: bool):
+        return AveragingOptimizer(optimizer, self.dist, self.size, fp16)
+
+    def broadcast_parameters(self, model) -> None:
+        for tensor in model.state_dict().values():
+            self.dist.broadcast(tensor.data if hasattr(tensor, "data") else tensor, src=0)
+
+
+class AveragingOptimizer:
+    """An optimizer whose step first averages the gradients over the ranks, as Horovod's
+    DistributedOptimizer does (one flat allreduce a step, in fp16 when asked); everything else, the state
+    a checkpoint holds included, is the wrapped optimizer's."""
+
+    def __init__(self, optimizer, dist, size: int, fp16: bool) -> None:
+        self.optimizer, self.dist, self.size, self.fp16 = optimizer, dist, size, fp16
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self):
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state) -> None:
+        self.optimizer.load_state_dict(state)
+
+    def step(self) -> None:
+        import torch
+
+        params = [p for g in self.optimizer.param_groups for p in g["params"] if p.requires_grad]
+        for p in params:
+            if p.grad is None:  # a parameter this step did not reach: a zero gradient, as the others send
+                p.grad = torch.zeros_like(p)
+        grads = [p.grad for p in params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        sent = flat.to(torch.float16) if self.fp16 else flat
+        self.dist.all_reduce(sent, op=self.dist.ReduceOp.SUM)
+        flat = sent.to(flat.dtype) / self.size
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+        self.optimizer.step()
+
+
 def launched() -> bool:
     """True when a parallel launcher started this process."""
     return any(v in os.environ for v in LAUNCH_VARIABLES)
 
 
-def connect() -> Single | Horovod:
-    """Horovod when launched in parallel, else a single process."""
+def connect(backend: str = "horovod") -> Single | Horovod | TorchDistributed:
+    """The backend's process group when a launcher started several processes, else a single process."""
+    if backend not in BACKENDS:
+        raise LcflowError(f"distributed backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+    if backend == "torch":
+        meeting = Rendezvous.from_environment()
+        if meeting is None and launched():
+            raise LcflowError("distributed backend torch: started by a launcher torch.distributed does not read "
+                              "(horovodrun or mpirun); start the ranks with torchrun or srun")
+        return TorchDistributed(meeting) if meeting is not None and meeting.size > 1 else Single()
+    if not launched() and int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        raise LcflowError("distributed backend horovod: started by torchrun, whose ranks Horovod does not join; "
+                          "set distributed.backend: torch, or start the ranks with horovodrun or srun")
     return Horovod() if launched() else Single()

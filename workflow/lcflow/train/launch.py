@@ -3,6 +3,8 @@
 Launchers are configuration: the profile sets the resources, the rule calls :func:`command`.
 Under the Slurm executor a rule with an ``mpi`` resource is not wrapped in ``srun`` and the job's
 ``SLURM_*`` task layout is removed before the rule runs, so the launcher repeats the counts itself.
+On one machine a profile may give the number of ``ranks`` alone: the distributed backend then picks
+its own launcher (horovodrun or torchrun), so that switching backends is one config key.
 """
 
 import shlex
@@ -13,12 +15,23 @@ from typing import Any
 from lcflow.errors import LcflowError
 
 
-def command(resources: Mapping[str, Any], rule: str = "train") -> str:
+#: the launcher of ``ranks`` processes on this machine, per distributed backend
+LOCAL_LAUNCHERS = {"horovod": "horovodrun -np {n} -H localhost:{n} --gloo",
+                   "torch": "torchrun --standalone --nnodes=1 --nproc-per-node={n} --no-python"}
+
+
+def command(resources: Mapping[str, Any], rule: str = "train", backend: str = "horovod") -> str:
     """``{mpi} --nodes=N --ntasks-per-node=T --cpus-per-task=C`` for an MPI job, else the
-    ``launcher`` resource (``horovodrun -np 2 -H localhost:2 --gloo``, ...), else ``env`` (one process)."""
+    ``launcher`` resource (``horovodrun -np 2 -H localhost:2 --gloo``, ...), else the ``backend``'s
+    launcher of ``ranks`` local processes, else ``env`` (one process)."""
+    if backend not in LOCAL_LAUNCHERS:
+        raise LcflowError(f"rule {rule}: distributed backend {backend!r}; expected one of {', '.join(LOCAL_LAUNCHERS)}")
     mpi = resources.get("mpi")
     if not mpi:
-        return str(resources.get("launcher") or "env")
+        if resources.get("launcher"):
+            return str(resources["launcher"])
+        ranks = int(resources.get("ranks") or 1)
+        return LOCAL_LAUNCHERS[backend].format(n=ranks) if ranks > 1 else "env"
     per_node, tasks = resources.get("tasks_per_node"), resources.get("tasks")
     if bool(per_node) == bool(tasks):
         raise LcflowError(f"rule {rule}: an mpi job needs exactly one of the resources tasks_per_node and tasks "
@@ -59,14 +72,17 @@ def missing_programs(command_lines: Iterable[str], path: str) -> list[str]:
     return missing
 
 
-def configured_launchers(resources_by_rule: Mapping[str, Any]) -> list[str]:
-    """The launcher command lines (``launcher`` and ``mpi`` resources) a profile's set-resources gives any
-    rule; values may be Snakemake's parsed resources, whose ``raw`` is the text the profile gave."""
+def configured_launchers(resources_by_rule: Mapping[str, Any], backend: str = "horovod") -> list[str]:
+    """The launcher command lines a profile's set-resources gives any rule (``launcher`` and ``mpi``
+    resources, and the ``backend``'s launcher where ``ranks`` is over 1); values may be Snakemake's
+    parsed resources, whose ``raw`` is the text the profile gave."""
     found = []
     for values in resources_by_rule.values():
-        for key in ("launcher", "mpi"):
-            value = values.get(key) if hasattr(values, "get") else None
-            value = getattr(value, "raw", value)
-            if isinstance(value, str):
-                found.append(value)
+        given = {key: getattr(values.get(key), "raw", values.get(key)) if hasattr(values, "get") else None
+                 for key in ("launcher", "mpi", "ranks")}
+        named = [given[key] for key in ("launcher", "mpi") if isinstance(given[key], str)]
+        ranks = given["ranks"]
+        if not named and ranks is not None and str(ranks).isdigit() and int(ranks) > 1:
+            named.append(LOCAL_LAUNCHERS[backend].format(n=int(ranks)))
+        found.extend(named)
     return found

@@ -18,6 +18,7 @@ import yaml
 from lcflow.common.atomic import write_text
 from lcflow.common.features import Standardiser, prepare, prepare_patches
 from lcflow.common.metrics import scores
+from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
 from lcflow.labels.nomenclature import clc_level
@@ -140,20 +141,21 @@ def prepare_data(cls, model_name: str, sample_paths: list[str], params: dict[str
 
 
 def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: dict[str, Any] | None = None,
-          tuned: dict[str, Any] | None = None) -> dict:
+          tuned: dict[str, Any] | None = None, backend: str = default("distributed.backend")) -> dict:
     """Train ``model_name`` on the train split, select on val, score on test; write the model directory.
 
     Under a parallel launcher every rank trains its shard of the data (deep models) and rank 0 alone
     writes; a Random Forest is trained by rank 0 alone. Everything is checked before the model
     directory is touched; the directory is published as a set (see :func:`publish`). ``tuned`` (a
-    study's best parameters, :func:`lcflow.train.hyperparameters.read_best`) goes over ``overrides`` and is recorded.
+    study's best parameters, :func:`lcflow.train.hyperparameters.read_best`) goes over ``overrides`` and is recorded;
+    ``backend`` (horovod or torch) is how the ranks talk, when a launcher started several.
     """
     out = Path(out)
     cls = model_class(model_name)
     params = hyperparameters.check(model_name, {**(overrides or {}), **((tuned or {}).get("params") or {})},
                                 where="--set" if not tuned else f"--set and {tuned.get('file', 'the tuned parameters')}")
     deep_model = issubclass(cls, TorchModel)
-    comm = connect()
+    comm = connect(backend)
     if comm.rank != 0 and not deep_model:
         return {}
     data = prepare_data(cls, model_name, sample_paths, params, carve=deep_model)

@@ -4,6 +4,7 @@ import logging
 
 from lcflow.common import cli_args
 from lcflow.defaults import default
+from lcflow.train.commands import backend_option
 from lcflow.train.models import REGISTRY
 
 log = logging.getLogger("lcflow")
@@ -30,7 +31,8 @@ def cmd_tune(a):
     summary = tuning.tune(a.model, a.samples, a.study, a.trials, space=space, base=base,
                           worker=a.worker or f"{socket.gethostname()}-{os.getpid()}", sampler=a.sampler,
                           pruner=a.pruner, min_rounds=a.min_rounds, reduction_factor=a.reduction_factor, seed=a.seed,
-                          metric=a.metric, timeout_minutes=a.timeout_minutes, storage_url=a.storage, out=a.out)
+                          metric=a.metric, timeout_minutes=a.timeout_minutes, storage_url=a.storage, out=a.out,
+                          backend=a.backend)
     if summary:
         log.info("worker %s: %d trial(s) run; study %s: %s; best %.4f", summary["worker"], len(summary["trials"]),
                  summary["study"], summary["study_trials"], summary["best_value"])
@@ -84,6 +86,7 @@ def register(command) -> None:
     p.add_argument("--timeout-minutes", type=cli_args.positive_float, help="start no trial after this long")
     p.add_argument("--storage", help="RDB URL (e.g. postgresql://...) instead of the journal file in --study")
     p.add_argument("--out", help="this worker's summary (JSON) to write")
+    backend_option(p)
     p.set_defaults(func=cmd_tune)
 
     p = command("tune-summary", "best parameters, every trial and figures of a study")

@@ -55,7 +55,8 @@ def tune(model: str, sample_paths: list[str], study_dir: str | Path, trials: int
          sampler: str = default("hpo.sampler"), pruner: str = default("hpo.pruner"),
          min_rounds: int = default("hpo.min_rounds"), reduction_factor: int = default("hpo.reduction_factor"),
          seed: int = default("hpo.seed"), metric: str = default("hpo.metric"), timeout_minutes: float | None = None,
-         storage_url: str | None = None, out: str | Path | None = None) -> dict[str, Any]:
+         storage_url: str | None = None, out: str | Path | None = None,
+         backend: str = default("distributed.backend")) -> dict[str, Any]:
     """Run trials of ``model`` on ``study_dir``'s study until ``trials`` are finished (by any worker) or
     ``timeout_minutes`` have passed; write this worker's summary to ``out``. Returns the summary."""
     study_dir = Path(study_dir)
@@ -72,7 +73,7 @@ def tune(model: str, sample_paths: list[str], study_dir: str | Path, trials: int
         log.warning("searched parameter(s) %s are also given fixed values; the study's draws are used",
                     ", ".join(searched_and_fixed))
     deep_model = issubclass(cls, TorchModel)
-    comm = connect()
+    comm = connect(backend)
     if comm.rank != 0 and not deep_model:
         return {}
     data = prepare_data(cls, model, sample_paths, base, carve=True)
