@@ -19,13 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import rasterio
-
 from _demo_cube import BANDS, demo_cube
-from lcflow.common.raster import Grid, staged_cog, read_tag
-from lcflow.retrieve.composite import NODATA
+from _tiled_cube import tiled_cube
+from lcflow.common.raster import read_tag
 from lcflow.train import training
+
 TILE_PX = 10980
 #: model -> training settings: the workflow's defaults, the LSTM trained briefly (its speed of
 #: prediction does not depend on how long it was trained)
@@ -61,25 +59,6 @@ def prepare(work: Path) -> tuple[dict[str, Path], Path]:
         training.train(name, [str(samples)], work / name, params)
         models[name] = work / name
     return models, small
-
-
-def tiled_cube(small: Path, size: int, out: Path) -> None:
-    """The small cube repeated to ``size`` x ``size`` px, written window by window as the cube stage does
-    (tiled 256 px, ZSTD, band-interleaved), so that only one window is ever in memory."""
-    with rasterio.open(small) as src:
-        data, names, raw_tags = src.read(), list(src.descriptions), src.tags()
-    g = Grid.of(small)
-    tags = {k: json.loads(v) if k in ("bands", "time_steps", "invalid_scl") else v
-            for k, v in raw_tags.items() if k != "AREA_OR_POINT"}
-    grid = Grid(g.crs, g.transform, size, size)
-    n = data.shape[1]
-    with staged_cog(out, grid, data.shape[0], "int16", nodata=NODATA, tags=tags, descriptions=names) as staged:
-        for win in grid.windows(1024):
-            rows = (np.arange(win.row_off, win.row_off + win.height) % n)[:, None]
-            cols = (np.arange(win.col_off, win.col_off + win.width) % n)[None, :]
-            staged.dataset.write(data[:, rows, cols], window=win)
-        stage = staged.finish(cog=False)
-        stage.rename(out)
 
 
 def main() -> None:

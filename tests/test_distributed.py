@@ -102,14 +102,14 @@ def test_a_rank_that_fails_names_its_window_and_nothing_is_published(two_ranks, 
     code = (
         "import os, sys\n"
         "from lcflow.train import model_dir\n"
-        "real = model_dir.TrainedModel.window_probabilities\n"
+        "real = model_dir.TrainedModel.input_probabilities\n"
         "calls = []\n"
         "def failing(self, x):\n"
         "    calls.append(1)\n"
         "    if os.environ.get('HOROVOD_RANK') == '1' and len(calls) == 2:\n"
         "        raise MemoryError('out of device memory')\n"
         "    return real(self, x)\n"
-        "model_dir.TrainedModel.window_probabilities = failing\n"
+        "model_dir.TrainedModel.input_probabilities = failing\n"
         "from lcflow.cli import main\n"
         "sys.exit(main(sys.argv[1:]))\n")
     script = tmp_path / "failing_lcflow.py"

@@ -1,4 +1,5 @@
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -111,13 +112,13 @@ def test_a_killed_prediction_leaves_no_finished_looking_file(stages, rf_model, t
         "import os, signal, sys\n"
         "from lcflow.maps import predict\nfrom lcflow.train import model_dir as trained\n"
         "calls = []\n"
-        "real = trained.TrainedModel.window_probabilities\n"
+        "real = trained.TrainedModel.input_probabilities\n"
         "def dying(self, x):\n"
         "    calls.append(1)\n"
         "    if len(calls) == 3:\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
         "    return real(self, x)\n"
-        "trained.TrainedModel.window_probabilities = dying\n"
+        "trained.TrainedModel.input_probabilities = dying\n"
         "predict.run(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], block=32, out_probabilities=sys.argv[5])\n"
     )
     args = [str(rf_model), str(stages["cube2018"]), str(out["map"]), str(out["conf"]), str(out["proba"])]
@@ -138,3 +139,49 @@ def test_ranks_share_the_windows_in_runs_that_differ_by_one_at_most():
             runs = [share(n, rank, size) for rank in range(size)]
             assert [i for r in runs for i in r] == list(range(n)), (n, size)  # every window once, in order
             assert max(map(len, runs)) - min(map(len, runs)) <= 1, (n, size)
+
+
+def test_several_preparing_threads_map_as_one_does(stages, rf_model, tmp_path, monkeypatch):
+    """Windows read and prepared four at a time (as on a GPU) in threads of their own, each with its own
+    dataset: the same files, to the byte, as one thread ahead of the model."""
+    files = {n: [tmp_path / f"{n}_{k}.tif" for k in ("map", "conf", "proba")] for n in (1, 4)}
+    predict.run(rf_model, stages["cube2018"], *files[1][:2], block=32, out_probabilities=files[1][2])
+    monkeypatch.setattr(predict, "preparing_threads", lambda *a, **k: 4)
+    seen = set()
+    real = predict.TrainedModel.window_inputs
+
+    def counting(self, x):
+        seen.add(threading.current_thread().name)
+        return real(self, x)
+
+    monkeypatch.setattr(predict.TrainedModel, "window_inputs", counting)
+    predict.run(rf_model, stages["cube2018"], *files[4][:2], block=32, out_probabilities=files[4][2])
+    assert len(seen) > 1 and threading.current_thread().name not in seen
+    for one, four in zip(files[1], files[4]):
+        assert one.read_bytes() == four.read_bytes(), one.name
+
+
+def test_a_window_that_cannot_be_prepared_is_named(stages, rf_model, tmp_path, monkeypatch):
+    real = predict.TrainedModel.window_inputs
+    calls = []
+
+    def failing(self, x):
+        calls.append(1)
+        if len(calls) == 3:
+            raise ValueError("corrupt block")
+        return real(self, x)
+
+    monkeypatch.setattr(predict.TrainedModel, "window_inputs", failing)
+    with pytest.raises(RuntimeError, match=r"cube.tif: one process, window 2 \(rows 0\.\.31, cols 64\.\.95\) failed: "
+                                           r"ValueError: corrupt block"):
+        predict.run(rf_model, stages["cube2018"], tmp_path / "m.tif", tmp_path / "c.tif", block=32)
+    assert not (tmp_path / "m.tif").exists()
+
+
+def test_threads_that_prepare_windows_follow_the_device_cores_and_memory():
+    assert predict.preparing_threads(False, 512 * 512, 12, 10, cpus=48) == 1  # the CPU model takes the cores
+    assert predict.preparing_threads(True, 256 * 256, 12, 10, cpus=12) == 8
+    assert predict.preparing_threads(True, 256 * 256, 12, 10, cpus=3) == 3
+    # a 4096 px window of 12 x 10 values: 11 GB prepared, so one at a time
+    assert predict.preparing_threads(True, 4096 * 4096, 12, 10, cpus=12) == 1
+    assert predict.preparing_threads(True, 1024 * 1024, 12, 10, cpus=12) == 2  # 0.8 GB each

@@ -69,15 +69,26 @@ class Standardiser:
                    float(d["clip"]))
 
 
+#: samples prepared at a time: the float64 temporaries of gap filling stay a few tens of MB whatever the
+#: window, and each sample's values are the same as when prepared all at once
+PREPARE_CHUNK = 1 << 16
+
+
 def prepare(x: np.ndarray, standardise: Standardiser) -> tuple[np.ndarray, np.ndarray]:
     """Model input (samples, steps, bands + 1): standardised gap-filled values plus an observed flag.
 
     Also returns which samples have no observation at all (they get no prediction).
     """
-    observed = np.isfinite(x).all(axis=2)
-    empty = ~observed.any(axis=1)
-    filled = np.nan_to_num(standardise(fill_gaps(x)), nan=0.0)
-    return np.concatenate([filled, observed[..., None].astype(np.float32)], axis=2), empty
+    n, t, b = x.shape
+    out = np.empty((n, t, b + 1), dtype=np.float32)
+    empty = np.empty(n, dtype=bool)
+    for start in range(0, n, PREPARE_CHUNK):
+        part = x[start:start + PREPARE_CHUNK]
+        observed = np.isfinite(part).all(axis=2)
+        empty[start:start + len(part)] = ~observed.any(axis=1)
+        out[start:start + len(part), :, :b] = np.nan_to_num(standardise(fill_gaps(part)), nan=0.0)
+        out[start:start + len(part), :, b] = observed
+    return out, empty
 
 
 def prepare_patches(x: np.ndarray, standardise: Standardiser) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,8 @@ R = TypeVar("R")
 
 
 def prefetched(load: Callable[[K], R], keys: Iterable[K], ahead: int = 1) -> Iterator[tuple[K, R]]:
-    """``(key, load(key))`` for each key in order, with ``ahead`` further loads running meanwhile.
+    """``(key, load(key))`` for each key in order, with ``ahead`` further loads running meanwhile, each in
+    a thread of its own (``load`` must then be safe to run in several threads at once).
 
     An exception raised by ``load`` surfaces where its result is taken, in order; when the consumer
     stops early, loads not yet started are cancelled and the running one is waited for.
@@ -24,7 +25,7 @@ def prefetched(load: Callable[[K], R], keys: Iterable[K], ahead: int = 1) -> Ite
             yield key, load(key)
         return
     todo = iter(keys)
-    with ThreadPoolExecutor(1, thread_name_prefix="lcflow-read") as pool:
+    with ThreadPoolExecutor(ahead, thread_name_prefix="lcflow-read") as pool:
         pending = deque((key, pool.submit(load, key)) for _, key in zip(range(ahead), todo))
         try:
             while pending:

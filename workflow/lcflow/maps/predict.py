@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import shutil
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -85,12 +86,16 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
     grid = Grid.of(cube)
     windows = list(grid.windows(block))
     comm = distributed.connect(backend)
-    mapper = _Mapper(trained, cube, steps, cube_bands, probabilities=out_probabilities is not None)
+    trained.model.place(comm.local_rank)
+    on_gpu = getattr(trained.model, "device", None) is not None and trained.model.device.type == "cuda"
+    threads = preparing_threads(on_gpu, block * block, steps, len(trained.bands))
+    mapper = _Mapper(trained, cube, steps, cube_bands, probabilities=out_probabilities is not None, threads=threads)
+    if on_gpu:
+        log.info("on %s: %d thread(s) read and prepare windows ahead of the model", trained.model.device, threads)
     if comm.size == 1:
         _publish(trained, grid, mapper.windows(windows, range(len(windows)), "", grid.width * grid.height),
                  out_map, out_confidence, out_probabilities)
         return
-    trained.model.place(comm.local_rank)
     parts = Path(out_map).parent / f".{Path(out_map).name}-ranks"
     mine = share(len(windows), comm.rank, comm.size)
     pixels = sum(int(windows[i].height * windows[i].width) for i in mine)
@@ -121,37 +126,72 @@ def share(n: int, rank: int, size: int) -> range:
     return range(rank * n // size, (rank + 1) * n // size)
 
 
+#: memory the windows prepared ahead of the model may take, per process
+PREPARED_AHEAD_BYTES = 2 << 30
+
+
+def preparing_threads(on_gpu: bool, window_px: int, steps: int, bands: int, cpus: int | None = None) -> int:
+    """Threads that read and prepare windows ahead of the model: one beside a model that computes on
+    the CPU (it takes the cores itself); on a GPU, which waits for the CPU's part, one per core of the
+    process (at most 8), as many as :data:`PREPARED_AHEAD_BYTES` of prepared windows allow."""
+    if not on_gpu:
+        return 1
+    cpus = cpus or len(os.sched_getaffinity(0))
+    per_window = window_px * steps * (bands + 1) * 4 + window_px * steps * bands * 2  # prepared + raw
+    return max(1, min(cpus, 8, PREPARED_AHEAD_BYTES // per_window))
+
+
 class _Mapper:
-    """One window at a time: its raw block read (the next one while this one is mapped), its classes,
-    confidence and probabilities as stored."""
+    """The windows in order: each read and prepared in a background thread (several ahead on a GPU), the
+    model applied, its classes, confidence and probabilities as stored."""
 
     def __init__(self, trained: TrainedModel, cube: str | Path, steps: int, cube_bands: list[str],
-                 probabilities: bool):
+                 probabilities: bool, threads: int = 1):
         self.trained, self.cube, self.steps, self.cube_bands = trained, cube, steps, cube_bands
-        self.probabilities = probabilities
+        self.probabilities, self.threads = probabilities, threads
         self.dtype, self.nodata = map_type(trained.classes)
 
     def windows(self, windows: list, indices: Iterable[int], who: str, pixels: int
                 ) -> Iterator[tuple[int, object, dict[str, np.ndarray]]]:
         indices = list(indices)
         progress = Progress(log, f"predict {Path(self.cube).name}{who}", pixels)
-        with rasterio.open(self.cube) as src:
-            h = self.trained.halo  # context a patch model needs around each pixel; nodata beyond the tile
-            for i, raw in prefetched(lambda i: read_with_halo(src, windows[i], h, NODATA), indices):
+        h = self.trained.halo  # context a patch model needs around each pixel; nodata beyond the tile
+        opened, local = [], threading.local()  # a dataset per reading thread: GDAL handles are not shared
+
+        def load(i: int) -> tuple[np.ndarray, np.ndarray]:
+            try:
+                if not hasattr(local, "src"):
+                    local.src = rasterio.open(self.cube)
+                    opened.append(local.src)
+                raw = read_with_halo(local.src, windows[i], h, NODATA)
+                return self.trained.window_inputs(window_features(raw, self.steps, self.trained.bands,
+                                                                  self.cube_bands))
+            except Exception as exc:
+                raise self._failed(i, windows[i], who, exc) from exc
+
+        try:
+            for i, (prepared, empty) in prefetched(load, indices, ahead=self.threads):
                 win = windows[i]
                 try:
-                    arrays = self.classify(raw, (int(win.height), int(win.width)))
+                    arrays = self.classify(prepared, empty, (int(win.height), int(win.width)))
                 except Exception as exc:
-                    raise RuntimeError(f"predict {self.cube}:{who or ' one process'}, window {i} (rows "
-                                       f"{int(win.row_off)}..{int(win.row_off + win.height) - 1}, cols "
-                                       f"{int(win.col_off)}..{int(win.col_off + win.width) - 1}) failed: "
-                                       f"{type(exc).__name__}: {exc}") from exc
+                    raise self._failed(i, win, who, exc) from exc
+                del prepared
                 progress.add(1, len(indices), int(win.height * win.width))
                 yield i, win, arrays
+        finally:
+            for src in opened:
+                src.close()
 
-    def classify(self, raw: np.ndarray, shape: tuple[int, int]) -> dict[str, np.ndarray]:
+    def _failed(self, i: int, win, who: str, exc: Exception) -> RuntimeError:
+        return RuntimeError(f"predict {self.cube}:{who or ' one process'}, window {i} (rows "
+                            f"{int(win.row_off)}..{int(win.row_off + win.height) - 1}, cols "
+                            f"{int(win.col_off)}..{int(win.col_off + win.width) - 1}) failed: "
+                            f"{type(exc).__name__}: {exc}")
+
+    def classify(self, prepared: np.ndarray, empty: np.ndarray, shape: tuple[int, int]) -> dict[str, np.ndarray]:
         trained = self.trained
-        proba, empty = trained.window_probabilities(window_features(raw, self.steps, trained.bands, self.cube_bands))
+        proba = trained.input_probabilities(prepared)
         codes, confidence = np.asarray(trained.classes)[proba.argmax(axis=1)], proba.max(axis=1)
         arrays = {"map": np.where(empty, self.nodata, codes).astype(self.dtype).reshape(shape),
                   "confidence": np.where(empty, 255, np.round(confidence * 100)).astype(np.uint8).reshape(shape)}

@@ -339,8 +339,10 @@ def _save_checkpoint(path: Path, net, optimizer, progress, fingerprint: str, siz
 
 @torch.no_grad()
 def predict_proba(net: nn.Module, x: np.ndarray, device: torch.device | None = None, batch_size: int = 8192) -> np.ndarray:
-    """Class probabilities in batches, on ``device`` (the model's own when not given)."""
+    """Class probabilities in batches, on ``device`` (the model's own when not given; the model is moved
+    there: training ends with its weights on the CPU)."""
     device = device or next(net.parameters()).device
+    net.to(device)
     net.eval()
     out = []
     for i in range(0, len(x), batch_size):

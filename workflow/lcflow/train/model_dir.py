@@ -66,17 +66,29 @@ class TrainedModel:
         """(steps, bands, rows, cols) raw window with ``halo`` pixels of context each side -> the
         probability of every class, (pixels, classes) in the order of ``classes``, and the no-data mask,
         of the inner (rows - 2 halo, cols - 2 halo) pixels, row-major."""
+        prepared, empty = self.window_inputs(x)
+        return self.input_probabilities(prepared), empty
+
+    def window_inputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The first half of :meth:`window_probabilities`, CPU work that prediction runs in its reading
+        threads: the model's prepared input of a raw window, and the no-data mask of its inner pixels."""
         h = self.halo
         if not h:
             t, b, rows, cols = x.shape
             pixels = np.moveaxis(x.reshape(t, b, -1), 2, 0)
             self._check_shape(pixels)
-            prepared, empty = prepare(pixels, self.standardise)
-            return self.model.predict_proba(prepared), empty
+            return prepare(pixels, self.standardise)
         self._check_shape(x[None])
         prepared, empty = prepare_patches(x[None], self.standardise)
-        proba = self.model.predict_dense(prepared[0])[:, h:-h, h:-h]
-        return proba.reshape(proba.shape[0], -1).T, empty[0, h:-h, h:-h].ravel()
+        return prepared[0], empty[0, h:-h, h:-h].ravel()
+
+    def input_probabilities(self, prepared: np.ndarray) -> np.ndarray:
+        """The second half: the model on a prepared window, (pixels, classes) of its inner pixels."""
+        h = self.halo
+        if not h:
+            return self.model.predict_proba(prepared)
+        proba = self.model.predict_dense(prepared)[:, h:-h, h:-h]
+        return proba.reshape(proba.shape[0], -1).T
 
     def save(self, directory: str | Path) -> None:
         """Weights first (temporary name, then rename), then ``model.json`` with their checksum."""
