@@ -230,6 +230,14 @@ def _trials_csv(study) -> str:
     return buf.getvalue()
 
 
+def _best_title(study) -> str:
+    """What the final training takes from the study: the best trial and its parameters."""
+    best = study.best_trial
+    params = ", ".join(f"{k}={_plain(v):.3g}" if isinstance(_plain(v), float) else f"{k}={_plain(v)}"
+                       for k, v in best.params.items())
+    return f"best: trial {best.number} ({best.value:.4f}); the final training takes\n{params}"
+
+
 def _figures(study, directory: Path) -> None:
     """Optuna's matplotlib figures of the study; one that cannot be drawn (importances need two
     complete trials with varying parameters) is a placeholder saying why."""
@@ -260,6 +268,7 @@ def _figures(study, directory: Path) -> None:
                     ax.set_ylabel(f"val {metric.replace('_', ' ')}")
                 elif key == "history":
                     ax.set_ylabel(f"val {metric.replace('_', ' ')}")
+                    ax.set_title(_best_title(study), fontsize=9)
             except Exception as exc:  # noqa: BLE001 - a figure that cannot be drawn says why instead
                 fig, axis = plt.subplots(figsize=(7, 4.5))
                 axis.axis("off")
