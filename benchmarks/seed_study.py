@@ -1,0 +1,251 @@
+"""The seed study (config/netherlands.yaml: 10 whole tiles x 2018-2020, rf and lstm) end to end on a stated
+cluster, projected from per-stage rates measured in this run.
+
+Each stage's rate comes from the demo's own jobs, run here (``snakemake --profile profiles/local`` in a
+scratch directory, or ``--demo-results`` of a finished ``make demo``): the CPU seconds Snakemake's
+``benchmark:`` measured per job, less the start-up of an ``lcflow`` process (measured here too), per
+unit of that stage's work (pixels x scenes for a cube, samples for sampling and training, pixels for a
+map). GPU stages take the figures ``benchmarks/gpu.py`` measured on a GPU (``--gpu-figures``; the
+repository holds an H100's), else this machine's CPU rate. Network reads, scene counts and sizes,
+classes present, and scaling across cores and nodes are assumptions, printed as such. Stages run one
+after another (each as parallel as the cluster allows), so the total is an upper bound of the critical
+path. Prints every input and the projection per stage.
+"""
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import rasterio
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TILE_PX = 10980 * 10980
+
+
+def cpu_seconds(results: Path, stage: str) -> list[float]:
+    """CPU seconds of every job of a stage, from its benchmark files."""
+    return [float(pd.read_csv(p, sep="\t", na_values=["NA"]).iloc[-1]["cpu_time"])
+            for p in sorted((results / "benchmarks" / stage).glob("*.tsv")) if not p.stem.endswith("_summary")]
+
+
+def startup_cpu() -> float:
+    """CPU seconds of an lcflow process that does nothing (imports, argument parsing): the part of a demo
+    job that does not grow with the work. Median of 3."""
+    bin_dir = Path(sys.executable).parent
+    spent = []
+    for _ in range(3):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([str(bin_dir / "lcflow"), "check-config", "--configfile", str(ROOT / "config" / "config.yaml")],
+                       check=True, capture_output=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spent.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return float(np.median(spent))
+
+
+def px(path: Path) -> int:
+    with rasterio.open(path) as ds:
+        return ds.width * ds.height
+
+
+def measured_rates(results: Path, demo: dict, overhead: float) -> dict[str, dict]:
+    """Per-stage CPU seconds per unit of work on this machine, from the demo run under ``results``."""
+    tiles, years = demo["tiles"], demo["years"]
+    tile_years = [(t, y) for t in tiles for y in years]
+    cube_px = {ty: px(results / ty[0] / str(ty[1]) / "cube.tif") for ty in tile_years}
+    scenes = {ty: len(json.loads((results / ty[0] / str(ty[1]) / "items.json").read_text())["features"])
+              for ty in tile_years}
+    samples = {ty: pq.read_metadata(results / ty[0] / str(ty[1]) / "samples.parquet").num_rows for ty in tile_years}
+    rf = json.loads((results / "models" / "rf" / "metrics.json").read_text())
+    lstm = json.loads((results / "models" / "lstm" / "metrics.json").read_text())
+
+    def rate(stage: str, units: float, jobs: int | None = None) -> dict:
+        cpu = cpu_seconds(results, stage)
+        jobs = jobs or len(cpu)
+        net = max(sum(cpu) - overhead * jobs, 0.1 * sum(cpu))
+        return {"cpu_s_per_unit": net / units, "jobs": jobs, "cpu_s": sum(cpu)}
+
+    n_maps = len(tile_years)
+    rates = {
+        "cube": {**rate("cube", sum(cube_px[ty] * scenes[ty] for ty in tile_years)), "unit": "px x scene"},
+        "labels": {**rate("labels", sum(cube_px[(t, years[0])] for t in tiles)), "unit": "px"},
+        "sample": {**rate("sample", sum(samples.values())), "unit": "sample"},
+        "train_rf": {"unit": "sample x log2(samples) x tree", "jobs": 1},
+        "predict_rf": {"unit": "px"}, "predict_lstm": {"unit": "px"},
+        "consistent_maps": {**rate("consistent_maps", sum(cube_px.values()) * 3), "unit": "px x year x model"},
+        "assess": {**rate("assess", n_maps * 3), "unit": "map"},
+    }
+    # training: the forest's share of the train stage is its own benchmark file
+    rf_cpu = float(pd.read_csv(results / "benchmarks" / "train" / "rf.tsv", sep="\t").iloc[-1]["cpu_time"])
+    rates["train_rf"]["cpu_s_per_unit"] = max(rf_cpu - overhead, 0.1 * rf_cpu) / (
+        rf["n_train"] * math.log2(rf["n_train"]) * rf["params"]["n_estimators"])
+    for model in ("rf", "lstm"):
+        cpu = [float(pd.read_csv(p, sep="\t").iloc[-1]["cpu_time"])
+               for p in (results / "benchmarks" / "predict").glob(f"*_{model}.tsv")]
+        rates[f"predict_{model}"]["cpu_s_per_unit"] = max(sum(cpu) - overhead * len(cpu), 0.1 * sum(cpu)) / sum(cube_px.values())
+        rates[f"predict_{model}"]["jobs"] = len(cpu)
+    rates["train_lstm_cpu"] = {"samples_per_s": lstm["samples_per_s"], "ranks": lstm["world_size"],
+                               "unit": "sample (steady, all ranks)"}
+    rates["demo"] = {"scenes_per_tile_year": float(np.mean(list(scenes.values()))),
+                     "samples_per_class": demo["sample"]["per_class"],
+                     "classes": len(rf.get("test", {}).get("per_class", {})) or None}
+    return rates
+
+
+def run_demo(work: Path) -> Path:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    started = time.perf_counter()
+    subprocess.run(["snakemake", "--profile", str(ROOT / "profiles" / "local"), "-s", str(ROOT / "Snakefile"),
+                    "-d", str(work), "--configfile", str(ROOT / "config" / "config.yaml")], check=True, env=env,
+                   capture_output=True)
+    print(f"demo run here in {time.perf_counter() - started:.0f} s", flush=True)
+    return work / "results"
+
+
+def gpu_rates(path: Path | None, batch: int, block: int) -> dict | None:
+    """The GPU figures nearest the seed study's settings: training at its per-rank batch, prediction at
+    its window size with lcflow's choice of preparing threads."""
+    if path is None or not path.exists():
+        return None
+    fig = json.loads(path.read_text())
+    train = [r for r in fig["train"] if r["model"] == "lstm" and r.get("precision", "fp32") == "fp32" and "ranks" not in r]
+    at = min(train, key=lambda r: abs(r["batch"] - batch))
+    pred = [r for r in fig["predict"] if r["model"] == "lstm"]
+    at_block = min(pred, key=lambda r: abs(r["block"] - block))["block"]
+    runs = [r for r in pred if r["block"] == at_block]
+    best = max(runs, key=lambda r: (r.get("threads", 1), r["loop_px_s"]))
+    return {"device": fig["device"], "train_samples_per_s": at["samples_per_s"], "train_batch": at["batch"],
+            "predict_px_s": best["loop_px_s"], "predict_block": best["block"], "predict_threads": best.get("threads")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--demo-results", type=Path, help="results/ of a finished make demo (default: run it here)")
+    ap.add_argument("--gpu-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "gpu_h100.json")
+    ap.add_argument("--config", type=Path, default=ROOT / "config" / "netherlands.yaml")
+    g = ap.add_argument_group("the cluster (stated)")
+    g.add_argument("--cpu-nodes", type=int, default=8)
+    g.add_argument("--gpu-nodes", type=int, default=4)
+    g.add_argument("--cores-per-node", type=int, default=48)
+    g.add_argument("--gpus-per-node", type=int, default=4)
+    g.add_argument("--train-nodes", type=int, default=2, help="nodes of one training job (the Slurm profile's)")
+    g.add_argument("--predict-nodes", type=int, default=1, help="nodes of one deep prediction job")
+    a = ap.add_argument_group("assumptions (not measured here)")
+    a.add_argument("--scenes", type=float, default=150, help="L2A scenes per tile-year at max_cloud_cover 80 (two orbits)")
+    a.add_argument("--scene-gb", type=float, default=0.8, help="GB read per whole-tile scene (10 bands + SCL, COG)")
+    a.add_argument("--gbit-per-job", type=float, default=2.0, help="network read rate of one cube job, Gbit/s")
+    a.add_argument("--site-gbit", type=float, default=20.0, help="the site's total read rate from the archive, Gbit/s")
+    a.add_argument("--classes", type=int, default=13, help="CLC level-2 classes present per tile-year")
+    a.add_argument("--scaling", type=float, default=0.9, help="data-parallel efficiency of a multi-node training job")
+    a.add_argument("--search-s", type=float, default=10, help="STAC search of one tile-year over the network, s")
+    args = ap.parse_args()
+
+    seed = yaml.safe_load(args.config.read_text())
+    demo = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    overhead = startup_cpu()
+    with tempfile.TemporaryDirectory() as tmp:
+        results = args.demo_results or run_demo(Path(tmp))
+        r = measured_rates(results, demo, overhead)
+    gpu = gpu_rates(args.gpu_figures, int((seed.get("model_params") or {}).get("lstm", {}).get("batch_size", 128)),
+                    int((seed.get("predict") or {}).get("block_px", 256)))
+
+    tiles, years = len(seed["tiles"]), len(seed["years"])
+    maps = tiles * years
+    per_class, fr = seed["sample"]["per_class"], seed["sample"]["fractions"]
+    samples = per_class * args.classes  # per tile-year
+    n_train = int(maps * samples * fr["train"])
+    epochs = int((seed.get("model_params") or {}).get("lstm", {}).get("epochs", 40))
+    cores = args.cores_per_node
+    cpu_slots = lambda per_job: max(1, args.cpu_nodes * (cores // per_job))  # noqa: E731 - jobs at a time
+
+    rows = []
+
+    def stage(name: str, jobs: int, job_s: float, per_job_cores: int, slots: int, source: str) -> None:
+        waves = math.ceil(jobs / slots)
+        rows.append({"stage": name, "jobs": jobs, "job_min": job_s / 60, "at_once": min(jobs, slots),
+                     "wall_h": waves * job_s / 3600, "core_h": jobs * job_s * per_job_cores / 3600, "source": source})
+
+    stage("search", maps, args.search_s, 1, cpu_slots(2), "assumed (network)")
+    cube_cpu = r["cube"]["cpu_s_per_unit"] * TILE_PX * args.scenes
+    cube_net = args.scenes * args.scene_gb * 8 / min(args.gbit_per_job, args.site_gbit / min(maps, cpu_slots(8)))
+    stage("cube", maps, max(cube_cpu / 8, cube_net), 8, cpu_slots(8),
+          f"CPU measured ({cube_cpu / 8 / 60:.0f} min on 8 cores); network assumed ({cube_net / 60:.0f} min)")
+    stage("labels", tiles, r["labels"]["cpu_s_per_unit"] * TILE_PX, 2, cpu_slots(2), "measured")
+    stage("sample", maps, r["sample"]["cpu_s_per_unit"] * samples, 2, cpu_slots(2), "measured")
+    rf_cpu = r["train_rf"]["cpu_s_per_unit"] * n_train * math.log2(n_train) * seed["model_params"]["rf"]["n_estimators"]
+    stage("train_rf", 1, rf_cpu / 8, 8, 1, "measured (n log n), 8 cores")
+    ranks = args.train_nodes * args.gpus_per_node
+    if gpu:
+        rate = gpu["train_samples_per_s"] * ranks * args.scaling
+        source = f"{gpu['device']} measured at batch {gpu['train_batch']}; x{ranks} GPUs at {args.scaling} assumed"
+    else:
+        rate = r["train_lstm_cpu"]["samples_per_s"] / r["train_lstm_cpu"]["ranks"] * ranks * args.scaling
+        source = "CPU rank measured here; scaling assumed"
+    stage("train lstm", 1, n_train * epochs / rate, args.train_nodes * cores, 1, source)
+    lstm_training_s = rows[-1]["job_min"] * 60
+    hpo = seed.get("hpo") or {}
+    for model in hpo.get("models", []):
+        one = lstm_training_s if model == "lstm" else rf_cpu / 8
+        stage(f"hpo {model}", hpo.get("trials", 20), one, 8, hpo.get("workers", 2), "one training a trial (unpruned)")
+    stage("predict rf", maps, r["predict_rf"]["cpu_s_per_unit"] * TILE_PX / 4, 4, cpu_slots(4),
+          "measured, 4 cores (linear)")
+    if gpu:
+        gpus = args.predict_nodes * args.gpus_per_node
+        stage("predict lstm", maps, TILE_PX / (gpu["predict_px_s"] * gpus), args.predict_nodes * cores,
+              max(1, args.gpu_nodes // args.predict_nodes),
+              f"{gpu['device']} measured ({gpu['predict_px_s']:.0f} px/s a GPU, {gpu['predict_block']} px windows, "
+              f"{gpu['predict_threads']} preparing threads on 16 cores); {cores // args.gpus_per_node} cores a GPU assumed enough")
+    else:
+        stage("predict lstm", maps, r["predict_lstm"]["cpu_s_per_unit"] * TILE_PX / cores, cores, args.cpu_nodes,
+              "CPU measured here")
+    stage("consistent_maps", tiles * 2, r["consistent_maps"]["cpu_s_per_unit"] * TILE_PX * years, 2, cpu_slots(2),
+          "measured")
+    stage("assess", maps * 2, r["assess"]["cpu_s_per_unit"], 2, cpu_slots(2), "measured (per map)")
+
+    print(f"\nseed study: {args.config.relative_to(ROOT)}: {tiles} tiles x {years} years = {maps} tile-years of "
+          f"{TILE_PX / 1e6:.1f} Mpx, models {', '.join(seed['models'])}; {n_train:,} training samples "
+          f"({per_class} a class x {args.classes} classes x {fr['train']} train, {maps} tables), lstm {epochs} epochs")
+    print(f"cluster (stated): {args.cpu_nodes} CPU nodes and {args.gpu_nodes} GPU nodes of {cores} cores "
+          f"({args.gpus_per_node} GPUs each); training on {args.train_nodes} nodes, deep prediction on "
+          f"{args.predict_nodes}")
+    print("\nmeasured here (CPU s per unit, a job's lcflow start-up of "
+          f"{overhead:.2f} CPU s taken off):")
+    for name in ("cube", "labels", "sample", "train_rf", "predict_rf", "predict_lstm", "consistent_maps", "assess"):
+        print(f"  {name:16s} {r[name]['cpu_s_per_unit']:.3e} CPU s per {r[name]['unit']}")
+    print(f"  lstm training on this CPU: {r['train_lstm_cpu']['samples_per_s']:.0f} samples/s "
+          f"({r['train_lstm_cpu']['ranks']} ranks)")
+    if gpu:
+        print(f"  GPU ({gpu['device']}, {args.gpu_figures.name}): lstm training {gpu['train_samples_per_s']:.0f} samples/s "
+              f"at batch {gpu['train_batch']}; prediction {gpu['predict_px_s']:.0f} px/s "
+              f"({gpu['predict_threads']} preparing threads)")
+    print(f"assumed: {args.scenes:.0f} scenes a tile-year, {args.scene_gb} GB read a scene, {args.gbit_per_job} "
+          f"Gbit/s a cube job and {args.site_gbit} Gbit/s for the site, {args.classes} classes, {args.scaling} "
+          f"multi-node efficiency, {args.search_s:.0f} s a search; CPU work scales with cores")
+    print(f"\n{'stage':16s} {'jobs':>5s} {'min a job':>10s} {'at once':>8s} {'wall h':>8s} {'core h':>9s}  source")
+    for row in rows:
+        print(f"{row['stage']:16s} {row['jobs']:5d} {row['job_min']:10.1f} {row['at_once']:8d} {row['wall_h']:8.2f} "
+              f"{row['core_h']:9.1f}  {row['source']}")
+    total = sum(row["wall_h"] for row in rows)
+    print(f"{'total':16s} {'':5s} {'':10s} {'':8s} {total:8.2f} {sum(row['core_h'] for row in rows):9.1f}  "
+          "(stages one after another: an upper bound)")
+    if not hpo.get("models"):
+        from lcflow.defaults import default
+
+        trials, workers = default("hpo.trials"), default("hpo.workers")
+        print(f"(no hpo in {args.config.name}: a study of lstm at the schema's {trials} trials and {workers} workers, "
+              f"each a training job as above, would add up to {math.ceil(trials / workers) * lstm_training_s / 3600:.2f} h"
+              " wall, less what the pruner stops early)")
+
+
+if __name__ == "__main__":
+    main()
