@@ -1,14 +1,18 @@
 """The catalogue of bad inputs: every case ends in one line that names what is wrong, and leaves the
 output directory as it must be (nothing written, or the earlier product untouched).
 
-Each case is a row: a name, what it does, the message fragment expected, and the state of the output
-directory afterwards. Config cases go through the same check the Snakefile runs before any job
-(``lcflow.config.check``); command cases through ``lcflow``'s own entry point. New features add
-their cases here. Property-based tests at the end mutate a valid config and a valid samples table at
+Each case is a row: a name, what it does (after an optional setup that leaves earlier products), a
+fragment of the message (30 characters at least), the exit code, and the state of the directory it
+guards afterwards. Every case runs through ``lcflow``'s own entry point, config cases through
+``lcflow check-config`` (the check the Snakefile runs before any job); its whole message line must be
+the one in ``tests/data/bad_input_messages.yaml`` (reviewed lines; a new case adds its own), and a
+few cases run as real processes to show that the exit code is the process's. New features add their
+cases here. Property-based tests at the end mutate a valid config and a valid samples table at
 random: whatever the mutation, a command either succeeds or ends with one line and writes nothing.
 """
 
 import copy
+import hashlib
 import datetime as dt
 import json
 import os
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
@@ -26,7 +31,6 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lcflow import config
 from lcflow.cli import main
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table as samples
@@ -35,7 +39,8 @@ from .conftest import ROOT, SMALL_AOI, corine_polygons
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-TODAY = dt.date(2030, 6, 1)
+THIS_YEAR = dt.date.today().year
+MESSAGES = ROOT / "tests" / "data" / "bad_input_messages.yaml"
 SMALL = [640000, 5760000, 640320, 5760320]  # 32 x 32 px of 31UFT: cube cases stay fast
 
 
@@ -62,26 +67,31 @@ class Ctx:
 @dataclass
 class Case:
     name: str
-    run: Callable[[Ctx], tuple[int, list[str]] | None]  # None: a config case (raises LcflowError)
+    run: Callable[[Ctx], tuple[int, list[str]]]
     message: str
-    state: str = "absent"  # absent: nothing under ctx.out; unchanged: ctx.out as before; ok: the command succeeded
+    state: str = "absent"  # absent: nothing under ctx.out; unchanged: the guarded directory byte for byte as
+    #                        before the run; ok: the command succeeded
     code: int = 2
+    setup: Callable[[Ctx], None] | None = None  # what exists before the run (earlier products, input files)
+    guards: str = "out"  # the directory an "unchanged" case keeps: out (earlier products) or tmp (everything)
 
 
 # ---------------------------------------------------------------------------------------------- config
 
 
 def cfg_case(name: str, change: Callable[[dict, Ctx], None], message: str) -> Case:
-    """A change to the demo config that the check before any job must refuse."""
+    """A change to the demo config that ``lcflow check-config`` (the check before any job) must refuse,
+    writing nothing: the case's whole directory stays as the change left it."""
 
-    def run(ctx: Ctx):
+    def setup(ctx: Ctx) -> None:
         cfg = copy.deepcopy(DEMO)
         change(cfg, ctx)
-        with pytest.raises(LcflowError) as err:
-            config.check(cfg, SCHEMA, ctx.tmp, today=TODAY)
-        return 2, [str(err.value)]
+        (ctx.tmp / "c.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
 
-    return Case(f"config: {name}", run, message)
+    def run(ctx: Ctx):
+        return ctx.lcflow("check-config", "--configfile", ctx.tmp / "c.yaml", "--directory", ctx.tmp)
+
+    return Case(f"config: {name}", run, message, state="unchanged", setup=setup, guards="tmp")
 
 
 def _corine_copy(ctx: Ctx, value: int) -> str:
@@ -141,19 +151,20 @@ CONFIG_CASES = [
              "config: model_params.lstm.batch_size = 201241: expected an integer in [1, 65536]"),
     cfg_case("cleaning threshold over 1", lambda c, x: c["sample"].update(clean={"min_label_probability": 1.4}),
              "sample.clean.min_label_probability"),
-    cfg_case("labels year as text", lambda c, x: c["labels"].update(year="2018a"), "labels.year"),
+    cfg_case("labels year as text", lambda c, x: c["labels"].update(year="2018a"), "labels.year = '2018a': '2018a' is not of type 'integer'"),
     cfg_case("bad tile id", lambda c, x: c["tiles"].append("31UFTX"), "tiles[2] = '31UFTX' is not a valid MGRS tile id"),
-    cfg_case("no tiles", lambda c, x: c.update(tiles=[]), "tiles = []"),
-    cfg_case("duplicate tiles", lambda c, x: c["tiles"].append("31UFT"), "non-unique"),
-    cfg_case("year before Sentinel-2", lambda c, x: c["years"].append(2014), "years[2] = 2014"),
-    cfg_case("year in the future", lambda c, x: c["years"].append(2031), "years[2] = 2031 is outside 2015..2030"),
+    cfg_case("no tiles", lambda c, x: c.update(tiles=[]), "config: tiles = []: [] should be non-empty"),
+    cfg_case("duplicate tiles", lambda c, x: c["tiles"].append("31UFT"), "['31UFT', '32ULC', '31UFT'] has non-unique elements"),
+    cfg_case("year before Sentinel-2", lambda c, x: c["years"].append(2014), "config: years[2] = 2014 is outside [2015, inf)"),
+    cfg_case("year in the future", lambda c, x: c["years"].append(THIS_YEAR + 1),
+             f"config: years[2] = {THIS_YEAR + 1} is outside 2015..{THIS_YEAR}"),
     cfg_case("unknown model", lambda c, x: c["models"].append("svm"), f"models[{len(DEMO['models'])}] = 'svm' is not one of"),
     cfg_case("hpo: a space with low above high", lambda c, x: c.update(hpo={"models": ["lstm"], "space": {
         "lstm": {"learning_rate": {"low": 0.1, "high": 0.01}}}}), "hpo.space.lstm.learning_rate: low = 0.1 is above high"),
     cfg_case("hpo: a parameter of another model", lambda c, x: c.update(hpo={"models": ["lstm"], "space": {
         "lstm": {"filters": {"low": 8, "high": 64}}}}), "hpo.space.lstm.filters: unknown parameter 'filters' for model lstm"),
     cfg_case("hpo: a log range from zero", lambda c, x: c.update(hpo={"models": ["lstm"], "space": {
-        "lstm": {"weight_decay": {"low": 0, "high": 0.1, "log": True}}}}), "a log range needs low > 0"),
+        "lstm": {"weight_decay": {"low": 0, "high": 0.1, "log": True}}}}), "weight_decay: a log range needs low > 0, got low = 0.0"),
     cfg_case("hpo: a choice the parameter refuses", lambda c, x: c.update(hpo={"models": ["lstm"], "space": {
         "lstm": {"optimizer": {"choices": ["adamw", "adam"]}}}}),
         "hpo.space.lstm.optimizer.choices: 'adam' is not a value of optimizer"),
@@ -183,14 +194,14 @@ CONFIG_CASES = [
              "labels.corine = 'nope.tif': file does not exist"),
     cfg_case("missing catalog", lambda c, x: c.pop("demo"),
              "stac.catalog = 'resources/demo/catalog/catalog.json': file does not exist"),
-    cfg_case("catalog and API", lambda c, x: c["stac"].update(api="https://x"), "stac: give exactly one"),
+    cfg_case("catalog and API", lambda c, x: c["stac"].update(api="https://x"), "config: stac: give exactly one of its alternatives"),
     cfg_case("resnet without patches", lambda c, x: c["models"].append("resnet"),
              "models includes resnet, which trains on patches: set sample.patch_px"),
     cfg_case("even patch size", lambda c, x: c["sample"].update(patch_px=10), "sample.patch_px = 10 must be odd"),
     cfg_case("fractions over 1", lambda c, x: c["sample"].update(fractions={"train": 0.7, "val": 0.2, "test": 0.2}),
              "sample.fractions = {'train': 0.7, 'val': 0.2, 'test': 0.2} sum to 1.1, not 1"),
     cfg_case("fractions under 1", lambda c, x: c["sample"].update(fractions={"train": 0.5, "val": 0.2, "test": 0.2}),
-             "sum to 0.9, not 1"),
+             "'val': 0.2, 'test': 0.2} sum to 0.9, not 1"),
     cfg_case("misspelt model parameter", lambda c, x: c["model_params"]["lstm"].update(hiden_size=32),
              "model_params.lstm: unknown parameter 'hiden_size' for model lstm; known: epochs"),
     cfg_case("shell in a parameter value", lambda c, x: c["model_params"]["rf"].update(criterion="$(touch FILE)"),
@@ -211,7 +222,7 @@ CONFIG_CASES = [
     cfg_case("parameters not a mapping", lambda c, x: c["model_params"].update(lstm=5),
              "model_params.lstm = 5: 5 is not of type 'object'"),
     cfg_case("clear-observation floor over 1", lambda c, x: c["cube"].update(min_clear_fraction=2),
-             "cube.min_clear_fraction = 2"),
+             "cube.min_clear_fraction = 2 is outside [0, 1]"),
     cfg_case("CORINE code outside the legend", lambda c, x: _real_corine_config(c, x, _corine_copy(x, 99)),
              "labels.corine: " + "{tmp}/clc.tif in tile 31UFT: value(s) 99 of the CORINE raster are not CORINE codes"),
     cfg_case("CORINE mixing grid and CLC codes", lambda c, x: _real_corine_config(c, x, _corine_copy(x, 112)),
@@ -237,7 +248,7 @@ CONFIG_CASES = [
     cfg_case("design from a model not trained", lambda c, x: c["assess"].update(design={"model": "resnet"}),
              "assess.design.model = 'resnet' is not one of models"),
     cfg_case("design standard error of 0", lambda c, x: c["assess"].update(design={"target_se": 0}),
-             "assess.design.target_se = 0"),
+             "assess.design.target_se = 0 is outside (0, 0.5]"),
     cfg_case("catalog that is not JSON",
              lambda c, x: (c.pop("demo"), c.pop("assess"), (x.tmp / "cat.json").write_text("<html>"),
                            c["stac"].update(catalog="cat.json"),
@@ -358,7 +369,7 @@ COMMAND_CASES = [
                     _cube(x, x.tmp / "m.json"))[1],
          "manifest {tmp}/m.json lists no items"),
     Case("cube: a catalog given as manifest",
-         lambda x: _cube(x, x.demo / "catalog" / "catalog.json"), "is not a STAC ItemCollection"),
+         lambda x: _cube(x, x.demo / "catalog" / "catalog.json"), "catalog.json is not a STAC ItemCollection (a GeoJSON FeatureCollection"),
     Case("cube: zero time steps", lambda x: _cube(x, x.stages["items2018"], "--time-steps", 0),
          "lcflow cube: error: argument --time-steps: 0 must be at least 1"),
     Case("cube: zero block", lambda x: _cube(x, x.stages["items2018"], "--block", 0),
@@ -379,9 +390,12 @@ COMMAND_CASES = [
          "tile 31UFT 2018: reading item S2"),
     Case("cube: truncated COG names the asset", lambda x: _cube(x, _manifest(x, _truncate_red)),
          "asset red ({tmp}/red.tif) failed: TIFFFillTile"),
+    Case("cube: a truncated COG leaves the earlier cube as it was", lambda x: _cube(x, _manifest(x, _truncate_red)),
+         "asset red ({tmp}/red.tif) failed: TIFFFillTile", state="unchanged",
+         setup=lambda x: _cube(x, x.stages["items2018"])),
     Case("cube: a later item lacks a band",
          lambda x: _cube(x, _manifest(x, lambda items, c: items[5]["assets"].pop("nir"))),
-         "has no 'nir' asset (band B08)"),
+         "item S2B_31UFT_20180612_0_L2A has no 'nir' asset (band B08)"),
     Case("cube: a later item in another CRS",
          lambda x: _cube(x, _manifest(x, lambda items, c: items[4]["properties"].update({"proj:code": "EPSG:32632"}))),
          "is in EPSG:32632, the tile's zone is EPSG:32631"),
@@ -399,7 +413,7 @@ COMMAND_CASES = [
         "CORINE raster {tmp}/c.tif cannot be read as a raster"),
     Case("labels: reference data without a mapping", lambda x: x.lcflow(
         "labels", "--reference", _demo_polygons(x, "LC"), "--code-column", "LC", "--grid", x.stages["cube2018"],
-        "--out", x.out / "l.tif"), "--reference needs --mapping"),
+        "--out", x.out / "l.tif"), "--reference needs --mapping: the nomenclature file"),
     Case("labels: reference data without its code column", lambda x: (
         (x.tmp / "m.csv").write_text("code,class_code,class_name\n211,1,arable\n"), x.lcflow(
             "labels", "--reference", _demo_polygons(x, "LC"), "--code-column", "crop", "--mapping", x.tmp / "m.csv",
@@ -438,6 +452,10 @@ COMMAND_CASES = [
         "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
         "--tile", "31UFT", "--year", 2018, "--fractions", "train=0.6", "--out", x.out / "s.parquet"),
         "argument --fractions: 'train=0.6' is not JSON"),
+    Case("train: a bad table leaves the earlier model as it was",
+         lambda x: _train(x, _table(x, lambda d: d.assign(B04_t01=d["B04_t01"].where(d.index != 3, np.inf)))),
+         "1 infinite value(s) in band column(s) B04_t01", state="unchanged",
+         setup=lambda x: _train(x, x.stages["samples2018"])),
     Case("train: infinite band value",
          lambda x: _train(x, _table(x, lambda d: d.assign(B04_t01=d["B04_t01"].where(d.index != 3, np.inf)))),
          "lcflow train: error: {tmp}/t.parquet: 1 infinite value(s) in band column(s) B04_t01"),
@@ -465,13 +483,14 @@ COMMAND_CASES = [
          "argument --model: invalid choice: 'svm'"),
     Case("train: no label column", lambda x: _train(x, _table(x, lambda d: d.drop(columns=["label"]))),
          "{tmp}/t.parquet: no 'label' column"),
-    Case("train: a single class", lambda x: _train(x, _table(x, lambda d: d.assign(label=21))), "only 1 class"),
+    Case("train: a single class", lambda x: _train(x, _table(x, lambda d: d.assign(label=21))),
+         "{tmp}/t.parquet: only 1 class (21); at least 2 needed"),
     Case("train: missing band column", lambda x: _train(x, _table(x, lambda d: d.drop(columns=["B04_t03"]))),
          "missing band column(s) B04_t03"),
     Case("train: fractional labels", lambda x: _train(x, _table(x, lambda d: d.assign(label=d["label"] + 0.5))),
          "'label' must be integer class codes"),
     Case("train: negative labels", lambda x: _train(x, _table(x, lambda d: d.assign(label=-d["label"]))),
-         "are not class codes 0..65534"),
+         "label value(s) [-51, -31, -23, -21, -11] are not class codes 0..65534"),
     Case("train: unknown split", lambda x: _train(x, _table(x, lambda d: d.assign(split="training"))),
          "unknown split value(s) ['training']"),
     Case("train: not parquet", lambda x: ((x.tmp / "t.parquet").write_text("x"), _train(x, x.tmp / "t.parquet"))[1],
@@ -505,7 +524,7 @@ COMMAND_CASES = [
          "{tmp}/best.yaml.n_estimators = 0: expected an integer in [1, 10000]"),
     Case("evaluate: a single-class table", lambda x: x.lcflow(
         "evaluate", "--model-dir", _trained_rf(x), "--samples", _table(x, lambda d: d.assign(label=21)),
-        "--out", x.out / "m.json"), "only 1 class"),
+        "--out", x.out / "m.json"), "{tmp}/t.parquet: only 1 class (21); at least 2 needed"),
     Case("evaluate: not a model directory", lambda x: x.lcflow(
         "evaluate", "--model-dir", x.tmp, "--samples", x.stages["samples2018"], "--out", x.out / "m.json"),
         "{tmp} is not a trained model directory (no model.json)"),
@@ -513,8 +532,12 @@ COMMAND_CASES = [
          "model.skops is not the weights model.json was written with"),
     Case("predict: map and confidence the same file", lambda x: x.lcflow(
         "predict", "--model-dir", _trained_rf(x), "--cube", x.stages["cube2018"], "--out", x.out / "m.tif",
-        "--confidence", x.out / "m.tif"), "would be the same file"),
+        "--confidence", x.out / "m.tif"), "the map and the confidence map would be the same file"),
     Case("predict: a raster that is no cube", _not_a_cube, "labels.tif is not a cube written by lcflow cube"),
+    Case("predict: a raster that is no cube leaves the earlier map as it was", _not_a_cube,
+         "labels.tif is not a cube written by lcflow cube", state="unchanged",
+         setup=lambda x: x.lcflow("predict", "--model-dir", _trained_rf(x), "--cube", x.stages["cube2018"],
+                                  "--out", x.out / "map.tif", "--confidence", x.out / "conf.tif")),
     Case("predict: missing model", lambda x: x.lcflow(
         "predict", "--model-dir", x.tmp / "none", "--cube", x.stages["cube2018"], "--out", x.out / "m.tif",
         "--confidence", x.out / "c.tif"), "is not a trained model directory"),
@@ -536,13 +559,13 @@ COMMAND_CASES = [
         "demo aoi of 31UFT = [640000, 5760000, 641280, 5760640] must be square"),
     Case("synth: an area outside its tile", lambda x: x.lcflow(
         "synth", "--out", x.out, "--aoi", '{"31UFT": [800000, 5760000, 800640, 5760640]}', "--years", 2018),
-        "is not inside tile 31UFT"),
+        "area [800000, 5760000, 800640, 5760640] is not inside tile 31UFT"),
     Case("synth: aoi not JSON", lambda x: x.lcflow("synth", "--out", x.out, "--aoi", "31UFT", "--years", 2018),
          "argument --aoi: '31UFT' is not JSON"),
     Case("assess: truth on another grid", lambda x: x.lcflow(
         "assess", "--model-dir", _trained_rf(x), "--samples", x.stages["samples2018"], "--map", x.stages["labels"],
         "--truth", x.demo / "truth" / "32ULC_2018.tif", "--out", x.out / "a.json"),
-        "is not on the grid of map"),
+        "32ULC_2018.tif is not on the grid of map"),
     Case("assess: missing samples", lambda x: x.lcflow(
         "assess", "--model-dir", _trained_rf(x), "--samples", x.tmp / "none.parquet", "--map", x.stages["labels"],
         "--out", x.out / "a.json"), "samples table {tmp}/none.parquet does not exist"),
@@ -567,25 +590,100 @@ COMMAND_CASES = [
 CASES = CONFIG_CASES + COMMAND_CASES
 
 
+def _snapshot(root: Path) -> dict[str, str]:
+    """Every file and directory under ``root``, files by their SHA-256."""
+    if not root.exists():
+        return {}
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(root.rglob("*"))}
+
+
+def _expected_lines() -> dict[str, str]:
+    return yaml.safe_load(MESSAGES.read_text())
+
+
+def _places(ctx: Ctx) -> dict[str, str]:
+    """What differs between runs in a message line, and its placeholder in the reviewed lines."""
+    return {"{tmp}": str(ctx.tmp), "{demo}": str(ctx.demo), "{results}": str(ctx.stages["root"]), "{root}": str(ROOT),
+            "{next_year}": str(THIS_YEAR + 1), "{this_year}": str(THIS_YEAR)}
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_bad_input_ends_in_one_line(case: Case, demo, stages, tmp_path, capsys):
     ctx = Ctx(tmp_path, demo, stages, capsys)
-    before = sorted(p.relative_to(tmp_path) for p in ctx.out.rglob("*")) if ctx.out.exists() else None
+    if case.setup is not None:
+        case.setup(ctx)
+    guarded = ctx.tmp if case.guards == "tmp" else ctx.out
+    before = _snapshot(guarded)
     code, lines = case.run(ctx)
     assert code == case.code, lines
     if case.code:
         assert len(lines) == 1 and "Traceback" not in lines[0], lines
         assert case.message.replace("{tmp}", str(tmp_path)) in lines[0], lines
+        record = os.environ.get("LCFLOW_RECORD_MESSAGES")  # a file to collect new cases' lines in, for review
+        if record:
+            line = lines[0]
+            for mark, value in _places(ctx).items():
+                line = line.replace(value, mark)
+            with open(record, "a") as fh:
+                fh.write(yaml.safe_dump({case.name: line}, width=10**6, allow_unicode=True))
+        else:
+            expected = _expected_lines()[case.name]
+            for mark, value in _places(ctx).items():
+                expected = expected.replace(mark, value)
+            assert lines[0] == expected, lines
     if case.state == "absent":
         leftovers = sorted(str(p.relative_to(ctx.out)) for p in ctx.out.rglob("*")) if ctx.out.exists() else []
         assert leftovers == [], leftovers  # no output, no staging file, no empty directory
     elif case.state == "unchanged":
-        assert sorted(p.relative_to(tmp_path) for p in ctx.out.rglob("*")) == before
+        assert before, "an unchanged case must have something to keep"
+        assert _snapshot(guarded) == before  # nothing added, removed or rewritten
 
 
-def test_the_catalogue_holds_every_case_once():
+class ProcessCtx(Ctx):
+    """A case's context whose ``lcflow`` is the installed command in a process of its own."""
+
+    def lcflow(self, *args) -> tuple[int, list[str]]:
+        import subprocess
+        import sys
+
+        done = subprocess.run([str(Path(sys.executable).parent / "lcflow"), *map(str, args)], capture_output=True,
+                              text=True, timeout=300)
+        return done.returncode, done.stderr.strip().splitlines()
+
+
+@pytest.mark.parametrize("name", ["config: cube resolution of a tile's width", "train: infinite band value",
+                                  "cube: zero block", "train: a bad table leaves the earlier model as it was"])
+def test_a_refused_case_exits_2_as_a_process_with_its_line(name, demo, stages, tmp_path, capsys):
+    """The catalogue runs lcflow's entry point in-process; run as the installed command, a case ends the
+    process with exit code 2 and the same one line on stderr."""
+    case = next(c for c in CASES if c.name == name)
+    ctx = ProcessCtx(tmp_path, demo, stages, capsys)
+    if case.setup is not None:
+        case.setup(ctx)
+    before = _snapshot(ctx.out)
+    code, lines = case.run(ctx)
+    expected = _expected_lines()[name]
+    for mark, value in _places(ctx).items():
+        expected = expected.replace(mark, value)
+    assert code == 2 and lines == [expected], lines
+    if case.state == "unchanged" and case.guards == "out":
+        assert _snapshot(ctx.out) == before
+
+
+def test_the_catalogue_holds_every_case_once_with_a_telling_fragment_and_its_line():
     names = [c.name for c in CASES]
     assert len(names) == len(set(names)) and len(CASES) >= 80
+    short = [c.name for c in CASES if c.code and len(c.message) < 30]
+    assert not short, short
+    lines = _expected_lines()
+    assert sorted(lines) == sorted(c.name for c in CASES if c.code)  # one reviewed line a refused case, no stale one
+    for case in CASES:
+        if case.code:
+            line = lines[case.name].replace("{next_year}", str(THIS_YEAR + 1)).replace("{this_year}", str(THIS_YEAR))
+            assert case.message in line, case.name
+    assert {c.state for c in CASES} == {"absent", "unchanged", "ok"}
+    assert sum(c.state == "unchanged" and c.guards == "out" for c in CASES) >= 3
 
 
 # ------------------------------------------------------------------------------------ property-based
@@ -625,6 +723,10 @@ def test_any_config_mutation_is_accepted_or_refused_in_one_line(path, value, add
     code = main(["check-config", "--configfile", str(d / "c.yaml"), "--directory", str(d)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code in (0, 2), err
+    # the schema, read apart from lcflow: a config it refuses must be refused (lcflow adds checks of its own)
+    schema_errors = list(jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA.read_text())).iter_errors(cfg))
+    if schema_errors:
+        assert code == 2, (path, value, schema_errors[0].message)
     if code:
         assert len(err) == 1 and err[0].startswith("lcflow check-config: error: config: "), err
     assert sorted(p.name for p in d.iterdir()) == ["c.yaml"]
@@ -651,14 +753,38 @@ def small_table(stages) -> pd.DataFrame:
     return frame.loc[keep, ["label", "split"] + [f"{b}_t{k:02d}" for k in range(12) for b in ("B04", "B08")]]
 
 
+def _must_refuse(kind: str, column: str, value) -> bool:
+    """Mutations that leave no valid table: lcflow has to refuse them (others may train)."""
+    if kind == "cell":
+        return isinstance(value, str) or (isinstance(value, float) and np.isinf(value))
+    if kind == "label":
+        return value is not None
+    if kind == "split":
+        return value is not None
+    if kind == "drop":
+        return column != "split"
+    return kind == "rename" or (kind == "blank" and column == "train")
+
+
+def _storable(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The mutated column as parquet can hold it: text where any value is text, else numbers."""
+    values = frame[column]
+    if any(isinstance(v, str) for v in values):
+        return frame.assign(**{column: values.map(lambda v: None if v is None else str(v)).astype("string")})
+    return frame.assign(**{column: pd.to_numeric(values)})
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_table_mutation_trains_or_is_refused_in_one_line(data, small_table, tmp_path_factory, capsys):
+    """Whatever the mutation, the table is written and handed to lcflow train: a table that cannot be valid
+    is refused in one line naming it, leaving no model; one that is accepted trains a complete model."""
     kind, column, row, value = data.draw(_mutations(small_table))
     frame = small_table.copy().reset_index(drop=True)
     if kind in ("cell", "label", "split"):
         frame[column] = frame[column].astype(object)
         frame.loc[row, column] = value
+        frame = _storable(frame, column)
     elif kind == "drop":
         frame = frame.drop(columns=[column])
     elif kind == "rename":
@@ -667,20 +793,21 @@ def test_any_table_mutation_trains_or_is_refused_in_one_line(data, small_table, 
         bands = [c for c in frame.columns if "_t" in c]
         frame.loc[frame["split"] == column, bands] = np.nan
     d = tmp_path_factory.mktemp("table")
-    try:
-        frame.to_parquet(d / "t.parquet")
-    except Exception:  # pyarrow cannot store the mix itself: nothing for lcflow to read
-        return
+    frame.to_parquet(d / "t.parquet")
     capsys.readouterr()
     code = main(["train", "--model", "rf", "--samples", str(d / "t.parquet"), "--out", str(d / "m"),
                  "--set", "n_estimators=5", "--set", "n_jobs=1"])
     err = [line for line in capsys.readouterr().err.strip().splitlines() if line]
     assert code in (0, 2), err
+    if _must_refuse(kind, column, value):
+        assert code == 2, (kind, column, value)
     if code:
         assert len(err) == 1 and "Traceback" not in err[0] and err[0].startswith("lcflow train: error: "), err
+        assert str(d / "t.parquet") in err[0], err
         assert not (d / "m").exists()
     else:
         assert {"model.json", "model.skops", "metrics.json", "history.csv"} <= {p.name for p in (d / "m").iterdir()}
+        assert json.loads((d / "m" / "metrics.json").read_text())["n_train"] > 0
 
 
 # ------------------------------------------------------------------- interruptions and partial writes

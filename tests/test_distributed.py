@@ -183,6 +183,21 @@ def test_torch_backend_averages_gradients_in_fp16_when_asked(samples, tmp_path):
         assert torch.allclose(wa, wb, atol=2e-2), name
 
 
+def test_horovod_averages_gradients_in_fp16_when_asked(samples, tmp_path):
+    """Horovod's fp16 compression on Gloo: the ranks still end identical, the run differs from the
+    full-precision one only by the rounding of the averaged gradients."""
+    common = ["--model", "lstm", "--samples", *samples, *PARAMS, "--set", "epochs=2", "--set", "evaluations=2",
+              "--set", "batch_size=64"]
+    horovodrun(2, *common, "--out", str(tmp_path / "full"), log=tmp_path / "full.log")
+    horovodrun(2, *common, "--set", "fp16_allreduce=true", "--out", str(tmp_path / "half"), log=tmp_path / "half.log")
+    sums = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", (tmp_path / "half.log").read_text()))
+    full = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", (tmp_path / "full.log").read_text()))
+    assert set(sums) == {"0", "1"} and sums["0"] == sums["1"] and sums["0"] != full["0"]
+    a, b = TrainedModel.load(tmp_path / "half"), TrainedModel.load(tmp_path / "full")
+    for (name, wa), wb in zip(a.model.net.state_dict().items(), b.model.net.state_dict().values()):
+        assert torch.allclose(wa, wb, atol=2e-2), name
+
+
 def test_logged_metrics_are_the_allreduced_ones(two_ranks):
     out, log = two_ranks
     history = pd.read_csv(out / "history.csv")

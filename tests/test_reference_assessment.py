@@ -8,6 +8,7 @@ import pytest
 import rasterio
 
 from lcflow.assess import accuracy as assess, design as sample_design
+from lcflow.common.metrics import stratified_estimates
 from lcflow.common.raster import Grid, write_cog
 from lcflow.errors import LcflowError
 
@@ -92,28 +93,104 @@ def test_the_intervals_hold_the_true_areas_and_accuracies_about_95_percent_of_th
             errors.append(area - true_area[c])
         hits += abs(r["overall_accuracy"] - true_oa) <= r["overall_accuracy_ci95"]
         total += 1
-    assert 0.85 <= hits / total <= 1.0, hits / total
+    assert 0.85 <= hits / total <= 0.99, hits / total
     # the map's own pixel counts are biased (crops under-mapped by ~6 %); the estimates are not
     assert abs(np.mean(errors)) < 0.02 * max(true_area.values())
 
 
-def test_a_sample_drawn_from_one_map_assesses_another(tmp_path):
-    """Strata from the map of model A, assessment of model B's map (Stehman 2014): B's true accuracy and the
-    true areas lie within the intervals."""
+def _two_maps() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The truth, map A (the strata) and map B (assessed), which errs where A does not."""
     truth, map_a = _truth_and_map(seed=0)
     _, map_b = _truth_and_map(seed=1)
-    map_b[(truth == 3) & (np.random.default_rng(2).random(truth.shape) < 0.1)] = 4  # B errs otherwise
+    map_b[(truth == 3) & (np.random.default_rng(2).random(truth.shape) < 0.1)] = 4
+    return truth, map_a, map_b
+
+
+def test_a_sample_drawn_from_one_map_assesses_another(tmp_path):
+    """Strata from the map of model A, assessment of model B's map (Stehman 2014): the file path gives the
+    estimator's figures for B's classes at the points, and B's true accuracies lie within the intervals
+    (how often they should is the simulation's test below)."""
+    truth, map_a, map_b = _two_maps()
     a = _write_map(tmp_path / "a.tif", map_a)
     b = _write_map(tmp_path / "b.tif", map_b)
     points = _label_from(sample_design.draw(a, sample_design.Design(target_se=0.01, min_per_class=50, seed=4)), truth)
     gpd.GeoDataFrame(points, geometry=gpd.points_from_xy(points["x"], points["y"]), crs=32631).to_file(tmp_path / "r.gpkg")
     r = assess.against_reference(b, tmp_path / "r.gpkg")
-    assert abs(r["overall_accuracy"] - float((truth == map_b).mean())) <= r["overall_accuracy_ci95"]
     assert r["design"].startswith("stratified")
-    for c, area, ci in zip(r["classes"], r["area_ha"], r["area_ci95_ha"]):
-        assert abs(area - (truth == c).sum() / 100) <= 1.5 * ci, c  # 1.5: one of 5 may fall just outside at 95 %
+    rows, cols = rasterio.transform.rowcol(GRID.transform, points["x"], points["y"])
+    direct = stratified_estimates(points["stratum"].to_numpy(), sample_design.class_pixels(a),
+                                  map_b[np.asarray(rows), np.asarray(cols)], points["reference"].to_numpy(),
+                                  [1, 2, 3, 4], 100.0)
+    for key in ("overall_accuracy", "overall_accuracy_ci95", "area_ha", "area_ci95_ha", "users_accuracy",
+                "producers_accuracy", "producers_accuracy_ci95"):
+        assert np.allclose(r[key], direct[key], equal_nan=True), key
+    assert abs(r["overall_accuracy"] - float((truth == map_b).mean())) <= r["overall_accuracy_ci95"]
     forest = r["classes"].index(3)
-    assert r["producers_accuracy"][forest] == pytest.approx(float((map_b[truth == 3] == 3).mean()), abs=0.06)
+    assert abs(r["producers_accuracy"][forest] - float((map_b[truth == 3] == 3).mean())) <= \
+        r["producers_accuracy_ci95"][forest]
+
+
+@pytest.mark.parametrize("strata", ["another map", "the map itself"])
+def test_the_95_percent_intervals_cover_the_truth_90_to_99_percent_of_the_time(strata):
+    """500 independent stratified random samples (400 points a stratum) of a known map: for every figure
+    (overall accuracy, and each class's area, user's and producer's accuracy) the share of the 95 %
+    intervals that hold the true value lies between 0.90 and 0.99, with strata from another map (Stehman
+    2014) and from the map itself (Olofsson et al. 2014). Figures whose true value is 0 or 1 are left out:
+    their estimate is exact and their interval has no width. (At 100 points a stratum the user's accuracy
+    of urban in the first case is covered only 63 % of the time: its commission errors are 1 % of the crop
+    stratum, about one point a sample, and the linearised variance needs several.)"""
+    truth, map_a, map_b = _two_maps()
+    t, b = truth.ravel(), map_b.ravel()
+    s = (map_a if strata == "another map" else map_b).ravel()
+    classes = [1, 2, 3, 4]
+    true = {"overall_accuracy": float((t == b).mean())}
+    for k in classes:
+        true[f"area {k}"] = (t == k).sum() / 100  # ha
+        true[f"users {k}"] = ((b == k) & (t == k)).sum() / (b == k).sum()
+        true[f"producers {k}"] = ((b == k) & (t == k)).sum() / (t == k).sum()
+    members = {h: np.flatnonzero(s == h) for h in classes}
+    pixels = {h: len(m) for h, m in members.items()}
+    rng = np.random.default_rng(0)
+    held = {key: 0 for key in true}
+    reps = 500
+    for _ in range(reps):
+        points = np.concatenate([rng.choice(members[h], 400, replace=False) for h in classes])
+        e = stratified_estimates(s[points], pixels, b[points], t[points], classes, 100.0)
+        held["overall_accuracy"] += abs(e["overall_accuracy"] - true["overall_accuracy"]) <= e["overall_accuracy_ci95"]
+        for i, k in enumerate(classes):
+            held[f"area {k}"] += abs(e["area_ha"][i] - true[f"area {k}"]) <= e["area_ci95_ha"][i]
+            held[f"users {k}"] += abs(e["users_accuracy"][i] - true[f"users {k}"]) <= e["users_accuracy_ci95"][i]
+            held[f"producers {k}"] += abs(e["producers_accuracy"][i] - true[f"producers {k}"]) <= \
+                e["producers_accuracy_ci95"][i]
+    coverage = {key: n / reps for key, n in held.items() if 0 < true[key] < 1 or key.startswith("area")}
+    assert len(coverage) == 11 and all(0.90 <= c <= 0.99 for c in coverage.values()), coverage
+
+
+def test_stehmans_worked_example_is_reproduced():
+    """Stehman (2014), section 4: four strata of 40 000, 30 000, 20 000 and 10 000 ha, ten points each, map
+    classes A-D that are not the strata. The published figures (pp. 4932-4936), to their three decimals;
+    the standard error of B's producer's accuracy is 0.1165 by the paper's own formula (0.114 printed),
+    as other implementations of it find too."""
+    strata = [1] * 10 + [2] * 10 + [3] * 10 + [4] * 10
+    mapped = [1] * 7 + [2] * 3 + [1] + [2] * 11 + [3] * 6 + [2] * 2 + [4] * 10
+    reference = ([1] * 5 + [3, 2, 1, 2, 3] + [1] + [2] * 5 + [1, 1, 2, 2] + [3] * 5 + [4, 4, 2, 2, 1]
+                 + [4] * 7 + [3, 3, 2])
+    pixels = {1: 40000, 2: 30000, 3: 20000, 4: 10000}  # 1 ha pixels: areas in ha, proportions x 100000
+    se = stratified_estimates(strata, pixels, mapped, reference, [1, 2, 3, 4], 10_000.0, z=1.0)
+    a, b, c = 0, 1, 2
+    assert se["area_ha"][a] / 1e5 == pytest.approx(0.35, abs=5e-4)
+    assert se["area_ha"][c] / 1e5 == pytest.approx(0.20, abs=5e-4)
+    assert se["overall_accuracy"] == pytest.approx(0.63, abs=5e-4)
+    assert se["users_accuracy"][b] == pytest.approx(0.574, abs=5e-4)
+    assert se["producers_accuracy"][b] == pytest.approx(0.794, abs=5e-4)
+    assert se["area_ci95_ha"][a] / 1e5 == pytest.approx(0.082, abs=5e-4)  # z = 1: standard errors
+    assert se["area_ci95_ha"][c] / 1e5 == pytest.approx(0.064, abs=5e-4)
+    assert se["overall_accuracy_ci95"] == pytest.approx(0.085, abs=5e-4)
+    assert se["users_accuracy_ci95"][b] == pytest.approx(0.125, abs=5e-4)
+    assert se["producers_accuracy_ci95"][b] == pytest.approx(0.1165, abs=5e-4)
+    # the sample as transcribed: the error matrix cell (B, C), p-hat 23, is the paper's 0.08
+    w = np.array([pixels[h] for h in strata], float) / np.bincount(strata)[strata] / 1e5
+    assert float(w[(np.array(mapped) == 2) & (np.array(reference) == 3)].sum()) == pytest.approx(0.08, abs=5e-4)
 
 
 def test_points_without_a_label_are_left_out_and_a_simple_random_sample_works(tmp_path):

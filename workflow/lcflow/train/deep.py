@@ -65,7 +65,7 @@ class TrainConfig:
     seed: int
     threads: int
     fp16_allreduce: bool
-    amp: bool  # bfloat16 autocast, on GPU only
+    amp: bool  # bfloat16 autocast of the training steps, on GPU or CPU
     elastic: bool  # hvd.elastic: survive workers leaving (launch with horovodrun --min-np/--max-np)
 
     @classmethod
@@ -261,7 +261,7 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
     rank, size = comm.rank, comm.size
     net.train()
     torch.manual_seed(_seed(cfg.seed, r, rank))
-    use_amp = cfg.amp and device.type == "cuda"
+    use_amp = cfg.amp
     start = time.perf_counter()
     totals = np.zeros(3)  # loss sum, correct, seen
     first, last = (r - 1) * plan.round_steps, min(r * plan.round_steps, plan.total_steps)

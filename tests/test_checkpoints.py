@@ -1,0 +1,98 @@
+"""A checkpoint is resumed only by the run that wrote it: same samples and parameters (its fingerprint) and
+the same number of workers; any other valid checkpoint is ignored and training starts afresh."""
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from lcflow.train import deep
+from lcflow.train.hyperparameters import check
+from lcflow.train.models.lstm import Network
+
+PARAMS = {"epochs": 4, "min_steps": 0, "evaluations": 4, "batch_size": 32, "threads": 1, "patience": 100,
+          "input_noise": 0, "class_weight": "none"}
+
+
+def _data(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, 300)
+    x = (rng.normal(size=(300, 6, 4)) + y[:, None, None]).astype(np.float32)
+    return x[:240], y[:240], x[240:], y[240:]
+
+
+def _fit(checkpoint, fingerprint: str, **extra):
+    torch.manual_seed(0)
+    net = Network(4, 3, 8, 1, False, 0.0)
+    cfg = deep.TrainConfig.from_params(check("lstm", {**PARAMS, **extra}))
+    history = deep.fit(net, *_data(), 3, cfg, checkpoint=checkpoint, fingerprint=fingerprint)
+    return net, history
+
+
+def _weights(net) -> list[torch.Tensor]:
+    return [t.clone() for t in net.state_dict().values()]
+
+
+@pytest.fixture
+def finished(tmp_path):
+    """A run of fingerprint 'run-a' that left its checkpoint after its last round."""
+    checkpoint = tmp_path / "checkpoint.pt"
+    net, history = _fit(checkpoint, "run-a")
+    assert checkpoint.exists() and torch.load(checkpoint, weights_only=True)["progress"]["round"] == len(history) == 4
+    return checkpoint, _weights(net)
+
+
+def test_the_run_that_wrote_a_checkpoint_resumes_from_it(finished, caplog):
+    checkpoint, weights = finished
+    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+        net, history = _fit(checkpoint, "run-a")
+    assert f"resumed from checkpoint {checkpoint} after round 4" in caplog.text
+    assert "round=" not in caplog.text  # nothing left to train
+    assert len(history) == 4 and all(torch.equal(a, b) for a, b in zip(_weights(net), weights))
+
+
+@pytest.mark.parametrize("change", ["another fingerprint", "another world size"])
+def test_a_valid_checkpoint_of_another_run_is_ignored(finished, tmp_path, caplog, change):
+    """Other samples or parameters (fingerprint), or another number of workers: the checkpoint is read
+    safely, named in the log as another run's, and the run trains every round from the start, ending
+    where a run without any checkpoint ends."""
+    checkpoint, _ = finished
+    fingerprint = "run-b" if change == "another fingerprint" else "run-a"
+    if change == "another world size":
+        state = torch.load(checkpoint, weights_only=True)
+        state["world_size"] = 2
+        torch.save(state, checkpoint)
+    fresh, fresh_history = _fit(None, fingerprint)
+    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+        net, history = _fit(checkpoint, fingerprint)
+    assert f"checkpoint {checkpoint} is of another run" in caplog.text and "resumed" not in caplog.text
+    assert [r["round"] for r in history] == [1, 2, 3, 4] and "round=1 rank=0" in caplog.text
+    assert all(torch.equal(a, b) for a, b in zip(_weights(net), _weights(fresh)))
+    assert [r["loss"] for r in history] == [r["loss"] for r in fresh_history]
+    # and the checkpoint is now this run's
+    assert torch.load(checkpoint, weights_only=True)["fingerprint"] == fingerprint
+
+
+def test_amp_trains_in_bfloat16_on_the_cpu_too(monkeypatch):
+    """amp: the training steps run under bfloat16 autocast (the LSTM's and the head's outputs are bf16), the
+    weights stay fp32, and the run lands near the fp32 one, not on it."""
+    seen = []
+    real = Network.forward
+
+    def recording(self, x):
+        out = real(self, x)
+        if self.training:
+            seen.append(out.dtype)
+        return out
+
+    monkeypatch.setattr(Network, "forward", recording)
+    full, full_history = _fit(None, "fp32")
+    assert set(seen) == {torch.float32}
+    seen.clear()
+    half, half_history = _fit(None, "bf16", amp=True)
+    assert set(seen) == {torch.bfloat16}
+    assert all(t.dtype == torch.float32 for t in half.state_dict().values())
+    assert not all(torch.equal(a, b) for a, b in zip(_weights(half), _weights(full)))
+    assert abs(half_history[-1]["val_accuracy"] - full_history[-1]["val_accuracy"]) <= 0.05
+    assert np.isfinite([r["loss"] for r in half_history]).all()
