@@ -131,9 +131,10 @@ def test_training_spans_two_nodes(slurm_run, slurm):
     # "different nodes" through colliding segments and crashes in MPI_Comm_dup. On a real cluster nodes
     # are hosts and vader is only used within one; here ranks talk TCP.
     env = {**slurm, "LCFLOW_SLURM_TRAIN_NODES": "2", "OMPI_MCA_btl": "self,tcp"}
-    done = snakemake(slurm_run, *FAST, "results/models/lstm/model.json", "--forcerun", "train",
-                     "--config", "model_params={lstm: {epochs: 3, hidden_size: 32}}", profile="slurm", env=env,
-                     timeout=1200)
+    # mtime triggers: other model parameters would otherwise redo the LSTM's study (its jobs take them too)
+    done = snakemake(slurm_run, *FAST, "results/models/lstm/model.json", "--forcerun", "train", "--rerun-triggers",
+                     "mtime", "--config", "model_params={lstm: {epochs: 3, hidden_size: 32}}", profile="slurm",
+                     env=env, timeout=1200)
     assert done.returncode == 0, done.stderr[-4000:]
     assert job_counts(done.stdout + done.stderr) == {"train": 1}
     log = (slurm_run / "results" / "logs" / "train" / "lstm.log").read_text()
@@ -219,28 +220,41 @@ def test_a_cancelled_job_leaves_no_output(small_workflow, slurm):
     assert not (small_workflow / "slow.txt").exists()
 
 
-def test_hpo_workers_are_parallel_multi_rank_slurm_jobs(slurm_run, slurm, tmp_path):
-    """hpo for lstm under profiles/slurm: two worker jobs, each a Horovod job of 2 ranks, one study."""
-    overlay = tmp_path / "hpo.yaml"  # a file: --config would pass the nested numbers as text
+def test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs(slurm_run, slurm, tmp_path):
+    """distributed.backend: torch under profiles/slurm, nothing else changed: a study of lstm by two worker
+    jobs of 2 ranks each (one study), its final training and one map, each a Slurm job whose ranks
+    srun starts and torch.distributed joins; the same files as Horovod's jobs wrote."""
+    results = slurm_run / "results"
+    horovod = {d: sorted(p.name for p in (results / d).iterdir()) for d in ("hpo/lstm", "models/lstm")}
+    shutil.rmtree(results / "hpo" / "lstm")  # a new study, not the demo's continued
+    overlay = tmp_path / "torch.yaml"  # a file: --config would pass the nested numbers as text
     overlay.write_text(yaml.safe_dump({
-        "hpo": {"models": ["lstm"], "trials": 3, "workers": 2, "min_rounds": 2,
+        "distributed": {"backend": "torch"},
+        "hpo": {"models": ["rf", "lstm"], "trials": 3, "workers": 2, "min_rounds": 2,
                 "space": {"lstm": {"learning_rate": {"low": 0.001, "high": 0.01, "log": True}}}},
         "model_params": {"lstm": {"epochs": 3, "min_steps": 0, "evaluations": 3, "hidden_size": 16}}}))
-    done = snakemake(slurm_run, *FAST, "results/hpo/lstm/best_params.yaml", profile="slurm", env=slurm,
-                     configfile=[ROOT / "config" / "config.yaml", overlay], timeout=1500)
+    done = snakemake(slurm_run, *FAST, "results/maps/raw/31UFT_2018_lstm.tif", "--rerun-triggers", "mtime",
+                     profile="slurm", env=slurm, configfile=[ROOT / "config" / "config.yaml", overlay], timeout=1500)
     assert done.returncode == 0, done.stderr[-4000:]
     out = done.stdout + done.stderr
-    assert job_counts(out) == {"hpo": 2, "hpo_summary": 1}
+    assert job_counts(out) == {"hpo": 2, "hpo_summary": 1, "train": 1, "predict": 1}
     # one Slurm job per worker (and a second attempt where the profile's retry was needed)
     hpo_jobs = {Path(log).parent.name for log in submitted(out).values() if "/rule_hpo/" in log}
     assert hpo_jobs == {"lstm_0", "lstm_1"}, submitted(out)
     trials = {}
     for worker in (0, 1):
-        log = (slurm_run / "results" / "logs" / "hpo" / f"lstm_{worker}.log").read_text()
+        log = (results / "logs" / "hpo" / f"lstm_{worker}.log").read_text()
         assert f"worker {worker}, 2 rank(s)" in log, log[-3000:]
         for number, rank, drawn in re.findall(r"trial (\d+) rank=(\d) size=2 params (\{.*\})", log):
             trials.setdefault(number, {})[rank] = drawn
     # (a retried worker's log is its last attempt's)
     assert trials and all(set(t) == {"0", "1"} and t["0"] == t["1"] for t in trials.values()), trials
-    best = yaml.safe_load((slurm_run / "results" / "hpo" / "lstm" / "best_params.yaml").read_text())
+    best = yaml.safe_load((results / "hpo" / "lstm" / "best_params.yaml").read_text())
     assert best["world_size"] == 2 and best["trials"]["complete"] + best["trials"]["pruned"] == 3, best
+    log = (results / "logs" / "train" / "lstm.log").read_text()
+    assert {r for r, _ in re.findall(r"rank=(\d) size=2 local_rank=\d node=(n\d)", log)} == {"0", "1"}, log[:2000]
+    metrics = json.loads((results / "models" / "lstm" / "metrics.json").read_text())
+    assert metrics["launcher"] == "torch" and metrics["world_size"] == 2 and metrics["tuned"]["study"] == best["study"]
+    log = (results / "logs" / "predict" / "31UFT_2018_lstm.log").read_text()
+    assert len(re.findall(r"rank \d of 2 \(local rank \d\): windows", log)) == 2, log[-3000:]
+    assert {d: sorted(p.name for p in (results / d).iterdir()) for d in horovod} == horovod

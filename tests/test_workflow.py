@@ -257,6 +257,14 @@ def test_report_embeds_every_figure_and_the_accuracy_table(run):
     assert html.count("The map's classes in the nomenclature's colours") >= len(expected)
     assert html.count("area-adjusted estimate from that sample") >= len(expected)
     assert html.count("the dashed line marks the round whose weights the model kept") == len(DEMO["models"]) - 1
+    # the studies: their figures, which models were tuned, and what their final training took
+    for model in DEMO["hpo"]["models"]:
+        for name in ("optimisation_history.png", "param_importances.png", "intermediate_values.png"):
+            assert any(base64.b64decode(data) == (run / "hpo" / model / name).read_bytes()
+                       for data in re.findall(rf'"filename": "{name}".*?base64,([^"]+)"', html, re.S)), (model, name)
+        assert f"Optimisation history of the {model} study" in html
+        assert f"The final training of {model} took the" in html
+    assert f"The models {', '.join(DEMO['hpo']['models'])} were tuned first" in html
 
 
 
@@ -472,41 +480,55 @@ def test_a_bad_value_names_the_config_file_that_set_it(tmp_path):
     assert lines[0].endswith(f"sum to 0.9, not 1 (set in {tmp_path / 'over.yaml'})"), lines
 
 
-def test_the_demo_with_hpo_tunes_lstm_and_trains_it_with_the_best_parameters(run, tmp_path):
-    """hpo enabled for lstm on a copy of the finished demo: two workers share the study, the summary
-    picks the best trial, and only lstm's training and maps are redone, with the tuned parameters."""
+def test_the_demo_tunes_rf_and_lstm_and_trains_them_with_the_best_parameters(run):
+    """The demo's studies (hpo in config/config.yaml): each model's best trial is summarised, and its final
+    training took those parameters and says so."""
+    space = DEMO["hpo"]["space"]
+    for model in DEMO["hpo"]["models"]:
+        best = yaml.safe_load((run / "hpo" / model / "best_params.yaml").read_text())
+        assert set(best["params"]) == set(space[model]) and best["trials"]["complete"] >= 1
+        assert best["trials"]["complete"] + best["trials"]["pruned"] == DEMO["hpo"]["trials"], best
+        metrics = json.loads((run / "models" / model / "metrics.json").read_text())
+        assert metrics["tuned"]["params"] == best["params"] and metrics["tuned"]["study"] == best["study"]
+        assert all(metrics["params"][k] == v for k, v in best["params"].items())
+        (worker,) = [json.loads(p.read_text()) for p in (run / "hpo" / model / "workers").glob("*.json")]
+        # the forest's trials run in one process, the LSTM's under horovodrun on the profile's two ranks
+        assert worker["world_size"] == (1 if model == "rf" else 2) and worker["study"] == best["study"]
+        trials = pd.read_csv(run / "hpo" / model / "trials.csv")
+        assert len(trials) == DEMO["hpo"]["trials"] and trials.loc[best["trial"], "value"] == best["value"]
+        for name in ("optimisation_history.png", "param_importances.png", "intermediate_values.png"):
+            assert (run / "hpo" / model / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    untuned = json.loads((run / "models" / "tempcnn" / "metrics.json").read_text())
+    assert "tuned" not in untuned
+
+
+def test_the_torch_backend_tunes_trains_and_maps_into_the_files_horovod_writes(run, tmp_path):
+    """distributed.backend: torch on a copy of the finished demo: the LSTM's study, its final training and
+    two of its maps again, each under torchrun on two ranks (prediction too), into the same files as
+    Horovod wrote."""
     work = tmp_path / "work"
     shutil.copytree(run.parent, work)
-    hpo = ROOT / "config" / "demo_hpo.yaml"  # the overlay README shows
-    done = snakemake(work, configfile=[work / "demo.yaml", hpo])
-    assert done.returncode == 0, done.stderr[-4000:]
-    n_maps = len(DEMO["tiles"]) * len(DEMO["years"])
-    assert job_counts(done.stdout + done.stderr) == {"hpo": 2, "hpo_summary": 1, "train": 1, "learning_curve": 1,
-                                                     "predict": n_maps, "consistent_maps": len(DEMO["tiles"]),
-                                                     "change_figure": len(DEMO["tiles"]), "change_summary": 1,
-                                                     "quicklook": n_maps, "assess": n_maps, "summary": 1,
-                                                     "stac_map_item": n_maps, "stac_change_item": len(DEMO["tiles"]),
-                                                     "stac_catalog": 1, "job_resources": 1, "all": 1}
     results = work / HOSTILE_RESULTS
-    best = yaml.safe_load((results / "hpo" / "lstm" / "best_params.yaml").read_text())
-    assert set(best["params"]) == {"learning_rate", "dropout"} and best["trials"]["complete"] >= 1
-    assert best["trials"]["complete"] + best["trials"]["pruned"] == 3
+    horovod = {d: sorted(p.name for p in (results / d).iterdir()) for d in ("hpo/lstm", "models/lstm")}
+    shutil.rmtree(results / "hpo" / "lstm")  # a new study, not the finished one continued
+    overlay = tmp_path / "torch.yaml"
+    overlay.write_text("distributed: {backend: torch}\n")
+    tile, years = DEMO["tiles"][0], DEMO["years"]
+    done = snakemake(work, f"{HOSTILE_RESULTS}/maps/{tile}_{years[-1]}_lstm.tif", "--set-resources", "predict:ranks=2",
+                     "--rerun-triggers", "mtime", configfile=[work / "demo.yaml", overlay])
+    assert done.returncode == 0, done.stderr[-4000:]
+    said = done.stdout + done.stderr
+    assert job_counts(said) == {"hpo": 1, "hpo_summary": 1, "train": 1, "predict": len(years), "consistent_maps": 1}
+    assert said.count("torchrun --standalone --nnodes=1 --nproc-per-node=2 --no-python lcflow") == 2 + len(years)
+    assert {d: sorted(p.name for p in (results / d).iterdir()) for d in horovod} == horovod
+    worker = json.loads((results / "hpo" / "lstm" / "workers" / "0.json").read_text())
+    assert worker["world_size"] == 2
     metrics = json.loads((results / "models" / "lstm" / "metrics.json").read_text())
-    assert metrics["tuned"]["params"] == best["params"] and metrics["tuned"]["study"] == best["study"]
-    assert all(metrics["params"][k] == v for k, v in best["params"].items())
-    workers = [json.loads((results / "hpo" / "lstm" / "workers" / f"{w}.json").read_text()) for w in (0, 1)]
-    assert all(w["world_size"] == 2 and w["study"] == best["study"] for w in workers)  # each under horovodrun
-    for name in ("trials.csv", "optimisation_history.png", "param_importances.png", "intermediate_values.png"):
-        assert (results / "hpo" / "lstm" / name).stat().st_size > 0
-    rows = list(csv.DictReader((results / "accuracy.tsv").open(), delimiter="\t"))
-    assert len(rows) == len(DEMO["tiles"]) * len(DEMO["years"]) * len(DEMO["models"])
-    # the study's figures reach the report, each with its caption
-    report = work / "report.html"
-    done = snakemake(work, "--report", str(report), configfile=[work / "demo.yaml", hpo])
-    assert done.returncode == 0, done.stderr[-2000:]
-    html = report.read_text(encoding="utf-8")
-    embedded = {m.group(1): m.group(2) for m in re.finditer(
-        r'"filename": "([^"]+)".*?"data_uri": "data:[^;]+;charset=utf8;filename=[^;]+;base64,([^"]+)"', html, re.S)}
-    for name in ("optimisation_history.png", "param_importances.png", "intermediate_values.png"):
-        assert base64.b64decode(embedded[name]) == (results / "hpo" / "lstm" / name).read_bytes(), name
-    assert "Optimisation history of the lstm study" in html and "Intermediate values of the lstm study" in html
+    assert metrics["launcher"] == "torch" and metrics["world_size"] == 2
+    assert metrics["tuned"]["study"] == worker["study"]
+    train_log = (results / "logs" / "train" / "lstm.log").read_text()
+    sums = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", train_log))
+    assert set(sums) == {"0", "1"} and sums["0"] == sums["1"], train_log[-2000:]
+    for year in years:
+        log = (results / "logs" / "predict" / f"{tile}_{year}_lstm.log").read_text()
+        assert len(re.findall(r"rank (\d) of 2 \(local rank \d\): windows", log)) == 2, log[-2000:]
