@@ -214,9 +214,23 @@ def test_a_forest_is_tuned_in_one_process_on_carved_val_rows(table, tmp_path):
                           space={"n_estimators": {"low": 10, "high": 40}, "min_samples_leaf": {"low": 1, "high": 5}},
                           worker="w0", out=tmp_path / "w0.json")
     assert len(summary["trials"]) == 3 and all(t["state"] == "complete" for t in summary["trials"])
-    assert all(0 < t["value"] <= 1 for t in summary["trials"])
+    # each trial's value is the val accuracy of a forest of its parameters, fitted again here on the same
+    # carved rows and scored by scikit-learn
+    from sklearn.metrics import accuracy_score
+
+    from lcflow.train.models import model_class
+    from lcflow.train.training import prepare_data
+
+    cls = model_class("rf")
+    data = prepare_data(cls, "rf", [table], check("rf", {"n_jobs": 1}), carve=True)
+    assert data.has_val and len(data.y_val) > 0
+    for trial in summary["trials"]:
+        forest = cls({"n_jobs": 1, **trial["params"]}, data.x.shape[2], data.x.shape[1], len(data.classes))
+        forest.fit(data.x, data.y, data.x_val, data.y_val)
+        assert trial["value"] == pytest.approx(accuracy_score(data.y_val, forest.predict_proba(data.x_val).argmax(1)))
     best = tuning.summarize(tmp_path / "rf", tmp_path / "rf" / "best_params.yaml", figures=False, model="rf")
     assert set(best["params"]) == {"n_estimators", "min_samples_leaf"} and best["model"] == "rf"
+    assert best["value"] == max(t["value"] for t in summary["trials"])
 
 
 def test_a_study_can_live_in_a_database_instead_of_the_journal(table, tmp_path):
