@@ -50,3 +50,19 @@ def test_a_launcher_the_backend_cannot_join_is_refused(monkeypatch):
         distributed.connect("horovod")
     with pytest.raises(LcflowError, match="distributed backend 'nccl': expected one of horovod, torch"):
         distributed.connect("nccl")
+
+
+def test_elastic_training_under_the_torch_backend_is_refused_before_any_step():
+    import numpy as np
+
+    from lcflow.train import deep
+    from lcflow.train.hyperparameters import check
+    from lcflow.train.models.lstm import Network
+
+    class TorchRanks(distributed.Single):
+        name = "torch"
+
+    cfg = deep.TrainConfig.from_params(check("lstm", {"elastic": True}))
+    x, y = np.zeros((8, 3, 2), np.float32), np.arange(8) % 2
+    with pytest.raises(LcflowError, match="elastic training is Horovod's"):
+        deep.fit(Network(2, 2, 4, 1, False, 0.0), x, y, None, None, 2, cfg, comm=TorchRanks())

@@ -132,6 +132,9 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     there (a pruned trial of a study); it must return the same on every rank.
     """
     comm = comm or Single()
+    if cfg.elastic and comm.name == "torch":
+        raise LcflowError("elastic training is Horovod's (hvd.elastic): set distributed.backend: horovod, or "
+                          "elastic=false")
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     device = device_for(comm.local_rank)
