@@ -514,7 +514,9 @@ def test_the_torch_backend_tunes_trains_and_maps_into_the_files_horovod_writes(r
     overlay = tmp_path / "torch.yaml"
     overlay.write_text("distributed: {backend: torch}\n")
     tile, years = DEMO["tiles"][0], DEMO["years"]
-    done = snakemake(work, f"{HOSTILE_RESULTS}/maps/{tile}_{years[-1]}_lstm.tif", "--set-resources", "predict:ranks=2",
+    # --set-resources replaces the profile's: train and hpo are given their two ranks again
+    ranks = ["train:ranks=2", "train:threads_per_rank=1", "hpo:ranks=2", "hpo:threads_per_rank=1", "predict:ranks=2"]
+    done = snakemake(work, f"{HOSTILE_RESULTS}/maps/{tile}_{years[-1]}_lstm.tif", "--set-resources", *ranks,
                      "--rerun-triggers", "mtime", configfile=[work / "demo.yaml", overlay])
     assert done.returncode == 0, done.stderr[-4000:]
     said = done.stdout + done.stderr
