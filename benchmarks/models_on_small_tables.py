@@ -32,7 +32,7 @@ from lcflow.train import training  # noqa: E402
 from lcflow.train.model_dir import TrainedModel  # noqa: E402
 from tests import real_tables  # noqa: E402
 
-MODELS = ("rf", "lstm", "tempcnn")
+MODELS = ("rf", "lstm", "tempcnn", "ltae")
 DEMO_AOI = {"31UFT": [640000, 5760000, 642560, 5762560], "32ULC": [330000, 5700000, 332560, 5702560]}
 BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 

@@ -271,7 +271,8 @@ def rf_accuracy(samples, tmp_path_factory) -> float:
     return training.train("rf", samples, tmp_path_factory.mktemp("rf") / "rf", {})["test"]["overall_accuracy"]
 
 
-@pytest.mark.parametrize("model,params", [("lstm", {"hidden_size": 32}), ("tempcnn", {"filters": 32, "dense": 64})])
+@pytest.mark.parametrize("model,params", [("lstm", {"hidden_size": 32}), ("tempcnn", {"filters": 32, "dense": 64}),
+                                          ("ltae", {})])
 def test_deep_models_beat_the_majority_class_on_demo_samples(model, params, samples, rf_accuracy, tmp_path):
     """Labels are CORINE's (100 m, generalised), so agreement is capped well below 1 and how far above the
     majority rate it can go depends on the sample drawn: the Random Forest on the same samples is the

@@ -200,12 +200,21 @@ RESNET: dict[str, Param] = {
     "dropout": _dropout(0.2),
 }
 
+LTAE: dict[str, Param] = {
+    "heads": _int(16, "attention heads, each with its own master query and channel group", 1, 64),
+    "head_width": _int(8, "channels of each head's group (the model width is heads x head_width)", 1, 256),
+    "key_size": _int(8, "size of the keys and queries", 1, 256),
+    "hidden": _int(128, "units of the MLP after the attention (the classifier head has half)", 2, 4096),
+    "dropout": _dropout(0.2),
+}
+
 #: model name -> its parameters
 MODELS: dict[str, dict[str, Param]] = {
     "rf": RF,
     "lstm": {**TRAINING, **LSTM},
     "tempcnn": {**TRAINING, **TEMPCNN},
     "resnet": {**TRAINING, **RESNET},
+    "ltae": {**TRAINING, **LTAE},
 }
 
 

@@ -41,6 +41,14 @@ DEFAULT_SPACES: dict[str, dict[str, dict[str, Any]]] = {
         "kernel_size": {"choices": [3, 5, 7]},
         "dropout": {"low": 0.1, "high": 0.5},
     },
+    "ltae": {
+        "learning_rate": {"low": 3e-4, "high": 1e-2, "log": True},
+        "weight_decay": {"low": 1e-4, "high": 0.1, "log": True},
+        "warmup_fraction": {"low": 0.0, "high": 0.2},
+        "heads": {"choices": [4, 8, 16]},
+        "head_width": {"choices": [4, 8, 16]},
+        "dropout": {"low": 0.0, "high": 0.5},
+    },
     "resnet": {
         "learning_rate": {"low": 3e-4, "high": 1e-2, "log": True},
         "weight_decay": {"low": 1e-4, "high": 0.1, "log": True},

@@ -12,8 +12,8 @@ from lcflow.train import hyperparameters
 
 #: model name -> module holding a ``Model`` subclass named ``Model``
 REGISTRY = {"rf": "lcflow.train.models.rf", "lstm": "lcflow.train.models.lstm", "tempcnn": "lcflow.train.models.tempcnn",
-            "resnet": "lcflow.train.models.resnet"}
-DEEP = ("lstm", "tempcnn", "resnet")
+            "resnet": "lcflow.train.models.resnet", "ltae": "lcflow.train.models.ltae"}
+DEEP = ("lstm", "tempcnn", "resnet", "ltae")
 #: models that train on patches (the samples table's patch variant) instead of pixel series
 PATCH = ("resnet",)
 
