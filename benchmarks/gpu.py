@@ -37,7 +37,7 @@ LCFLOW = "import sys; from lcflow.cli import main; sys.exit(main(sys.argv[1:]))"
 PREDICT = "import sys; from lcflow.maps import predict; predict.run(*sys.argv[1:5], out_probabilities=sys.argv[5])"
 TILE_PX = 10980
 #: the seed study's LSTM (config/netherlands.yaml) and the workflow's TempCNN
-MODELS = {"lstm": {"hidden_size": 64, "num_layers": 2, "bidirectional": True}, "tempcnn": {}}
+MODELS = {"lstm": {"hidden_size": 64, "num_layers": 2, "bidirectional": True}, "tempcnn": {}, "ltae": {}}
 
 
 def train_rate(model: str, samples: list[str], work: Path, batch: int, amp: bool, steps: int) -> dict:
@@ -205,6 +205,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=400, help="optimizer steps per training run")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--json", help="write the figures here (for seed_study.py)")
+    ap.add_argument("--models", default=",".join(MODELS), help="deep models to measure, comma-separated")
     ap.add_argument("--skip-one-thread", action="store_true", help="measure lcflow's choice of preparing threads only")
     ap.add_argument("--quick-training", action="store_true",
                     help="train each model once (batch 1024, fp32), for the prediction figures alone")
@@ -228,7 +229,8 @@ def main() -> None:
         samples, cube = (args.samples, Path(args.cube)) if args.samples and args.cube else demo_inputs(work)
         print("\ntraining (one rank): steady samples/s, median of the rounds after the first", flush=True)
         trained = {}
-        for model in MODELS:
+        models = args.models.split(",")
+        for model in models:
             for batch in (1024,) if args.quick_training else (128, 1024):
                 for amp in (False,) if args.quick_training else (False, True):
                     r = train_rate(model, samples, work, batch, amp, args.steps)
@@ -242,7 +244,7 @@ def main() -> None:
                 print(f"  {model}: bf16/fp32 {', '.join(f'{bf16[b] / fp32[b]:.2f} at batch {b}' for b in fp32)}")
         gpus = torch.cuda.device_count() if args.device == "cuda" else 0
         if gpus > 1:
-            for model in MODELS:
+            for model in models:
                 one = next(r["samples_per_s"] for r in figures["train"]
                            if r["model"] == model and r["batch"] == 1024 and r["precision"] == "fp32")
                 many = train_ranks(model, samples, work, gpus, 1024, args.steps)
