@@ -44,6 +44,11 @@ def torchrun(np_: int, *args: str, log: Path, command: str = "train") -> None:
     assert done.returncode == 0, log.read_text()[-3000:]
 
 
+#: how each backend's ranks are started here, and the module's model each trained on two ranks
+LAUNCHERS = {"horovod": horovodrun, "torch": torchrun}
+TRAINED = {"horovod": "two_ranks", "torch": "two_torch_ranks"}
+
+
 def test_horovod_build_has_torch_gloo_and_mpi():
     out = subprocess.run([str(BIN / "horovodrun"), "--check-build"], env=ENV, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -73,10 +78,12 @@ def test_two_ranks_end_with_identical_weights(two_ranks):
     assert not (out / "checkpoint.pt").exists()
 
 
-def test_two_ranks_map_a_cube_as_one_process_does(two_ranks, stages, tmp_path):
-    """lcflow predict under horovodrun -np 2: the ranks share the cube's windows (a run of consecutive ones
-    each) and the class map, confidence and probabilities are one process's, to the byte."""
-    out, _ = two_ranks
+@pytest.mark.parametrize("backend", ["horovod", "torch"])
+def test_two_ranks_map_a_cube_as_one_process_does(backend, request, stages, tmp_path):
+    """lcflow predict on two ranks, under horovodrun (Horovod) or torchrun (torch.distributed): the ranks
+    share the cube's windows (a run of consecutive ones each, each on its local rank) and the class map,
+    confidence and probabilities are one process's, to the byte."""
+    out, _ = request.getfixturevalue(TRAINED[backend])
     files = {n: {k: tmp_path / f"{n}_{k}.tif" for k in ("map", "confidence", "probabilities")} for n in (1, 2)}
 
     def args(n: int) -> list[str]:
@@ -87,13 +94,13 @@ def test_two_ranks_map_a_cube_as_one_process_does(two_ranks, stages, tmp_path):
     alone = subprocess.run([str(BIN / "lcflow"), "predict", *args(1)], env=ENV, capture_output=True, text=True,
                            timeout=600)
     assert alone.returncode == 0, alone.stderr[-2000:]
-    horovodrun(2, *args(2), log=tmp_path / "predict.log", command="predict")
+    LAUNCHERS[backend](2, *args(2), log=tmp_path / "predict.log", command="predict")
     log = (tmp_path / "predict.log").read_text()
-    assert sorted(re.findall(r"rank (\d) of 2 \(local rank \d\): windows (\d+)\.\.(\d+) of 16", log)) == \
-        [("0", "0", "7"), ("1", "8", "15")], log[-2000:]
+    assert sorted(re.findall(r"rank (\d) of 2 \(local rank (\d)\): windows (\d+)\.\.(\d+) of 16", log)) == \
+        [("0", "0", "0", "7"), ("1", "1", "8", "15")], log[-2000:]
     for kind in ("map", "confidence", "probabilities"):
         assert files[2][kind].read_bytes() == files[1][kind].read_bytes(), kind
-    assert not list(tmp_path.glob(".*"))  # no staging files, no ranks' windows left
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging files or ranks' windows
 
 
 def test_a_rank_that_fails_names_its_window_and_nothing_is_published(two_ranks, stages, tmp_path, monkeypatch):
@@ -148,48 +155,16 @@ def test_torch_backend_trains_the_weights_horovod_trains_into_the_same_files(two
     pd.testing.assert_frame_equal(ha.drop(columns="samples_per_s"), hb.drop(columns="samples_per_s"))
 
 
-def test_torch_backend_maps_a_cube_on_two_ranks_as_one_process_does(two_torch_ranks, stages, tmp_path):
-    out, _ = two_torch_ranks
-    files = {n: {k: tmp_path / f"{n}_{k}.tif" for k in ("map", "confidence", "probabilities")} for n in (1, 2)}
-
-    def args(n: int) -> list[str]:
-        return ["--model-dir", str(out), "--cube", str(stages["cube2019"]), "--out", str(files[n]["map"]),
-                "--confidence", str(files[n]["confidence"]), "--probabilities", str(files[n]["probabilities"]),
-                "--block", "32"]
-
-    alone = subprocess.run([str(BIN / "lcflow"), "predict", *args(1)], env=ENV, capture_output=True, text=True,
-                           timeout=600)
-    assert alone.returncode == 0, alone.stderr[-2000:]
-    torchrun(2, *args(2), log=tmp_path / "predict.log", command="predict")
-    log = (tmp_path / "predict.log").read_text()
-    assert sorted(re.findall(r"rank (\d) of 2 \(local rank (\d)\): windows (\d+)\.\.(\d+) of 16", log)) == \
-        [("0", "0", "0", "7"), ("1", "1", "8", "15")], log[-2000:]
-    for kind in ("map", "confidence", "probabilities"):
-        assert files[2][kind].read_bytes() == files[1][kind].read_bytes(), kind
-
-
-def test_torch_backend_averages_gradients_in_fp16_when_asked(samples, tmp_path):
-    """fp16_allreduce halves the bytes each step sends; the ranks still end identical, and the run differs
-    from the full-precision one only by the rounding of the averaged gradients."""
-    common = ["--model", "lstm", "--samples", *samples, *PARAMS, "--set", "epochs=2", "--set", "evaluations=2",
-              "--set", "batch_size=64"]
-    torchrun(2, *common, "--out", str(tmp_path / "full"), log=tmp_path / "full.log")
-    torchrun(2, *common, "--set", "fp16_allreduce=true", "--out", str(tmp_path / "half"), log=tmp_path / "half.log")
-    sums = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", (tmp_path / "half.log").read_text()))
-    full = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", (tmp_path / "full.log").read_text()))
-    assert set(sums) == {"0", "1"} and sums["0"] == sums["1"] and sums["0"] != full["0"]
-    a, b = TrainedModel.load(tmp_path / "half"), TrainedModel.load(tmp_path / "full")
-    for (name, wa), wb in zip(a.model.net.state_dict().items(), b.model.net.state_dict().values()):
-        assert torch.allclose(wa, wb, atol=2e-2), name
-
-
-def test_horovod_averages_gradients_in_fp16_when_asked(samples, tmp_path):
-    """Horovod's fp16 compression on Gloo: the ranks still end identical, the run differs from the
+@pytest.mark.parametrize("backend", ["horovod", "torch"])
+def test_gradients_are_averaged_in_fp16_when_asked(backend, samples, tmp_path):
+    """fp16_allreduce (Horovod's fp16 compression on Gloo, or the torch backend's half-precision allreduce)
+    halves the bytes each step sends; the ranks still end identical, and the run differs from the
     full-precision one only by the rounding of the averaged gradients."""
     common = ["--model", "lstm", "--samples", *samples, *PARAMS, "--set", "epochs=2", "--set", "evaluations=2",
               "--set", "batch_size=64"]
-    horovodrun(2, *common, "--out", str(tmp_path / "full"), log=tmp_path / "full.log")
-    horovodrun(2, *common, "--set", "fp16_allreduce=true", "--out", str(tmp_path / "half"), log=tmp_path / "half.log")
+    run = LAUNCHERS[backend]
+    run(2, *common, "--out", str(tmp_path / "full"), log=tmp_path / "full.log")
+    run(2, *common, "--set", "fp16_allreduce=true", "--out", str(tmp_path / "half"), log=tmp_path / "half.log")
     sums = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", (tmp_path / "half.log").read_text()))
     full = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", (tmp_path / "full.log").read_text()))
     assert set(sums) == {"0", "1"} and sums["0"] == sums["1"] and sums["0"] != full["0"]
