@@ -28,6 +28,7 @@ demo: setup
 	@echo
 	@echo "Maps (class and confidence COGs, consistent across years): $(CURDIR)/$(RESULTS)/maps/ (independent annual maps in maps/raw/, change maps in changes/)"
 	@echo "Accuracy per map: $(CURDIR)/$(RESULTS)/accuracy.tsv (details in $(RESULTS)/assessment/)"
+	@echo "Every model side by side (accuracy, F1 per class, training time, px/s): $(CURDIR)/$(RESULTS)/model_comparison.tsv"
 	@echo "Report: $(CURDIR)/$(RESULTS)/report.html"
 	@echo
 	@column -t -s "$$(printf '\t')" $(RESULTS)/accuracy.tsv 2>/dev/null || cat $(RESULTS)/accuracy.tsv
@@ -39,6 +40,7 @@ test: setup
 	pytest -rs --durations=25
 
 bench: setup
+	$(BIN)/pip install --quiet -e '.[bench]'
 	python benchmarks/run.py
 
 lint: setup

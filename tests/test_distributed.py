@@ -89,7 +89,7 @@ def test_two_ranks_map_a_cube_as_one_process_does(backend, request, stages, tmp_
     def args(n: int) -> list[str]:
         return ["--model-dir", str(out), "--cube", str(stages["cube2019"]), "--out", str(files[n]["map"]),
                 "--confidence", str(files[n]["confidence"]), "--probabilities", str(files[n]["probabilities"]),
-                "--block", "32"]
+                "--block", "32", "--timing", str(tmp_path / f"{n}_timing.json")]
 
     alone = subprocess.run([str(BIN / "lcflow"), "predict", *args(1)], env=ENV, capture_output=True, text=True,
                            timeout=600)
@@ -100,6 +100,10 @@ def test_two_ranks_map_a_cube_as_one_process_does(backend, request, stages, tmp_
         [("0", "0", "0", "7"), ("1", "1", "8", "15")], log[-2000:]
     for kind in ("map", "confidence", "probabilities"):
         assert files[2][kind].read_bytes() == files[1][kind].read_bytes(), kind
+    for n in (1, 2):  # rank 0 alone writes what the mapping took, for the model comparison
+        timing = json.loads((tmp_path / f"{n}_timing.json").read_text())
+        assert (timing["ranks"], timing["pixels"], timing["device"]) == (n, 128 * 128, "cpu"), timing
+        assert timing["px_per_s"] == pytest.approx(timing["pixels"] / timing["seconds"], rel=1e-3)
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging files or ranks' windows
 
 

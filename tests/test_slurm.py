@@ -121,7 +121,7 @@ def test_forcerun_of_one_stage_reruns_only_its_downstream(slurm_run, slurm):
     assert job_counts(plan) == {"train": n, "learning_curve": n, "predict": 4 * n, "consistent_maps": 2 * n,
                                 "change_figure": 2 * n, "change_summary": 1, "quicklook": 4 * n, "assess": 4 * n,
                                 "stac_map_item": 4 * n, "stac_change_item": 2 * n, "stac_catalog": 1,
-                                "summary": 1, "job_resources": 1, "all": 1}
+                                "summary": 1, "compare_models": 1, "job_resources": 1, "all": 1}
     assert "model=rf" not in plan and all(f"model={m}" in plan for m in DEEP)
 
 

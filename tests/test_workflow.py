@@ -228,7 +228,7 @@ def test_rerun_does_nothing_and_forcerun_reruns_only_downstream(run):
     assert counts == {"train": len(deep), "learning_curve": len(deep), "predict": n_maps, "quicklook": n_maps,
                       "consistent_maps": n_series, "change_figure": n_pairs, "change_summary": 1, "assess": n_maps,
                       "stac_map_item": n_maps, "stac_change_item": n_pairs, "stac_catalog": 1, "summary": 1,
-                      "job_resources": 1, "all": 1}
+                      "compare_models": 1, "job_resources": 1, "all": 1}
 
 
 def test_report_embeds_every_figure_and_the_accuracy_table(run):
@@ -246,6 +246,14 @@ def test_report_embeds_every_figure_and_the_accuracy_table(run):
     for name in expected:  # the figures themselves, byte for byte, with their caption
         assert base64.b64decode(embedded[name]) == (run / "assessment" / name).read_bytes(), name
     assert base64.b64decode(embedded["accuracy.tsv"]) == (run / "accuracy.tsv").read_bytes()
+    # every model on one page: the figure, its table (one line per model, each with its speed) and caption
+    for name in ("model_comparison.png", "model_comparison.tsv"):
+        assert base64.b64decode(embedded[name]) == (run / name).read_bytes(), name
+    compared = list(csv.DictReader((run / "model_comparison.tsv").open(), delimiter="\t"))
+    assert [r["model"] for r in compared] == DEMO["models"]
+    assert all(float(r["predict_px_s"]) > 0 and float(r["train_s"]) > 0 and r["maps"] == str(
+        len(DEMO["tiles"]) * len(DEMO["years"])) for r in compared), compared
+    assert "Every model of the run side by side, to pick one" in html
     assert html.count("Row-normalised confusion matrix of the map against the truth raster") >= len(expected)
     # a quicklook and a class-area figure of every map, a learning curve of every deep model
     for name in expected:
@@ -467,7 +475,7 @@ def test_a_users_config_replaces_the_demo_config(tmp_path):
     counts = job_counts(done.stdout + done.stderr)
     assert counts == {"search": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict_rf": 1, "quicklook": 1,
                       "consistent_maps": 1, "change_summary": 1, "design_sample": 1, "assess": 1, "summary": 1,
-                      "stac_map_item": 1, "stac_catalog": 1, "job_resources": 1, "all": 1}, counts
+                      "stac_map_item": 1, "stac_catalog": 1, "compare_models": 1, "job_resources": 1, "all": 1}, counts
 
 
 def test_a_bad_value_names_the_config_file_that_set_it(tmp_path):

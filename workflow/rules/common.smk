@@ -189,6 +189,7 @@ def label_check_args(wildcards, input):
 # Everything a run delivers (rule all); the job_resources table, made last, reads every job's benchmark file.
 PRODUCTS = [
     f"{R}/accuracy.tsv",
+    f"{R}/model_comparison.tsv",
     f"{R}/changes.tsv",
     f"{R}/stac/catalog.json",
     *expand(f"{R}/changes/{{tile}}_{{pair}}_{{model}}.png", tile=TILES, pair=PAIRS, model=MODELS),

@@ -11,6 +11,7 @@ rule predict:
         map=f"{R}/maps/raw/{{tile}}_{{year}}_{{model}}.tif",
         confidence=f"{R}/maps/raw/{{tile}}_{{year}}_{{model}}_confidence.tif",
         probabilities=temp(f"{R}/maps/raw/{{tile}}_{{year}}_{{model}}_probabilities.tif"),
+        timing=f"{R}/maps/raw/{{tile}}_{{year}}_{{model}}_timing.json",
     log:
         f"{R}/logs/predict/{{tile}}_{{year}}_{{model}}.log",
     benchmark:
@@ -29,7 +30,7 @@ rule predict:
     shell:
         "{params.launcher} lcflow -v predict --model-dir {params.model_dir:q} --cube {input.cube:q} --out {output.map:q}"
         " --confidence {output.confidence:q} --probabilities {output.probabilities:q} --block {params.block}"
-        " --backend {params.backend} > {log:q} 2>&1"
+        " --timing {output.timing:q} --backend {params.backend} > {log:q} 2>&1"
 
 
 use rule predict as predict_rf with:
@@ -203,6 +204,26 @@ rule summary:
         ENV
     shell:
         "lcflow -v summarize --assessments {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+# Every model side by side on one report page: accuracy with intervals, per-class F1, training time, speed.
+rule compare_models:
+    input:
+        assessments=expand(f"{R}/assessment/{{tile}}_{{year}}_{{model}}.json", tile=TILES, year=YEARS, model=MODELS),
+        models=expand(f"{R}/models/{{model}}/model.json", model=MODELS),
+        timings=expand(f"{R}/maps/raw/{{tile}}_{{year}}_{{model}}_timing.json", tile=TILES, year=YEARS, model=MODELS),
+    output:
+        table=report(f"{R}/model_comparison.tsv", caption="../report/model_comparison.rst", category="Model comparison"),
+        figure=report(f"{R}/model_comparison.png", caption="../report/model_comparison.rst", category="Model comparison"),
+    log:
+        f"{R}/logs/model_comparison.log",
+    params:
+        model_dirs=lambda wc, input: [str(Path(m).parent) for m in input.models],
+    conda:
+        ENV
+    shell:
+        "lcflow -v compare-models --assessments {input.assessments:q} --models {params.model_dirs:q}"
+        " --timings {input.timings:q} --out {output.table:q} --figure {output.figure:q} > {log:q} 2>&1"
 
 
 rule stac_map_item:

@@ -44,6 +44,12 @@ def cmd_summarize(a):
     sys.stdout.write(assess.summarize(a.assessments, a.out))
 
 
+def cmd_compare_models(a):
+    from lcflow.assess import comparison
+
+    sys.stdout.write(comparison.write(a.assessments, a.models, a.timings or [], a.out, a.figure))
+
+
 def register(command) -> None:
     """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
     p = command("design-sample", "a stratified random sample of reference points from a map, to label independently")
@@ -78,3 +84,11 @@ def register(command) -> None:
     p.add_argument("--out", required=True, help="TSV to write")
     p.set_defaults(func=cmd_summarize)
 
+    p = command("compare-models", "every model side by side: map accuracy with intervals, per-class F1, training "
+                                  "time, mapping speed")
+    p.add_argument("--assessments", nargs="+", required=True, help="assessment JSON files of lcflow assess")
+    p.add_argument("--models", nargs="+", required=True, help="model directories written by lcflow train")
+    p.add_argument("--timings", nargs="*", help="timing JSON files of lcflow predict --timing")
+    p.add_argument("--out", required=True, help="TSV to write, one line per model")
+    p.add_argument("--figure", help="PNG to write: the comparison on one page")
+    p.set_defaults(func=cmd_compare_models)

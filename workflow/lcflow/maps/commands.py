@@ -16,7 +16,7 @@ def cmd_predict(a):
     from lcflow.maps import predict
 
     predict.run(a.model_dir, a.cube, a.out, a.confidence, block=a.block, out_probabilities=a.probabilities,
-                backend=a.backend)
+                backend=a.backend, out_timing=a.timing)
     log.info("map -> %s, confidence -> %s%s", a.out, a.confidence,
              f", probabilities -> {a.probabilities}" if a.probabilities else "")
 
@@ -87,6 +87,8 @@ def register(command) -> None:
     p.add_argument("--block", type=cli_args.int_at_least(16), default=default("predict.block_px"), help="prediction window, pixels a side")
     p.add_argument("--probabilities", help="also write every class's probability (GeoTIFF, one band a class), "
                                            "the input of consistent-maps")
+    p.add_argument("--timing", help="JSON to write: the mapping's wall time and pixels per second "
+                                    "(read by compare-models)")
     backend_option(p)
     p.set_defaults(func=cmd_predict)
 

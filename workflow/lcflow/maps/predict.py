@@ -8,10 +8,12 @@ files, the same as one process would write.
 """
 
 import contextlib
+import json
 import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import numpy as np
 import rasterio
 import rasterio.errors
 
-from lcflow.common.atomic import publish_together
+from lcflow.common.atomic import publish_together, write_text
 from lcflow.common.prefetch import prefetched
 from lcflow.common.progress import Progress
 from lcflow.common.raster import Grid, read_tag, read_with_halo, staged_cog
@@ -64,11 +66,12 @@ PROBABILITY_NODATA = 255
 
 def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confidence: str | Path,
         block: int = default("predict.block_px"), out_probabilities: str | Path | None = None,
-        backend: str = default("distributed.backend")) -> None:
+        backend: str = default("distributed.backend"), out_timing: str | Path | None = None) -> None:
     """Write the class map and the confidence map of ``cube`` (and, if asked, the class probabilities,
     one band per class), published together when all are done; on several ranks (of ``backend``), each
-    maps its share."""
-    named = {"map": out_map, "confidence map": out_confidence, "probabilities": out_probabilities}
+    maps its share. ``out_timing`` (JSON) gets the mapping's wall time and pixels per second."""
+    named = {"map": out_map, "confidence map": out_confidence, "probabilities": out_probabilities,
+             "timing file": out_timing}
     seen: dict[Path, str] = {}
     for what, path in named.items():
         if path is None:
@@ -92,9 +95,11 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
     mapper = _Mapper(trained, cube, steps, cube_bands, probabilities=out_probabilities is not None, threads=threads)
     if on_gpu:
         log.info("on %s: %d thread(s) read and prepare windows ahead of the model", trained.model.device, threads)
+    started = time.perf_counter()
     if comm.size == 1:
         _publish(trained, grid, mapper.windows(windows, range(len(windows)), "", grid.width * grid.height),
                  out_map, out_confidence, out_probabilities)
+        _write_timing(out_timing, trained, grid, time.perf_counter() - started, 1, on_gpu)
         return
     parts = Path(out_map).parent / f".{Path(out_map).name}-ranks"
     mine = share(len(windows), comm.rank, comm.size)
@@ -113,6 +118,18 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
     if comm.rank == 0:
         _publish(trained, grid, _from_parts(parts, windows), out_map, out_confidence, out_probabilities)
         shutil.rmtree(parts, ignore_errors=True)
+        _write_timing(out_timing, trained, grid, time.perf_counter() - started, comm.size, on_gpu)
+
+
+def _write_timing(out: str | Path | None, trained: TrainedModel, grid: Grid, seconds: float, ranks: int,
+                  on_gpu: bool) -> None:
+    """What mapping took, from the first window read to the published map, for the model comparison."""
+    if out is None:
+        return
+    pixels = grid.width * grid.height
+    write_text(out, json.dumps({"model": trained.model.name, "pixels": pixels, "seconds": round(seconds, 6),
+                                "px_per_s": round(pixels / max(seconds, 1e-9), 1), "ranks": ranks,
+                                "device": "gpu" if on_gpu else "cpu"}, indent=1) + "\n")
 
 
 def map_type(classes: list[int]) -> tuple[str, int]:

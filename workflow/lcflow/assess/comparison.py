@@ -1,0 +1,226 @@
+"""Every model of a run side by side, so that a user can pick one: map accuracy with its 95 % interval,
+per-class F1, training time and mapping speed, as a table and one figure for the report.
+
+Accuracy comes from the reference sample where a map has one (Olofsson et al. 2014 estimators, written by
+``lcflow assess``); without one, from the agreement with the held-out test samples, with a Wilson interval
+(binomial, the samples taken as independent), and the table says which. Per-class F1 is the harmonic mean
+of the user's and producer's accuracies of the reference estimate (else the test samples' F1), averaged
+over the maps. Speed is the map's pixels over the wall time of ``lcflow predict``'s mapping (windows read,
+classified and written), from the timing file predict writes beside the map.
+"""
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lcflow.common.atomic import atomic_path, write_text
+from lcflow.errors import LcflowError
+
+log = logging.getLogger("lcflow")
+
+Z95 = 1.959963984540054
+
+
+def wilson_interval(correct: float, n: int) -> tuple[float, float]:
+    """95 % Wilson score interval of a proportion ``correct`` of ``n`` trials (stays inside 0..1, unlike the
+    normal approximation, for accuracies near 1 on a few hundred samples)."""
+    if n <= 0:
+        raise ValueError("no samples")
+    z2 = Z95 * Z95
+    centre = (correct + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z95 * math.sqrt(correct * (1 - correct) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class MapScore:
+    """One map's accuracy: estimate, 95 % interval and where they come from; per-class F1 by class code."""
+
+    name: str
+    source: str
+    accuracy: float
+    low: float
+    high: float
+    f1: dict[int, float]
+    class_names: dict[int, str]
+
+
+@dataclass
+class ModelRow:
+    model: str
+    maps: list[MapScore] = field(default_factory=list)
+    train_s: float | None = None
+    ranks: int | None = None
+    px_per_s: list[float] = field(default_factory=list)
+
+
+def _f1(u: float, p: float) -> float:
+    return 0.0 if u + p == 0 else 2 * u * p / (u + p)
+
+
+def map_score(path: Path) -> tuple[str, MapScore]:
+    """The model and the accuracy of one assessment JSON."""
+    try:
+        r = json.loads(path.read_text())
+        model = r["model"]
+        ref, test = r.get("reference") or {}, r.get("test_samples") or {}
+        if ref.get("overall_accuracy") is not None:
+            oa, ci = float(ref["overall_accuracy"]), float(ref["overall_accuracy_ci95"])
+            f1 = {int(c): _f1(u, p) for c, u, p in zip(ref["classes"], ref["users_accuracy"], ref["producers_accuracy"])}
+            names = {int(c): n for c, n in zip(ref["classes"], ref.get("class_names") or [str(c) for c in ref["classes"]])}
+            return model, MapScore(path.stem, "reference sample", oa, max(0.0, oa - ci), min(1.0, oa + ci), f1, names)
+        oa, n = float(test["overall_accuracy"]), int(test["n_samples"])
+        low, high = wilson_interval(oa, n)
+        per_class = test.get("per_class") or {}
+        f1 = {int(c): float(v["f1"]) for c, v in per_class.items()}
+        names = {int(c): v.get("name", c) for c, v in per_class.items()}
+        return model, MapScore(path.stem, "test samples", oa, low, high, f1, names)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise LcflowError(f"{path} is not an assessment written by lcflow assess with a reference sample or "
+                          f"test samples ({type(exc).__name__}: {exc})") from None
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LcflowError(f"{path} is not {what} ({type(exc).__name__}: {exc})") from None
+
+
+def collect(assessments: list[str | Path], model_dirs: list[str | Path], timings: list[str | Path]
+            ) -> dict[str, ModelRow]:
+    """Per model, in the order the model directories are given: its maps' scores, training time and ranks
+    (``metrics.json`` of its directory) and the mapping speed of each of its maps."""
+    rows: dict[str, ModelRow] = {}
+    for d in map(Path, model_dirs):
+        metrics = _read_json(d / "metrics.json", "the metrics of a model trained by lcflow train")
+        try:
+            rows[metrics["model"]] = ModelRow(metrics["model"], train_s=float(metrics["train_seconds"]),
+                                              ranks=int(metrics.get("world_size", 1)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LcflowError(f"{d / 'metrics.json'}: no {exc} (not written by lcflow train)") from None
+    for p in sorted(map(Path, assessments)):
+        model, score = map_score(p)
+        if model not in rows:
+            raise LcflowError(f"assessment {p} is of model {model!r}, which no --models directory holds "
+                              f"({', '.join(rows) or 'none given'})")
+        rows[model].maps.append(score)
+    for p in map(Path, timings):
+        t = _read_json(p, "a timing file written by lcflow predict")
+        try:
+            model, px_per_s = t["model"], float(t["px_per_s"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LcflowError(f"{p}: no {exc} (not a timing file written by lcflow predict)") from None
+        if model not in rows:
+            raise LcflowError(f"timing file {p} is of model {model!r}, which no --models directory holds")
+        rows[model].px_per_s.append(px_per_s)
+    for row in rows.values():
+        if not row.maps:
+            raise LcflowError(f"model {row.model}: no assessment among --assessments")
+    return rows
+
+
+def _classes(rows: dict[str, ModelRow]) -> dict[int, str]:
+    names: dict[int, str] = {}
+    for row in rows.values():
+        for m in row.maps:
+            names.update(m.class_names)
+    return dict(sorted(names.items()))
+
+
+def mean_f1(row: ModelRow, code: int) -> float:
+    """The class's F1 averaged over the maps that have the class (NaN where none has it)."""
+    values = [m.f1[code] for m in row.maps if code in m.f1]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def table(rows: dict[str, ModelRow]) -> str:
+    """TSV: one line per model."""
+    classes = _classes(rows)
+    head = ["model", "maps", "accuracy_from", "accuracy_mean", "accuracy_low_min", "accuracy_high_max", "macro_f1",
+            "train_s", "train_ranks", "predict_px_s"] + [f"f1_{c}" for c in classes]
+    lines = ["\t".join(head)]
+    for row in rows.values():
+        f1 = [mean_f1(row, c) for c in classes]
+        cells = [row.model, str(len(row.maps)), " + ".join(sorted({m.source for m in row.maps})),
+                 f"{np.mean([m.accuracy for m in row.maps]):.4f}", f"{min(m.low for m in row.maps):.4f}",
+                 f"{max(m.high for m in row.maps):.4f}", f"{np.nanmean(f1):.4f}" if f1 else "",
+                 "" if row.train_s is None else f"{row.train_s:.1f}", "" if row.ranks is None else str(row.ranks),
+                 f"{np.mean(row.px_per_s):.0f}" if row.px_per_s else ""]
+        lines.append("\t".join(cells + ["" if math.isnan(v) else f"{v:.4f}" for v in f1]))
+    return "\n".join(lines) + "\n"
+
+
+def figure(rows: dict[str, ModelRow], out: str | Path) -> None:
+    """One page: each map's accuracy with its interval per model; the per-class F1 of every model; training
+    time and mapping speed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(rows)
+    classes = _classes(rows)
+    fig = plt.figure(figsize=(13, 3.2 + 0.45 * len(models) + 0.12 * max(len(models), 1) * 2))
+    grid = fig.add_gridspec(2, 3, height_ratios=[1, 1.1], hspace=0.55, wspace=0.35)
+    ax = fig.add_subplot(grid[0, 0])
+    for y, model in enumerate(models):
+        maps = rows[model].maps
+        offsets = np.linspace(-0.25, 0.25, len(maps)) if len(maps) > 1 else [0.0]
+        for dy, m in zip(offsets, maps):
+            ax.errorbar(m.accuracy, y + dy, xerr=[[m.accuracy - m.low], [m.high - m.accuracy]], fmt="o",
+                        color="#08519c" if m.source == "reference sample" else "#969696", markersize=3, capsize=2)
+        ax.plot(np.mean([m.accuracy for m in maps]), y, "|", color="#cb181d", markersize=14, mew=2)
+    sources = sorted({m.source for r in rows.values() for m in r.maps})
+    ax.set_yticks(range(len(models)), models)
+    ax.invert_yaxis()
+    ax.set_xlabel("overall accuracy, 95 % interval\n(" + ", ".join(sources) + "; red: mean of the maps)")
+    ax.grid(axis="x", alpha=0.3)
+    for col, (values, label) in enumerate(((
+            [rows[m].train_s or 0.0 for m in models], "training time (s)"),
+            ([float(np.mean(rows[m].px_per_s)) if rows[m].px_per_s else 0.0 for m in models],
+             "mapping speed (px/s, mean of the maps)")), start=1):
+        ax = fig.add_subplot(grid[0, col])
+        ax.barh(range(len(models)), values, color="#9ecae1")
+        for y, v in enumerate(values):
+            ranks = rows[models[y]].ranks
+            note = f"{v:,.0f}" + (f" ({ranks} ranks)" if col == 1 and ranks and ranks > 1 else "")
+            if col == 2 and not rows[models[y]].px_per_s:
+                note = "no timing file"
+            ax.annotate(note, (v, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
+        ax.set_yticks(range(len(models)), models if col == 1 else [""] * len(models))
+        ax.invert_yaxis()
+        ax.set_xlabel(label)
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_xlim(0, max(values + [1.0]) * 1.35)
+    ax = fig.add_subplot(grid[1, :])
+    f1 = np.array([[mean_f1(rows[m], c) for c in classes] for m in models]).reshape(len(models), len(classes))
+    image = ax.imshow(np.ma.masked_invalid(f1), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    for (y, x), v in np.ndenumerate(f1):
+        if not math.isnan(v):
+            ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize=8, color="white" if v < 0.6 else "black")
+    ax.set_yticks(range(len(models)), models)
+    ax.set_xticks(range(len(classes)), [f"{c} {n}"[:28] for c, n in classes.items()], rotation=30, ha="right",
+                  fontsize=8)
+    ax.set_title("F1 per class (mean of the maps)", fontsize=10)
+    fig.colorbar(image, ax=ax, fraction=0.02)
+    fig.suptitle(f"{len(models)} models, {sum(len(r.maps) for r in rows.values())} maps")
+    with atomic_path(out, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def write(assessments: list[str | Path], model_dirs: list[str | Path], timings: list[str | Path],
+          out: str | Path, figure_out: str | Path | None = None) -> str:
+    """The table (TSV) and, given ``figure_out``, the figure; returns the table."""
+    rows = collect(assessments, model_dirs, timings)
+    text = table(rows)
+    if figure_out:
+        figure(rows, figure_out)
+    write_text(out, text)
+    log.info("%d models compared -> %s", len(rows), out)
+    return text
