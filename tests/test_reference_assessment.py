@@ -209,6 +209,27 @@ def test_points_without_a_label_are_left_out_and_a_simple_random_sample_works(tm
     assert r["overall_accuracy"] == pytest.approx(float((truth[rows, cols] == mapped[rows, cols])[used].mean()))
 
 
+def test_a_reference_class_the_map_never_holds_is_one_it_omits(tmp_path):
+    """A class of the nomenclature that the model never learnt (too rare in its samples) is a valid
+    reference code: every point of it is an error of omission; a code outside the nomenclature is not."""
+    from lcflow.labels.nomenclature import Nomenclature
+
+    truth, mapped = _truth_and_map()
+    map_path = _write_map(tmp_path / "map.tif", mapped)
+    rng = np.random.default_rng(1)
+    rows, cols = rng.integers(0, 400, 400), rng.integers(0, 400, 400)
+    xs, ys = rasterio.transform.xy(GRID.transform, rows, cols)
+    ref = truth[rows, cols].astype(int)
+    ref[:40] = 5  # a class the map has no pixel of
+    gpd.GeoDataFrame({"reference": ref}, geometry=gpd.points_from_xy(xs, ys), crs=32631).to_file(tmp_path / "r.gpkg")
+    nomenclature = Nomenclature("five", {}, {1: "a", 2: "b", 3: "c", 4: "d", 5: "rare"})
+    r = assess.against_reference(map_path, tmp_path / "r.gpkg", nomenclature=nomenclature)
+    assert r["class_names"][-1] == "rare" and r["producers_accuracy"][-1] == 0 and r["mapped_area_ha"][-1] == 0
+    assert r["overall_accuracy"] == pytest.approx(float((ref == mapped[rows, cols]).mean()))
+    with pytest.raises(LcflowError, match=r"reference code\(s\) 5 are not classes of the map's nomenclature \(1, 2, 3, 4\)"):
+        assess.against_reference(map_path, tmp_path / "r.gpkg")
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda f: f.assign(reference=7), "reference code(s) 7 are not classes of the map's nomenclature (1, 2, 3, 4)"),
     (lambda f: f.drop(columns="reference"), "has no column 'reference' (columns: point_id, stratum"),

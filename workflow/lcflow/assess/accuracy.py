@@ -32,13 +32,16 @@ def against_truth(map_path: str | Path, truth_path: str | Path, nomenclature: No
     return result
 
 
-def against_reference(map_path: str | Path, reference: str | Path, column: str = "reference") -> dict:
+def against_reference(map_path: str | Path, reference: str | Path, column: str = "reference",
+                      nomenclature: Nomenclature | None = None) -> dict:
     """Accuracy and class areas of the map from labelled reference points (any CRS; GeoPackage, shapefile,
     GeoJSON, or CSV with lon/lat).
 
     Points drawn by ``lcflow design-sample`` carry their stratum and its pixel count; points without them
     are taken as a simple random sample of the mapped pixels (one stratum). Points without a reference
-    label are left out and counted; reference codes must be classes of the map's nomenclature.
+    label are left out and counted; reference codes must be classes of the map's nomenclature: the
+    classes the map holds, and every class of ``nomenclature`` where given (a class the model never
+    learnt, rare in its samples, is one the map omits wherever the reference finds it).
     """
     points = _reference_points(reference, column)
     labelled = points[points[column].notna()]
@@ -54,10 +57,12 @@ def against_reference(map_path: str | Path, reference: str | Path, column: str =
     on_map = inside & (mapped != nodata) if xy else np.array([], dtype=bool)
     used = labelled[on_map]
     ref = used[column].astype(int).to_numpy()
-    unknown = sorted(set(ref.tolist()) - set(names)) if names else []
+    names = {**(nomenclature.names if nomenclature is not None else {}), **names} if names else names
+    known = set(names)
+    unknown = sorted(set(ref.tolist()) - known) if names else []
     if unknown:
         raise LcflowError(f"reference file {reference}: reference code(s) {', '.join(map(str, unknown))} are not classes "
-                          f"of the map's nomenclature ({', '.join(map(str, sorted(names)))})")
+                          f"of the map's nomenclature ({', '.join(map(str, sorted(known)))})")
     counts = class_pixels(map_path)
     if {"stratum", "stratum_pixels"} <= set(used.columns):
         stratum = used["stratum"].astype(int).to_numpy()
@@ -125,7 +130,7 @@ def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: s
     test = table.split("test")
     result: dict = {"map": str(map_path), "model": trained.model.name}
     if reference is not None:
-        result["reference"] = against_reference(map_path, reference, reference_column)
+        result["reference"] = against_reference(map_path, reference, reference_column, nomenclature)
     if len(test.frame):
         result["test_samples"] = {**evaluate_table(trained, test),
                                   "what": "agreement with the training labels on held-out samples, not map accuracy"}
