@@ -150,9 +150,9 @@ def test_several_preparing_threads_map_as_one_does(stages, rf_model, tmp_path, m
     seen = set()
     real = predict.TrainedModel.window_inputs
 
-    def counting(self, x):
+    def counting(self, x, latlon=None):
         seen.add(threading.current_thread().name)
-        return real(self, x)
+        return real(self, x, latlon)
 
     monkeypatch.setattr(predict.TrainedModel, "window_inputs", counting)
     predict.run(rf_model, stages["cube2018"], *files[4][:2], block=32, out_probabilities=files[4][2])
@@ -165,11 +165,11 @@ def test_a_window_that_cannot_be_prepared_is_named(stages, rf_model, tmp_path, m
     real = predict.TrainedModel.window_inputs
     calls = []
 
-    def failing(self, x):
+    def failing(self, x, latlon=None):
         calls.append(1)
         if len(calls) == 3:
             raise ValueError("corrupt block")
-        return real(self, x)
+        return real(self, x, latlon)
 
     monkeypatch.setattr(predict.TrainedModel, "window_inputs", failing)
     with pytest.raises(RuntimeError, match=r"cube.tif: one process, window 2 \(rows 0\.\.31, cols 64\.\.95\) failed: "

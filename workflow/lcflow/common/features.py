@@ -91,6 +91,14 @@ def prepare(x: np.ndarray, standardise: Standardiser) -> tuple[np.ndarray, np.nd
     return out, empty
 
 
+def with_position(prepared: np.ndarray, latlon: np.ndarray) -> np.ndarray:
+    """Prepared series (samples, steps, features) with each sample's latitude and longitude in degrees
+    appended to every step's features: (samples, steps, features + 2)."""
+    n, t, _ = prepared.shape
+    where = np.broadcast_to(np.asarray(latlon, dtype=np.float32)[:, None, :], (n, t, 2))
+    return np.concatenate([prepared, where], axis=2)
+
+
 def prepare_patches(x: np.ndarray, standardise: Standardiser) -> tuple[np.ndarray, np.ndarray]:
     """Patches (samples, steps, bands, rows, cols) -> (samples, steps * (bands + 1), rows, cols): every
     pixel prepared as by :func:`prepare`, time steps stacked as channels. Also returns which pixels

@@ -1,8 +1,8 @@
 """The samples table: lcflow's public interchange format (parquet), read, checked and written here.
 
 One row per sample: integer ``label``; optional ``split`` (train/val/test), ``tile``, ``year``, ``row``,
-``col``, ``x``, ``y``; one column per band and time step named ``{band}_t{index:02d}``, where a band is
-a Sentinel-2 band (``B04``) or a spectral index (``NDVI``), any number of them and of time steps. Time-step
+``col``, ``x``, ``y`` (in the metadata's ``crs``), ``lat``, ``lon`` (degrees, WGS 84); one column per band
+and time step named ``{band}_t{index:02d}``, where a band is a Sentinel-2 band (``B04``) or a spectral index (``NDVI``), any number of them and of time steps. Time-step
 dates, class names and colours travel in the parquet schema metadata under the key ``lcflow``.
 NaN cells (missed observations) are normal.
 
@@ -83,6 +83,18 @@ class SampleTable:
         out = raw.astype(np.float32)
         out[raw == int(info["nodata"])] = np.nan
         return out.reshape(len(self.frame), steps, len(bands), size, size)
+
+    def latlon(self, where: str = "samples table") -> np.ndarray:
+        """Latitude and longitude of every row in degrees (samples, 2): its ``lat``/``lon`` columns, else
+        ``x``/``y`` in the metadata's ``crs``."""
+        if {"lat", "lon"} <= set(self.frame.columns):
+            return self.frame[["lat", "lon"]].to_numpy(np.float32)
+        if not {"x", "y"} <= set(self.frame.columns) or not self.meta.get("crs"):
+            raise LcflowError(f"{where} gives no position of its samples: it needs lat/lon columns, or x/y columns "
+                              "with a crs in its metadata (lcflow sample writes both)")
+        from lcflow.common.position import to_latlon
+
+        return to_latlon(self.frame["x"].to_numpy(float), self.frame["y"].to_numpy(float), self.meta["crs"])
 
     def observed(self) -> np.ndarray:
         """Per row: True where at least one band value is present (a row of NaN only carries no signal)."""
@@ -180,7 +192,13 @@ def read(paths: str | Path | list[str | Path], min_classes: int = 2) -> SampleTa
         for key, value in this.items():
             meta.setdefault(key, value)
         patch_layouts.add(json.dumps(this.get("patch"), sort_keys=True) if PATCH in table.column_names else None)
-        frames.append(table.to_pandas())
+        frame = table.to_pandas()
+        if len(paths) > 1 and this.get("crs") and {"x", "y"} <= set(frame.columns) and "lat" not in frame.columns:
+            # tables of tiles in several UTM zones: each row's position in degrees, as one CRS cannot hold them
+            from lcflow.common.position import to_latlon
+
+            frame[["lat", "lon"]] = to_latlon(frame["x"].to_numpy(float), frame["y"].to_numpy(float), this["crs"])
+        frames.append(frame)
     if len(patch_layouts) > 1:
         raise LcflowError(f"samples tables {', '.join(map(str, paths))} mix patch layouts (or patches and none): "
                           "write them all with the same sample.patch_px")

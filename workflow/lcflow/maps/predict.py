@@ -22,6 +22,7 @@ import rasterio
 import rasterio.errors
 
 from lcflow.common.atomic import publish_together, write_text
+from lcflow.common.position import window_latlon
 from lcflow.common.prefetch import prefetched
 from lcflow.common.progress import Progress
 from lcflow.common.raster import Grid, read_tag, read_with_halo, staged_cog
@@ -181,8 +182,10 @@ class _Mapper:
                     local.src = rasterio.open(self.cube)
                     opened.append(local.src)
                 raw = read_with_halo(local.src, windows[i], h, NODATA)
+                latlon = (window_latlon(local.src.transform, local.src.crs, windows[i])
+                          if self.trained.model.uses_position else None)
                 return self.trained.window_inputs(window_features(raw, self.steps, self.trained.bands,
-                                                                  self.cube_bands))
+                                                                  self.cube_bands), latlon)
             except Exception as exc:
                 raise self._failed(i, windows[i], who, exc) from exc
 

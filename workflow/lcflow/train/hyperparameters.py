@@ -208,6 +208,16 @@ LTAE: dict[str, Param] = {
     "dropout": _dropout(0.2),
 }
 
+PRESTO: dict[str, Param] = {
+    "pretrained": _bool(True, "start from Presto's published encoder weights (false: the same network from random "
+                              "weights, to measure what pretraining buys)"),
+    "freeze_encoder": _bool(False, "keep the encoder as published and train the classifier head only"),
+    # fine-tuning a pretrained transformer: a tenth of the rate the networks trained from scratch take
+    "learning_rate": _float(0.0003, "rate for lr_reference_batch samples per step, scaled to the global batch",
+                            0, 10, low_open=True),
+    "dropout": _dropout(0.1),
+}
+
 #: model name -> its parameters
 MODELS: dict[str, dict[str, Param]] = {
     "rf": RF,
@@ -215,6 +225,7 @@ MODELS: dict[str, dict[str, Param]] = {
     "tempcnn": {**TRAINING, **TEMPCNN},
     "resnet": {**TRAINING, **RESNET},
     "ltae": {**TRAINING, **LTAE},
+    "presto": {**TRAINING, **PRESTO},
 }
 
 

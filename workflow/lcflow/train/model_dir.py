@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from lcflow.common.atomic import atomic_path, write_text
-from lcflow.common.features import Standardiser, prepare, prepare_patches
+from lcflow.common.features import Standardiser, prepare, prepare_patches, with_position
 from lcflow.errors import LcflowError
 from lcflow.train.models import Model, model_class
 
@@ -49,27 +49,38 @@ class TrainedModel:
             raise LcflowError(f"input has {x.shape[1]} steps x {x.shape[2]} bands; the model expects "
                               f"{self.steps} x {len(self.bands)} ({', '.join(self.bands)})")
 
-    def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def predict(self, x: np.ndarray, latlon: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Raw values -> class codes, confidence 0..1, and which had no data. ``x`` is (samples, steps,
-        bands) for pixel models, (samples, steps, bands, rows, cols) patches for patch models."""
+        bands) for pixel models, (samples, steps, bands, rows, cols) patches for patch models; ``latlon``
+        (samples, 2) the samples' positions, for a model that uses them."""
         self._check_shape(x)
         if self.model.input_kind == "patch":
             prepared, empty = prepare_patches(x, self.standardise)
             empty = empty[:, empty.shape[1] // 2, empty.shape[2] // 2]
         else:
             prepared, empty = prepare(x, self.standardise)
+            prepared = self._located(prepared, latlon)
         proba = self.model.predict_proba(prepared)
         best = proba.argmax(axis=1)
         return np.asarray(self.classes)[best], proba.max(axis=1), empty
 
-    def window_probabilities(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _located(self, prepared: np.ndarray, latlon: np.ndarray | None) -> np.ndarray:
+        """``prepared`` with the samples' positions appended, for a model that uses them."""
+        if not self.model.uses_position:
+            return prepared
+        if latlon is None or len(latlon) != len(prepared):
+            raise LcflowError(f"model {self.model.name} needs the position of each of the {len(prepared)} samples")
+        return with_position(prepared, latlon)
+
+    def window_probabilities(self, x: np.ndarray, latlon: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(steps, bands, rows, cols) raw window with ``halo`` pixels of context each side -> the
         probability of every class, (pixels, classes) in the order of ``classes``, and the no-data mask,
-        of the inner (rows - 2 halo, cols - 2 halo) pixels, row-major."""
-        prepared, empty = self.window_inputs(x)
+        of the inner (rows - 2 halo, cols - 2 halo) pixels, row-major. ``latlon``: the inner pixels'
+        positions (pixels, 2), for a model that uses them."""
+        prepared, empty = self.window_inputs(x, latlon)
         return self.input_probabilities(prepared), empty
 
-    def window_inputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def window_inputs(self, x: np.ndarray, latlon: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The first half of :meth:`window_probabilities`, CPU work that prediction runs in its reading
         threads: the model's prepared input of a raw window, and the no-data mask of its inner pixels."""
         h = self.halo
@@ -77,7 +88,8 @@ class TrainedModel:
             t, b, rows, cols = x.shape
             pixels = np.moveaxis(x.reshape(t, b, -1), 2, 0)
             self._check_shape(pixels)
-            return prepare(pixels, self.standardise)
+            prepared, empty = prepare(pixels, self.standardise)
+            return self._located(prepared, latlon), empty
         self._check_shape(x[None])
         prepared, empty = prepare_patches(x[None], self.standardise)
         return prepared[0], empty[0, h:-h, h:-h].ravel()
@@ -112,7 +124,8 @@ class TrainedModel:
             raise LcflowError(f"{directory} is not a trained model directory (no {META_FILE})")
         try:
             meta: dict[str, Any] = json.loads(meta_path.read_text())
-            model = model_class(meta["model"])(meta["params"], len(meta["bands"]) + 1, meta["steps"], len(meta["classes"]))
+            model = model_class(meta["model"])(meta["params"], len(meta["bands"]) + 1, meta["steps"], len(meta["classes"]),
+                                               meta["bands"], Standardiser.from_dict(meta["standardisation"]))
             recorded = meta["weights"]
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise LcflowError(f"{meta_path} is not a model description written by lcflow train ({exc!r})") from exc

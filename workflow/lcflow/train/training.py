@@ -16,7 +16,7 @@ import pandas as pd
 import yaml
 
 from lcflow.common.atomic import write_text
-from lcflow.common.features import Standardiser, prepare, prepare_patches
+from lcflow.common.features import Standardiser, prepare, prepare_patches, with_position
 from lcflow.common.metrics import scores
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
@@ -128,12 +128,12 @@ def prepare_data(cls, model_name: str, sample_paths: list[str], params: dict[str
                  validation["method"])
     index = {c: i for i, c in enumerate(classes)}
     standardise = Standardiser.fit(train_part.features())
-    x = model_input(cls, train_part, standardise)
+    x = model_input(cls, train_part, standardise, names)
     y = train_part.frame["label"].map(index).to_numpy()
     x_val = y_val = None
     if val_part is not None and len(val_part.frame):
         keep = val_part.frame["label"].isin(classes).to_numpy()
-        x_val = model_input(cls, val_part, standardise)[keep]
+        x_val = model_input(cls, val_part, standardise, names)[keep]
         y_val = val_part.frame["label"][keep].map(index).to_numpy()
     counts = np.bincount(y, minlength=len(classes)).astype(float)
     return Prepared(table, names, classes, standardise, x, y, x_val, y_val, counts, int(len(train_part.frame)),
@@ -160,7 +160,7 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
         return {}
     data = prepare_data(cls, model_name, sample_paths, params, carve=deep_model)
     table = data.table
-    model = cls(params, len(table.bands) + 1, table.steps, len(data.classes))
+    model = cls(params, len(table.bands) + 1, table.steps, len(data.classes), table.bands, data.standardise)
     if deep_model:
         out.mkdir(parents=True, exist_ok=True)
         model.comm, model.checkpoint = comm, out / CHECKPOINT
@@ -279,11 +279,14 @@ def publish(out: Path, trained: TrainedModel, history: list[dict], metrics: dict
     trained.save(out)
 
 
-def model_input(cls, part: samples_table.SampleTable, standardise: Standardiser) -> np.ndarray:
-    """What a model of class ``cls`` trains on: prepared pixel series, or prepared patches."""
+def model_input(cls, part: samples_table.SampleTable, standardise: Standardiser, where: str = "samples table"
+                ) -> np.ndarray:
+    """What a model of class ``cls`` trains on: prepared pixel series (with each row's position for a model
+    that uses it), or prepared patches."""
     if cls.input_kind == "patch":
         return prepare_patches(part.patches(), standardise)[0]
-    return prepare(part.features(), standardise)[0]
+    prepared = prepare(part.features(), standardise)[0]
+    return with_position(prepared, part.latlon(where)) if cls.uses_position else prepared
 
 
 def _write_history(path: Path, rows: list[dict]) -> None:
@@ -305,7 +308,7 @@ def evaluate_table(trained: TrainedModel, table: samples_table.SampleTable) -> d
         x = table.patches(trained.bands, trained.steps)
     else:
         x = table.features(trained.bands, trained.steps)
-    codes, _, empty = trained.predict(x)
+    codes, _, empty = trained.predict(x, table.latlon() if trained.model.uses_position else None)
     codes = np.where(empty, -1, codes)
     result = scores(table.frame["label"].to_numpy(), codes, trained.class_names)
     result["n_without_observation"] = int(empty.sum())

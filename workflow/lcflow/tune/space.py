@@ -49,6 +49,13 @@ DEFAULT_SPACES: dict[str, dict[str, dict[str, Any]]] = {
         "head_width": {"choices": [4, 8, 16]},
         "dropout": {"low": 0.0, "high": 0.5},
     },
+    "presto": {
+        "learning_rate": {"low": 1e-4, "high": 3e-3, "log": True},
+        "weight_decay": {"low": 1e-4, "high": 0.1, "log": True},
+        "warmup_fraction": {"low": 0.0, "high": 0.2},
+        "dropout": {"low": 0.0, "high": 0.3},
+        "freeze_encoder": {"choices": [False, True]},
+    },
     "resnet": {
         "learning_rate": {"low": 3e-4, "high": 1e-2, "log": True},
         "weight_decay": {"low": 1e-4, "high": 0.1, "log": True},

@@ -12,8 +12,9 @@ from lcflow.train import hyperparameters
 
 #: model name -> module holding a ``Model`` subclass named ``Model``
 REGISTRY = {"rf": "lcflow.train.models.rf", "lstm": "lcflow.train.models.lstm", "tempcnn": "lcflow.train.models.tempcnn",
-            "resnet": "lcflow.train.models.resnet", "ltae": "lcflow.train.models.ltae"}
-DEEP = ("lstm", "tempcnn", "resnet", "ltae")
+            "resnet": "lcflow.train.models.resnet", "ltae": "lcflow.train.models.ltae",
+            "presto": "lcflow.train.models.presto"}
+DEEP = ("lstm", "tempcnn", "resnet", "ltae", "presto")
 #: models that train on patches (the samples table's patch variant) instead of pixel series
 PATCH = ("resnet",)
 
@@ -23,11 +24,16 @@ class Model(ABC):
     for ``input_kind = "patch"`` patches (samples, steps * features, rows, cols)."""
 
     input_kind: ClassVar[str] = "series"
+    #: True: each sample's latitude and longitude follow its features at every step (the last two)
+    uses_position: ClassVar[bool] = False
     weights_file: ClassVar[str]
 
-    def __init__(self, params: dict[str, Any], n_features: int, steps: int, n_classes: int):
+    def __init__(self, params: dict[str, Any], n_features: int, steps: int, n_classes: int,
+                 bands: list[str] | None = None, standardise: Any = None):
         self.params = hyperparameters.check(self.name, params)
         self.n_features, self.steps, self.n_classes = n_features, steps, n_classes
+        # what the input's features are, for models that map them onto inputs of their own (presto)
+        self.bands, self.standardise = bands, standardise
 
     @property
     def name(self) -> str:

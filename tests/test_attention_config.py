@@ -1,0 +1,41 @@
+"""config/attention.yaml, the documented config of the attention models: ltae and presto are tuned (presto),
+trained on the local profile's two ranks, map both years, are assessed and compared beside the forest."""
+
+import csv
+import json
+
+import rasterio
+import yaml
+
+from .conftest import ROOT, job_counts, snakemake
+
+CONFIG = yaml.safe_load((ROOT / "config" / "attention.yaml").read_text())
+#: the config as documented, with a training budget a test can wait for
+BUDGET = {"epochs": 2, "min_steps": 40, "evaluations": 2}
+
+
+def test_the_attention_config_tunes_trains_maps_and_assesses_ltae_and_presto(tmp_path):
+    cfg = {**CONFIG, "model_params": {m: {**p, **(BUDGET if m != "rf" else {})}
+                                      for m, p in CONFIG["model_params"].items()}}
+    (tmp_path / "attention.yaml").write_text(yaml.safe_dump(cfg))
+    done = snakemake(tmp_path, configfile=tmp_path / "attention.yaml")
+    assert done.returncode == 0, done.stderr[-4000:]
+    counts = job_counts(done.stdout + done.stderr)
+    assert counts["hpo"] == 1 and counts["train"] == 2 and counts["predict"] == 4 and counts["predict_rf"] == 2, counts
+    results = tmp_path / cfg["results"]
+    best = yaml.safe_load((results / "hpo" / "presto" / "best_params.yaml").read_text())
+    assert best["trials"]["complete"] + best["trials"]["pruned"] == 2 and best["world_size"] == 2, best
+    for model in ("ltae", "presto"):
+        metrics = json.loads((results / "models" / model / "metrics.json").read_text())
+        assert metrics["world_size"] == 2 and metrics["launcher"] == "horovod", metrics
+        assert ("tuned" in metrics) == (model == "presto")
+    assert metrics["tuned"]["params"] == best["params"] and metrics["params"]["pretrained"] is True
+    accuracy = list(csv.DictReader((results / "accuracy.tsv").open(), delimiter="\t"))
+    assert sorted(r["map"] for r in accuracy) == sorted(
+        f"31UFT_{y}_{m}" for m in cfg["models"] for y in cfg["years"]), accuracy
+    for row in accuracy:  # every map assessed against the demo's truth and its reference sample, well above a guess
+        assert float(row["truth_OA"]) > 0.7 and float(row["reference_OA"]) > 0.7, row
+    compared = list(csv.DictReader((results / "model_comparison.tsv").open(), delimiter="\t"))
+    assert [r["model"] for r in compared] == cfg["models"] and all(float(r["predict_px_s"]) > 0 for r in compared)
+    with rasterio.open(results / "maps" / "31UFT_2019_presto.tif") as src:
+        assert (src.width, src.height) == (128, 128)
