@@ -33,10 +33,14 @@ class TorchModel(Model):
                         comm=self.comm, checkpoint=self.checkpoint, fingerprint=self.fingerprint,
                         on_round=self.on_round)
 
+    #: pixels a forward pass takes when predicting, on a CPU and on a GPU
+    predict_batch = {"cpu": 8192, "cuda": 8192}
+
     def predict_proba(self, x):
         if len(x) == 0:
             return np.zeros((0, self.n_classes), dtype=np.float32)
-        return deep.predict_proba(self.net, x, self.device)
+        device = self.device
+        return deep.predict_proba(self.net, x, device, self.predict_batch.get(device.type, 8192))
 
     @property
     def device(self) -> torch.device:
