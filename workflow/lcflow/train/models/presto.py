@@ -234,12 +234,17 @@ class Model(TorchModel):
     # against 1,260 at 256); a GPU wants large batches
     predict_batch = {"cpu": 256, "cuda": 8192}
 
-    def network(self) -> nn.Module:
+    def architecture(self) -> nn.Module:
         p = self.params
         if self.bands is None or self.standardise is None:
             raise LcflowError("presto needs the model's bands and standardisation")
-        net = Network(self.bands, self.standardise.center, self.standardise.scale, self.steps, self.n_classes,
-                      float(p["dropout"]), bool(p["freeze_encoder"]))
-        if p["pretrained"]:
+        return Network(self.bands, self.standardise.center, self.standardise.scale, self.steps, self.n_classes,
+                       float(p["dropout"]), bool(p["freeze_encoder"]))
+
+    def network(self) -> nn.Module:
+        """For training: the architecture, starting from the published encoder unless ``pretrained`` is off
+        (a trained model's own weights load into the bare architecture, without reading the file again)."""
+        net = self.architecture()
+        if self.params["pretrained"]:
             load_encoder(net.encoder)
         return net

@@ -54,7 +54,11 @@ class TorchModel(Model):
     def save_weights(self, path: Path) -> None:
         torch.save(self.net.state_dict(), path)
 
+    def architecture(self) -> nn.Module:
+        """The network that saved weights are loaded into (its initial weights are overwritten)."""
+        return self.network()
+
     def load_weights(self, path: Path) -> None:
-        self.net = self.network()
+        self.net = self.architecture()
         self.net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         self.net.to(self.device)
