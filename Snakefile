@@ -41,6 +41,23 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/map.smk"
 
 
+# Bookkeeping rules of a second or two (figures of a study or a training, STAC items, tables of what ran)
+# run where Snakemake runs, on the login node under profiles/slurm, rather than each as a Slurm job that
+# waits longer for its queue and start-up than it computes. Every rule that reads a cube or a map in full,
+# trains or predicts stays a cluster job.
+localrules:
+    all,
+    hpo_summary,
+    learning_curve,
+    change_summary,
+    summary,
+    compare_models,
+    stac_map_item,
+    stac_change_item,
+    stac_catalog,
+    job_resources,
+
+
 rule all:
     default_target: True
     input:
