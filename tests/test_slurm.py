@@ -105,7 +105,10 @@ def submitted(output: str) -> dict[str, str]:
     return dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: (\S+)\)", output))
 
 
-def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, local_demo_run):
+def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, request):
+    # the local run from slurm_run, which makes it meanwhile: asked for here, pytest would make this
+    # session-wide fixture before the module's slurm_run, and the two would run one after the other
+    local_demo_run = request.getfixturevalue("local_demo_run")
     results = slurm_run / "results"
     local = {r["map"]: r for r in csv.DictReader((local_demo_run / "accuracy.tsv").open(), delimiter="\t")}
     remote = {r["map"]: r for r in csv.DictReader((results / "accuracy.tsv").open(), delimiter="\t")}
