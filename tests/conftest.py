@@ -110,23 +110,16 @@ def patch_samples(stages) -> dict[int, Path]:
     return out
 
 
-def snakemake_command(workdir: Path, *args: str, profile: str = "local", env: dict | None = None,
-                      configfile: Path | list[Path] | None = None) -> tuple[list[str], dict]:
-    """The command line and environment of the workflow in ``workdir`` under a profile (the demo config
-    unless other files are given, merged in order), with this interpreter's tools on PATH."""
+def snakemake(workdir: Path, *args: str, profile: str = "local", env: dict | None = None,
+              timeout: int = 1500, configfile: Path | list[Path] | None = None) -> subprocess.CompletedProcess:
+    """The workflow in ``workdir`` under a profile (the demo config unless other files are given, merged
+    in order), with this interpreter's tools on PATH."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}
     # ARGS (targets among them) before --configfile, whose list of files would swallow a target after it
     cmd = ["snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--profile", str(ROOT / "profiles" / profile),
            *args,
            "--configfile", *map(str, configfile if isinstance(configfile, list) else [configfile or ROOT / "config" / "config.yaml"]),
            *(["--cores", "2"] if profile == "local" else [])]
-    return cmd, env
-
-
-def snakemake(workdir: Path, *args: str, profile: str = "local", env: dict | None = None,
-              timeout: int = 1500, configfile: Path | list[Path] | None = None) -> subprocess.CompletedProcess:
-    """Run the workflow (``snakemake_command``) to its end."""
-    cmd, env = snakemake_command(workdir, *args, profile=profile, env=env, configfile=configfile)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
