@@ -80,16 +80,14 @@ def plain_forest(table: samples.SampleTable) -> tuple[dict, np.ndarray]:
     """scikit-learn's forest of 300 trees on the raw band columns of the train rows (NaN where a value is
     missing); its test scores, as lcflow's metrics name them, and its test classes."""
     from sklearn.ensemble import RandomForestClassifier
-    from sklearn.metrics import balanced_accuracy_score, f1_score
+
+    from lcflow.common.metrics import scores
 
     train, test = table.split("train"), table.split("test")
     x_train, x_test = (p.features().reshape(len(p.frame), -1) for p in (train, test))
-    y_train, y_test = train.frame["label"].to_numpy(), test.frame["label"].to_numpy()
-    forest = RandomForestClassifier(300, n_jobs=-1, random_state=42).fit(x_train, y_train)
+    forest = RandomForestClassifier(300, n_jobs=-1, random_state=42).fit(x_train, train.frame["label"].to_numpy())
     codes = forest.predict(x_test)
-    return {"overall_accuracy": float((codes == y_test).mean()),
-            "balanced_accuracy": float(balanced_accuracy_score(y_test, codes)),
-            "macro_f1": float(f1_score(y_test, codes, average="macro"))}, codes
+    return scores(test.frame["label"].to_numpy(), codes), codes
 
 
 def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: float, work: Path,
@@ -104,11 +102,12 @@ def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: fl
         train = table[table["split"] == "train"]
         majority = float((test["label"] == train["label"].value_counts().idxmax()).mean())
         row = {"case": name, "fold": k, "n_train": len(train), "n_test": len(test), "majority": majority}
+        written = samples.read(path)
+        part = written.split("test")
         for model in models:
             started = time.perf_counter()
-            part = samples.read(path).split("test")
             if model == "plain_rf":
-                t, codes = plain_forest(samples.read(path))
+                t, codes = plain_forest(written)
             else:
                 metrics = training.train(model, [str(path)], work / f"{name}_{k}_{model}",
                                          {"threads": 2} if model != "rf" else {})
