@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,24 @@ def _slurm(env: dict, *cmd: str, timeout: int = 60) -> str:
 
 
 @pytest.fixture(scope="module")
-def slurm_run(slurm, tmp_path_factory) -> Path:
+def side_runs(slurm, tmp_path_factory) -> dict[str, Future]:
+    """The profile's failure handling on a two-rule workflow (tests/slurm/retry.smk), each case in a
+    thread of its own: a job that fails once, and a job cancelled while it runs. They mostly wait on
+    Slurm, so they run beside the demo DAG (their jobs queue with its jobs, as on a shared cluster)."""
+    def workdir(name: str) -> Path:
+        path = tmp_path_factory.mktemp(name)
+        shutil.copy(ROOT / "tests" / "slurm" / "retry.smk", path / "Snakefile")
+        return path
+
+    pool = ThreadPoolExecutor(2)
+    runs = {"retried": pool.submit(_retried_run, workdir("retry"), slurm),
+            "cancelled": pool.submit(_cancelled_run, workdir("cancel"), slurm)}
+    yield runs
+    pool.shutdown(wait=True)
+
+
+@pytest.fixture(scope="module")
+def slurm_run(slurm, side_runs, tmp_path_factory) -> Path:
     """The demo DAG through profiles/slurm; its working directory."""
     workdir = tmp_path_factory.mktemp("slurm-run")
     done = snakemake(workdir, *FAST, profile="slurm", env=slurm, timeout=2400)
@@ -147,7 +165,7 @@ def test_training_spans_two_nodes(slurm_run, slurm):
     env = {**slurm, "LCFLOW_SLURM_TRAIN_NODES": "2", "OMPI_MCA_btl": "self,tcp"}
     # mtime triggers: other model parameters would otherwise redo the LSTM's study (its jobs take them too)
     done = snakemake(slurm_run, *FAST, "results/models/lstm/model.json", "--forcerun", "train", "--rerun-triggers",
-                     "mtime", "--config", "model_params={lstm: {epochs: 3, hidden_size: 32}}", profile="slurm",
+                     "mtime", "--config", "model_params={lstm: {epochs: 3, min_steps: 0, hidden_size: 32}}", profile="slurm",
                      env=env, timeout=1200)
     assert done.returncode == 0, done.stderr[-4000:]
     assert job_counts(done.stdout + done.stderr) == {"train": 1}
@@ -191,47 +209,62 @@ def test_a_deep_map_is_predicted_by_ranks_on_two_nodes(slurm_run, slurm, tmp_pat
     assert one["probabilities"].read_bytes() == (raw / "31UFT_2018_lstm_probabilities.tif").read_bytes()
     assert not list(raw.glob(".*-ranks"))  # the ranks' windows are gone once published
 
-@pytest.fixture
-def small_workflow(tmp_path) -> Path:
-    shutil.copy(ROOT / "tests" / "slurm" / "retry.smk", tmp_path / "Snakefile")
-    return tmp_path
-
-
-def _small(workdir: Path, env: dict, *args: str, timeout: int = 600, wait: bool = True):
+def _small(workdir: Path, env: dict, *args: str) -> subprocess.Popen:
+    """Snakemake on the small workflow in ``workdir`` under the Slurm profile, its output going to
+    workdir/snakemake.out (a pipe nobody reads while it waits could fill up)."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env}
     cmd = ["snakemake", "-d", str(workdir), "-s", str(workdir / "Snakefile"), "--profile",
            str(ROOT / "profiles" / "slurm"), *FAST, *args]
-    if wait:
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with (workdir / "snakemake.out").open("w") as out:
+        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
 
 
-def test_a_failing_job_is_retried_with_more_memory(small_workflow, slurm):
-    done = _small(small_workflow, slurm)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert (small_workflow / "attempts.txt").read_text().split() == ["attempt", "2000", "attempt", "4000"]
-    assert (small_workflow / "retried.txt").read_text() == "done\n"
-
-
-def test_a_cancelled_job_leaves_no_output(small_workflow, slurm):
-    proc = _small(small_workflow, slurm, "slow.txt", "--retries", "0", wait=False)
+def _retried_run(workdir: Path, env: dict) -> tuple[Path, int, str]:
+    """Run the workflow to its end; (workdir, exit status, output)."""
+    proc = _small(workdir, env)
     try:
-        job = None
-        deadline = time.time() + 180
-        while time.time() < deadline and job is None:
-            if (small_workflow / "slow.txt").exists():
-                listed = _slurm(slurm, "squeue", "-h", "-t", "running", "-o", "%i %k")
-                job = next((line.split()[0] for line in listed.splitlines() if "rule_slow" in line), None)
-            time.sleep(0.5)
-        assert job, "the slow job never ran"
-        _slurm(slurm, "scancel", job)
-        out, _ = proc.communicate(timeout=300)
+        proc.wait(timeout=1200)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode != 0
+            proc.wait()
+    return workdir, proc.returncode, (workdir / "snakemake.out").read_text()
+
+
+def _cancelled_run(workdir: Path, env: dict) -> tuple[Path, int, str, str | None]:
+    """Start the slow rule, cancel its Slurm job once it runs; (workdir, exit status, output, job id)."""
+    proc = _small(workdir, env, "slow.txt", "--retries", "0")
+    try:
+        job = None
+        deadline = time.time() + 900  # it may queue behind the demo DAG's jobs
+        while time.time() < deadline and job is None and proc.poll() is None:
+            if (workdir / "slow.txt").exists():
+                listed = _slurm(env, "squeue", "-h", "-t", "running", "-o", "%i %k")
+                job = next((line.split()[0] for line in listed.splitlines() if "rule_slow" in line), None)
+            time.sleep(0.5)
+        if job:
+            _slurm(env, "scancel", job)
+            proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return workdir, proc.returncode, (workdir / "snakemake.out").read_text(), job
+
+
+def test_a_failing_job_is_retried_with_more_memory(side_runs):
+    workdir, returncode, out = side_runs["retried"].result(timeout=1500)
+    assert returncode == 0, out[-3000:]
+    assert (workdir / "attempts.txt").read_text().split() == ["attempt", "2000", "attempt", "4000"]
+    assert (workdir / "retried.txt").read_text() == "done\n"
+
+
+def test_a_cancelled_job_leaves_no_output(side_runs):
+    workdir, returncode, out, job = side_runs["cancelled"].result(timeout=1500)
+    assert job, f"the slow job never ran: {out[-3000:]}"
+    assert returncode != 0
     assert f"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'" in out, out[-3000:]
-    assert not (small_workflow / "slow.txt").exists()
+    assert not (workdir / "slow.txt").exists()
 
 
 def test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs(slurm_run, slurm, tmp_path):
