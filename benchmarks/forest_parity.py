@@ -50,15 +50,15 @@ def inputs(x_train: np.ndarray, x_test: np.ndarray) -> dict[str, tuple[np.ndarra
             "filled_raw": (np.nan_to_num(fill_gaps(x_train)), np.nan_to_num(fill_gaps(x_test)))}
 
 
-def input_study(cases: list[tuple[str, pd.DataFrame, dict, float]], folds: int, work: Path) -> pd.DataFrame:
+def input_study(cases: list[small.Case], folds: int, work: Path) -> pd.DataFrame:
     rows = []
-    for name, frame, meta, block_m in cases:
-        for k, table in enumerate(real_tables.spatial_folds(frame, folds, block_m, seed=0)):
+    for case in cases:
+        for k, table in enumerate(real_tables.spatial_folds(case.frame, folds, case.block_m, seed=0)):
             path = work / f"inputs_{len(rows)}.parquet"
-            samples.write(table, path, meta)
+            samples.write(table, path, case.meta)
             train, test = (samples.read(path).split(s) for s in ("train", "test"))
             y_train, y_test = train.frame["label"].to_numpy(), test.frame["label"].to_numpy()
-            row = {"case": name, "fold": k}
+            row = {"case": case.name, "fold": k}
             for variant, (a, b) in inputs(train.features(), test.features()).items():
                 row[variant] = float((forest(a, y_train).predict(b.reshape(len(b), -1)) == y_test).mean())
             print(row, flush=True)
@@ -66,16 +66,14 @@ def input_study(cases: list[tuple[str, pd.DataFrame, dict, float]], folds: int, 
     return pd.DataFrame(rows)
 
 
-def rows_study(tables: list[pd.DataFrame], draws: int, work: Path) -> pd.DataFrame:
-    def score(table: pd.DataFrame, splits: list[str]) -> tuple[float, float]:
-        train = table[table["split"].isin(splits)]
-        test = table[table["split"] == "test"].reset_index(drop=True)
-        columns = [f"{b}_t{k:02d}" for k in range(12) for b in small.BANDS]
-        x_train = train[columns].to_numpy(np.float32).reshape(len(train), 12, len(small.BANDS))
-        x_test = test[columns].to_numpy(np.float32).reshape(len(test), 12, len(small.BANDS))
-        a, b = inputs(x_train, x_test)["lcflow"]
-        predicted = forest(a, train["label"].to_numpy()).predict(b.reshape(len(b), -1))
-        return float((predicted == test["label"]).mean()), float((predicted == small.truth_of(test, work)).mean())
+def rows_study(tables: list[pd.DataFrame], meta: dict, draws: int, work: Path) -> pd.DataFrame:
+    def score(frame: pd.DataFrame, splits: list[str]) -> tuple[float, float]:
+        table = samples.check(frame.reset_index(drop=True), "demo samples", meta)
+        train, test = table.rows(table.frame["split"].isin(splits).to_numpy()), table.split("test")
+        a, b = inputs(train.features(), test.features())["lcflow"]
+        predicted = forest(a, train.frame["label"].to_numpy()).predict(b.reshape(len(b), -1))
+        return (float((predicted == test.frame["label"]).mean()),
+                float((predicted == small.truth_of(test.frame, work)).mean()))
 
     rows = []
     for table in tables:
@@ -98,18 +96,9 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        frame, meta = real_tables.slovenia()
-        cases = [(f"slovenia 500 #{i}", real_tables.field_like(frame, 500, seed=i), meta, 100.0)
-                 for i in range(args.subsets)]
-        cases.append(("slovenia (all pixels)", frame, meta, 100.0))
         tables = small.demo_samples(work)
-        demo_meta = samples.read(work / "31UFT" / "2018" / "s.parquet").meta
-        for i in range(args.subsets):
-            table = tables[i % len(tables)]
-            cases.append((f"demo {table['tile'].iloc[0]} {table['year'].iloc[0]} #{i}",
-                          real_tables.field_like(table, 500, seed=i), demo_meta, 320.0))
-        by_input = input_study(cases, args.folds, work)
-        by_rows = rows_study(tables, args.draws, work)
+        by_input = input_study(small.cases(small.CASES, args.subsets, work, tables), args.folds, work)
+        by_rows = rows_study(tables, samples.read(work / "31UFT" / "2018" / "s.parquet").meta, args.draws, work)
     print("\n1. the input (mean test OA over the folds)")
     print(by_input.groupby("case", sort=False)[list(INPUTS)].mean().round(3).to_string())
     print("all cases", " ".join(f"{v}={by_input[v].mean():.4f}" for v in INPUTS))

@@ -21,6 +21,7 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ from lcflow.train.model_dir import TrainedModel  # noqa: E402
 from tests import real_tables  # noqa: E402
 
 MODELS = ("plain_rf", "rf", "lstm", "tempcnn", "ltae", "presto")
+CASES = ("slovenia-500", "slovenia", "demo")
 DEMO_AOI = {"31UFT": [640000, 5760000, 642560, 5762560], "32ULC": [330000, 5700000, 332560, 5702560]}
 BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 
@@ -152,38 +154,58 @@ def summary(rows: list[dict], models: tuple[str, ...]) -> None:
             print(f"{m} - rf (mean OA): " + ", ".join(f"{c} {v:+.3f}" for c, v in gap.items()))
 
 
+@dataclass(frozen=True)
+class Case:
+    """One table the models are compared on: its rows, metadata, the side of its spatial blocks, and
+    whether its rows have a synthetic truth to be scored against too (the demo)."""
+
+    name: str
+    frame: pd.DataFrame
+    meta: dict
+    block_m: float
+    truth: bool = False
+
+
+def cases(names: tuple[str, ...], subsets: int, work: Path, demo_tables: list[pd.DataFrame] | None = None) -> list[Case]:
+    """The cases of ``names`` (of CASES), in CASES' order: ``subsets`` field-like 500-row tables of
+    Slovenia, Slovenia whole, and ``subsets`` field-like tables of the demo, whose samples tables are made
+    in ``work`` unless given. One list for every benchmark that compares models on them."""
+    out = []
+    if "slovenia-500" in names or "slovenia" in names:
+        frame, meta = real_tables.slovenia()
+        if "slovenia-500" in names:
+            out += [Case(f"slovenia 500 #{i}", real_tables.field_like(frame, 500, seed=i), meta, 100.0)
+                    for i in range(subsets)]
+        if "slovenia" in names:
+            out.append(Case("slovenia (all pixels)", frame, meta, 100.0))
+    if "demo" in names:
+        tables = demo_tables if demo_tables is not None else demo_samples(work)
+        meta = samples.read(work / "31UFT" / "2018" / "s.parquet").meta
+        for i in range(subsets):
+            table = tables[i % len(tables)]
+            out.append(Case(f"demo {table['tile'].iloc[0]} {table['year'].iloc[0]} #{i}",
+                            real_tables.field_like(table, 500, seed=i), meta, 320.0, truth=True))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", default="slovenia-500,demo,slovenia",
+    ap.add_argument("--cases", default=",".join(CASES),
                     help="slovenia (every labelled pixel), slovenia-500 and demo (field-like subsets)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--demo-subsets", type=int, default=2, help="field-like subsets drawn from each source")
     ap.add_argument("--models", default=",".join(MODELS), help=f"any of {', '.join(MODELS)}")
     args = ap.parse_args()
-    models = tuple(args.models.split(","))
-    unknown = sorted(set(models) - set(MODELS))
-    if unknown:
-        ap.error(f"--models: unknown {', '.join(unknown)} (known: {', '.join(MODELS)})")
+    models, names = tuple(args.models.split(",")), tuple(args.cases.split(","))
+    for option, given, known in (("--models", models, MODELS), ("--cases", names, CASES)):
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            ap.error(f"{option}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        cases = args.cases.split(",")
-        if "slovenia" in cases or "slovenia-500" in cases:
-            frame, meta = real_tables.slovenia()
-            if "slovenia-500" in cases:
-                for i in range(args.demo_subsets):
-                    rows += run_case(f"slovenia 500 #{i}", real_tables.field_like(frame, 500, seed=i), meta, args.folds,
-                                     100.0, work, models)
-            if "slovenia" in cases:
-                rows += run_case("slovenia (all pixels)", frame, meta, args.folds, 100.0, work, models)
-        if "demo" in cases:
-            tables = demo_samples(work)
-            meta = samples.read(work / "31UFT" / "2018" / "s.parquet").meta
-            for i in range(args.demo_subsets):
-                table = tables[i % len(tables)]
-                name = f"demo {table['tile'].iloc[0]} {table['year'].iloc[0]} #{i}"
-                subset = real_tables.field_like(table, 500, seed=i)
-                rows += run_case(name, subset, meta, args.folds, 320.0, work, models, truth=True)
+        for case in cases(names, args.demo_subsets, work):
+            rows += run_case(case.name, case.frame, case.meta, args.folds, case.block_m, work, models, truth=case.truth)
     summary(rows, models)
 
 
