@@ -97,8 +97,24 @@ def test_a_file_that_cannot_be_read_gives_gdals_reason(files, tmp_path):
             reader.read(str(broken), region(0, 0), (100, 80))
 
 
-def test_the_reader_may_keep_many_files_open():
-    assert asset_reader.open_files_allowed() >= 16
+@pytest.mark.parametrize("soft, hard, allowed, soft_after", [
+    (300, 4096, 4096 - 256, 4096),  # the soft limit is raised to the hard one, less 256 for the rest
+    (300, 300, 300 - 256, 300),  # no room to raise it: what there is, less the margin
+    (100, 100, 16, 100),  # a tiny limit: still 16 files (the reader closes the least recent ones)
+])
+def test_the_reader_raises_the_open_files_limit_where_it_may(soft, hard, allowed, soft_after):
+    """open_files_allowed in a process started with the limits given (lowering them needs no privilege)."""
+    import resource
+    import subprocess
+    import sys
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < hard:
+        pytest.fail(f"this test needs a hard limit on open files of at least {hard}")
+    code = ("import resource; from lcflow.retrieve import asset_reader; "
+            "print(asset_reader.open_files_allowed(), resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))).stdout
+    assert out.split() == [str(allowed), str(soft_after)]
 
 
 def test_reading_into_an_array_of_the_files_type(files):
