@@ -300,6 +300,14 @@ def _table(ctx: Ctx, edit: Callable[[pd.DataFrame], pd.DataFrame] = lambda d: d,
     return path
 
 
+def _dated(ctx: Ctx, edit: Callable[[list], object]) -> Path:
+    """The small demo's 2018 samples with their dates (metadata ``time_steps``) edited."""
+    table = samples.read(ctx.stages["samples2018"])
+    path = ctx.tmp / "t.parquet"
+    samples.write(table.frame, path, {**table.meta, "time_steps": edit(list(table.meta["time_steps"]))})
+    return path
+
+
 def _train(ctx: Ctx, table: Path, *extra, model: str = "rf") -> tuple[int, list[str]]:
     fast = ["--set", "n_estimators=10"] if model == "rf" else ["--set", "epochs=1", "--set", "min_steps=0",
                                                                "--set", "hidden_size=8"]
@@ -496,6 +504,13 @@ COMMAND_CASES = [
          "label value(s) [-51, -31, -23, -21, -11] are not class codes 0..65534"),
     Case("train: unknown split", lambda x: _train(x, _table(x, lambda d: d.assign(split="training"))),
          "unknown split value(s) ['training']"),
+    Case("train: dates that go back in time",
+         lambda x: _train(x, _dated(x, lambda d: d[:5] + [d[6], d[5]] + d[7:])),
+         "{tmp}/t.parquet: metadata 'time_steps' goes back in time at step 6 (2018-07-"),
+    Case("train: a date missing", lambda x: _train(x, _dated(x, lambda d: d[1:])),
+         "{tmp}/t.parquet: metadata 'time_steps' holds 11 entries; a list of 12 ISO dates"),
+    Case("train: not a date", lambda x: _train(x, _dated(x, lambda d: [*d[:3], "April", *d[4:]])),
+         "{tmp}/t.parquet: metadata 'time_steps'[3] = 'April' is not an ISO date (YYYY-MM-DD)"),
     Case("train: not parquet", lambda x: ((x.tmp / "t.parquet").write_text("x"), _train(x, x.tmp / "t.parquet"))[1],
          "samples table {tmp}/t.parquet is not a readable parquet file"),
     Case("train: missing table", lambda x: _train(x, x.tmp / "none.parquet"), "samples table {tmp}/none.parquet does not exist"),

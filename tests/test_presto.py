@@ -3,6 +3,7 @@ tables are the ones this encoder computes, masked tokens count for nothing, lcfl
 reflectance, NDVI, months and each pixel's latitude and longitude, and the model trains on two ranks and
 maps a cube there as one process does, each pixel as the samples table's row of that pixel."""
 
+import datetime as dt
 import hashlib
 import json
 import re
@@ -21,6 +22,8 @@ from lcflow.labels import samples_table
 from lcflow.train import training
 from lcflow.train.model_dir import TrainedModel
 from lcflow.train.models import presto
+
+from tests import real_tables
 
 from .test_distributed import BIN, ENV, torchrun
 
@@ -88,6 +91,32 @@ def test_steps_become_tokens_with_the_month_of_their_middle():
     assert pool.shape == (12, 68) and months.tolist() == list(range(12))
     assert np.allclose(pool.sum(1), 1) and ((pool > 0).sum(0) == 1).all()  # each step in exactly one month
     assert (pool > 0).sum(1).tolist() == [6, 5, 6, 6, 5, 6, 6, 5, 6, 6, 5, 6]
+
+
+def test_dated_steps_become_tokens_of_their_own_months():
+    day = dt.date.fromisoformat
+    # up to 24 steps: one token each, in its date's month (not its index's)
+    pool, months = presto.step_months(4, [day("2018-01-30"), day("2018-02-01"), day("2018-07-15"), day("2018-12-31")])
+    assert np.array_equal(pool, np.eye(4)) and months.tolist() == [0, 1, 6, 11]
+    # 36 steps in one year: one token per calendar month, the mean of its steps
+    dates = [dt.date(2018, 1, 1) + dt.timedelta(days=10 * k) for k in range(36)]
+    pool, months = presto.step_months(36, dates)
+    assert months.tolist() == list(range(12)) and pool.shape == (12, 36)
+    assert [np.flatnonzero(row).tolist() for row in pool[:3]] == [[0, 1, 2, 3], [4, 5], [6, 7, 8]]  # 1, 11, 21, 31 Jan; 10, 20 Feb
+    # 40 steps over 20 calendar months (Jul 2016 to Feb 2018): 20 tokens, in time order
+    dates = [dt.date(2016, 7, 1) + dt.timedelta(days=15 * k) for k in range(40)]
+    pool, months = presto.step_months(40, dates)
+    assert months.tolist() == [6, 7, 8, 9, 10, 11, *range(12), 0, 1] and np.allclose(pool.sum(1), 1)
+    # the Slovenia series: 68 dates over 30 calendar months, more than the encoder's 24: its mean year
+    frame, meta = real_tables.slovenia()
+    dates = [day(d) for d in meta["time_steps"]]
+    pool, months = presto.step_months(68, dates)
+    assert months.tolist() == list(range(12))
+    for m in range(12):
+        assert {dates[k].month - 1 for k in np.flatnonzero(pool[m])} == {m}
+    assert np.allclose(pool.sum(1), 1) and ((pool > 0).sum(0) == 1).all()
+    net = presto.Network(["NDVI"], np.zeros(1), np.ones(1), 68, 3, 0.0, False, dates)
+    assert torch.equal(net.pool, torch.as_tensor(pool)) and net.months.tolist() == list(range(12))
 
 
 def test_the_encoder_gets_reflectance_ndvi_months_and_the_pixels_position():

@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lcflow.common import time_steps
 from lcflow.common.atomic import atomic_path
 from lcflow.errors import LcflowError
 from lcflow.retrieve.sentinel2 import FEATURES
@@ -170,6 +171,8 @@ def check(frame: pd.DataFrame, where: str, meta: dict[str, Any] | None = None, m
         if lengths != {expected}:
             raise LcflowError(f"{where}: patches of {sorted(lengths)} values; {len(info['bands'])} band columns x "
                               f"{info['size']}^2 pixels = {expected} expected")
+    if (meta or {}).get("time_steps") is not None:
+        time_steps.parse(meta["time_steps"], steps, where)
     return SampleTable(frame.reset_index(drop=True), bands, steps, meta or {})
 
 

@@ -125,7 +125,8 @@ class TrainedModel:
         try:
             meta: dict[str, Any] = json.loads(meta_path.read_text())
             model = model_class(meta["model"])(meta["params"], len(meta["bands"]) + 1, meta["steps"], len(meta["classes"]),
-                                               meta["bands"], Standardiser.from_dict(meta["standardisation"]))
+                                               meta["bands"], Standardiser.from_dict(meta["standardisation"]),
+                                               meta.get("time_steps"))
             recorded = meta["weights"]
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise LcflowError(f"{meta_path} is not a model description written by lcflow train ({exc!r})") from exc

@@ -160,7 +160,8 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
         return {}
     data = prepare_data(cls, model_name, sample_paths, params, carve=deep_model)
     table = data.table
-    model = cls(params, len(table.bands) + 1, table.steps, len(data.classes), table.bands, data.standardise)
+    model = cls(params, len(table.bands) + 1, table.steps, len(data.classes), table.bands, data.standardise,
+                table.meta.get("time_steps"))
     if deep_model:
         out.mkdir(parents=True, exist_ok=True)
         model.comm, model.checkpoint = comm, out / CHECKPOINT

@@ -151,7 +151,7 @@ def _run_trial(cls, model: str, base: dict, order: dict, trial, data, comm, stud
     params = hyperparameters.check(model, {**base, **drawn}, where=f"trial {number}")
     log.info("trial %d rank=%d size=%d params %s", number, comm.rank, comm.size, json.dumps(drawn, sort_keys=True))
     net = cls(params, len(data.table.bands) + 1, data.table.steps, len(data.classes), data.table.bands,
-              data.standardise)
+              data.standardise, data.table.meta.get("time_steps"))
     column = ROUND_COLUMN[metric]
     pruned = {"value": False}
     if isinstance(net, TorchModel):

@@ -1,5 +1,6 @@
 """Classifiers of pixel time series. Each takes (samples, steps, features) arrays and class indices."""
 
+import datetime as dt
 import importlib
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -7,6 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from lcflow.common import time_steps
 from lcflow.errors import LcflowError
 from lcflow.train import hyperparameters
 
@@ -29,11 +31,19 @@ class Model(ABC):
     weights_file: ClassVar[str]
 
     def __init__(self, params: dict[str, Any], n_features: int, steps: int, n_classes: int,
-                 bands: list[str] | None = None, standardise: Any = None):
+                 bands: list[str] | None = None, standardise: Any = None, time_steps: list[str] | None = None):
         self.params = hyperparameters.check(self.name, params)
         self.n_features, self.steps, self.n_classes = n_features, steps, n_classes
         # what the input's features are, for models that map them onto inputs of their own (presto)
         self.bands, self.standardise = bands, standardise
+        # the steps' dates (ISO), for models that encode when a step was observed (ltae, presto)
+        self.time_steps = time_steps
+
+    def step_dates(self) -> list[dt.date] | None:
+        """The steps' dates, or None where the samples had none (steps are then equal parts of a year)."""
+        if self.time_steps is None:
+            return None
+        return time_steps.parse(self.time_steps, self.steps, f"model {self.name}")
 
     @property
     def name(self) -> str:

@@ -7,24 +7,29 @@ into one channel group per head; each head has a learned master query (no query 
 attends over the time steps through keys of ``key_size`` projected from the series, and returns its
 group's attention-weighted sum; the heads' outputs are concatenated and passed through an MLP. A small
 MLP head classifies. Written here (about 40 lines of torch) rather than taken from torchgeo, whose copy
-would bring Lightning, timm and kornia into every environment; the design is the paper's, with the
-steps' days of the year taken as the middle of equal parts of the year (the cube's composites).
+would bring Lightning, timm and kornia into every environment; the design is the paper's. A step's day
+is its date's, counted from 1 January of the series' first year (the paper counts from the first
+observation; from 1 January, a model trained on one year sees another year's steps on the same days);
+samples without dates take the middle of equal parts of a year, as the cube's composites are.
 """
 
+import datetime as dt
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
+from lcflow.common import time_steps
 from lcflow.train.models.torch_model import TorchModel
 
 #: the period of the positional encoding, in days (the paper's T)
 PERIOD = 1000.0
 
 
-def day_encoding(steps: int, width: int) -> torch.Tensor:
-    """Sinusoidal encoding (steps, width) of the middle day of each of ``steps`` equal parts of a year."""
-    days = (torch.arange(steps, dtype=torch.float64) + 0.5) * 365.0 / steps
+def day_encoding(steps: int, width: int, dates: Sequence[dt.date] | None = None) -> torch.Tensor:
+    """Sinusoidal encoding (steps, width) of each step's day (:func:`lcflow.common.time_steps.days`)."""
+    days = torch.as_tensor(time_steps.days(steps, dates), dtype=torch.float64)
     rates = PERIOD ** (2 * (torch.arange(width, dtype=torch.float64) // 2) / width)
     angles = days[:, None] / rates[None, :]
     enc = torch.where(torch.arange(width) % 2 == 0, torch.sin(angles), torch.cos(angles))
@@ -33,13 +38,13 @@ def day_encoding(steps: int, width: int) -> torch.Tensor:
 
 class Network(nn.Module):
     def __init__(self, n_features: int, steps: int, n_classes: int, heads: int, head_width: int, key_size: int,
-                 hidden: int, dropout: float):
+                 hidden: int, dropout: float, dates: Sequence[dt.date] | None = None):
         super().__init__()
         d_model = heads * head_width
         self.heads, self.key_size = heads, key_size
         self.in_proj = nn.Conv1d(n_features, d_model, 1)
         self.proj_norm = nn.LayerNorm((d_model, steps))
-        self.register_buffer("position", day_encoding(steps, head_width).repeat(1, heads))  # (steps, d_model)
+        self.register_buffer("position", day_encoding(steps, head_width, dates).repeat(1, heads))  # (steps, d_model)
         self.query = nn.Parameter(torch.randn(heads, key_size) * math.sqrt(2.0 / key_size))
         self.keys = nn.Linear(d_model, heads * key_size)
         nn.init.normal_(self.keys.weight, 0.0, math.sqrt(2.0 / key_size))
@@ -65,4 +70,4 @@ class Model(TorchModel):
     def network(self) -> nn.Module:
         p = self.params
         return Network(self.n_features, self.steps, self.n_classes, int(p["heads"]), int(p["head_width"]),
-                       int(p["key_size"]), int(p["hidden"]), float(p["dropout"]))
+                       int(p["key_size"]), int(p["hidden"]), float(p["dropout"]), self.step_dates())

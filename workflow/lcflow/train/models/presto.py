@@ -12,14 +12,17 @@ For the tokens kept, the two give the same embedding (tests/test_presto.py check
 What the encoder sees, from lcflow's prepared input: each Sentinel-2 group (RGB, red edge, NIR 10 m,
 NIR 20 m, SWIR) whose bands the model has, as reflectance / 10000 (the standardisation undone, gaps
 filled in time as for every model); NDVI (the table's, else computed from B08 and B04); the month of
-each step (steps taken as equal parts of the year, as lcflow's cubes are; series of more than 24 steps
-are averaged into 12 months, the encoder's position table holding 24); and each pixel's latitude and
-longitude. Sentinel-1, ERA5, SRTM and Dynamic World tokens are masked, as are the tokens of steps with
+each step, from the samples' dates (without dates, steps are equal parts of a year, as lcflow's cubes
+are); and each pixel's latitude and longitude. The encoder's position table holds 24 tokens: a series
+of more steps is averaged per calendar month, and over more than 24 calendar months per month of the
+year (a series of several years then becomes its mean year). Sentinel-1, ERA5, SRTM and Dynamic World tokens are masked, as are the tokens of steps with
 no observation.
 """
 
+import datetime as dt
 import hashlib
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -172,21 +175,34 @@ def load_encoder(encoder: Encoder, path: Path = WEIGHTS, sha256: str = WEIGHTS_S
     encoder.load_state_dict(published)
 
 
-def step_months(steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """Tokens of a series of ``steps`` equal parts of a year: the (tokens, steps) averaging matrix and
-    each token's month. Up to 24 steps one token each, in its middle's month; more, one per month."""
-    middle_month = np.floor((np.arange(steps) + 0.5) * 12 / steps).astype(np.int64)
+def step_months(steps: int, dates: Sequence[dt.date] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens of a series of ``steps``: the (tokens, steps) averaging matrix and each token's month
+    (0..11). Up to 24 steps one token each, in its date's month (without dates, the month of the middle
+    of its equal part of a year); more, one token per calendar month, or where those are more than 24,
+    per month of the year."""
+    if dates is None:
+        month = np.floor((np.arange(steps) + 0.5) * 12 / steps).astype(np.int64)
+        calendar_month = month
+    else:
+        month = np.array([d.month - 1 for d in dates], dtype=np.int64)
+        calendar_month = np.array([12 * d.year + d.month - 1 for d in dates], dtype=np.int64)
     if steps <= MAX_STEPS:
-        return np.eye(steps, dtype=np.float32), middle_month
-    pool = (middle_month[None, :] == np.arange(12)[:, None]).astype(np.float32)
-    return pool / pool.sum(1, keepdims=True), np.arange(12)
+        return np.eye(steps, dtype=np.float32), month
+    groups = np.unique(calendar_month)
+    if len(groups) <= MAX_STEPS:
+        pool = (calendar_month[None, :] == groups[:, None]).astype(np.float32)
+        token_month = groups % 12
+    else:
+        token_month = np.unique(month)
+        pool = (month[None, :] == token_month[:, None]).astype(np.float32)
+    return pool / pool.sum(1, keepdims=True), token_month
 
 
 class Network(nn.Module):
     """lcflow's prepared input (b, steps, bands + observed flag + lat + lon) -> class scores."""
 
     def __init__(self, bands: list[str], center: np.ndarray, scale: np.ndarray, steps: int, n_classes: int,
-                 dropout: float, freeze_encoder: bool):
+                 dropout: float, freeze_encoder: bool, dates: Sequence[dt.date] | None = None):
         super().__init__()
         self.encoder = Encoder()
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(128, n_classes))
@@ -204,7 +220,7 @@ class Network(nn.Module):
         self.n_bands = len(bands)
         self.register_buffer("center", torch.as_tensor(center / divisor, dtype=torch.float32))
         self.register_buffer("scale", torch.as_tensor(scale / divisor, dtype=torch.float32))
-        pool, months = step_months(steps)
+        pool, months = step_months(steps, dates)
         self.register_buffer("pool", torch.as_tensor(pool))
         self.register_buffer("months", torch.as_tensor(months))
 
@@ -239,7 +255,7 @@ class Model(TorchModel):
         if self.bands is None or self.standardise is None:
             raise LcflowError("presto needs the model's bands and standardisation")
         return Network(self.bands, self.standardise.center, self.standardise.scale, self.steps, self.n_classes,
-                       float(p["dropout"]), bool(p["freeze_encoder"]))
+                       float(p["dropout"]), bool(p["freeze_encoder"]), self.step_dates())
 
     def network(self) -> nn.Module:
         """For training: the architecture, starting from the published encoder unless ``pretrained`` is off

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lcflow.errors import LcflowError
 from lcflow.train import deep
 from lcflow.train.models import Model
 
@@ -60,5 +61,10 @@ class TorchModel(Model):
 
     def load_weights(self, path: Path) -> None:
         self.net = self.architecture()
-        self.net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        try:
+            self.net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        except RuntimeError as exc:  # another architecture's weights (a model written by an older lcflow)
+            first = str(exc).strip().splitlines()[-1].strip()
+            raise LcflowError(f"{path}: the weights do not fit a {self.name} network of this model's parameters "
+                              f"and samples ({first}): retrain the model") from exc
         self.net.to(self.device)
