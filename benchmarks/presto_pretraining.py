@@ -58,7 +58,8 @@ def run_case(name: str, frame: pd.DataFrame, meta: dict, block_m: float, args, w
             path = work / f"{name}_{k}_{fraction}.parquet"
             samples.write(part, path, meta)
             undated = path.with_name(path.stem + "_undated.parquet")
-            samples.write(part, undated, {key: v for key, v in meta.items() if key != "time_steps"})
+            if not all(VARIANTS[label][2] for label in args.variants):  # a variant without the dates runs
+                samples.write(part, undated, {key: v for key, v in meta.items() if key != "time_steps"})
             row = {"case": name, "fold": k, "fraction": fraction, "n_train": int((part["split"] == "train").sum())}
             for label in args.variants:
                 model, params, dated = VARIANTS[label]
