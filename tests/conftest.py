@@ -111,12 +111,13 @@ def patch_samples(stages) -> dict[int, Path]:
 
 
 def snakemake(workdir: Path, *args: str, profile: str = "local", env: dict | None = None,
-              timeout: int = 1500, configfile: Path | list[Path] | None = None) -> subprocess.CompletedProcess:
+              timeout: int = 1500, configfile: Path | list[Path] | None = None,
+              program: list[str] | None = None) -> subprocess.CompletedProcess:
     """The workflow in ``workdir`` under a profile (the demo config unless other files are given, merged
-    in order), with this interpreter's tools on PATH."""
+    in order), with this interpreter's tools on PATH; ``program`` runs instead of ``snakemake``."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}
     # ARGS (targets among them) before --configfile, whose list of files would swallow a target after it
-    cmd = ["snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--profile", str(ROOT / "profiles" / profile),
+    cmd = [*(program or ["snakemake"]), "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--profile", str(ROOT / "profiles" / profile),
            *args,
            "--configfile", *map(str, configfile if isinstance(configfile, list) else [configfile or ROOT / "config" / "config.yaml"]),
            *(["--cores", "2"] if profile == "local" else [])]
