@@ -13,7 +13,9 @@ The demo's test rows carry CORINE labels, wrong for some of them as real CORINE 
 also scored against the synthetic truth at the same points.
 
 Usage: python benchmarks/models_on_small_tables.py [--cases slovenia,demo] [--folds 5] [--demo-subsets 2]
-       [--models plain_rf,rf,lstm,tempcnn,ltae,presto] [--undated]
+       [--models plain_rf,rf,lstm,tempcnn,ltae,presto] [--undated] [--set MODEL.KEY=VALUE ...]
+(``--set presto.min_steps=300`` gives one model a parameter other than its default, e.g. a CPU's budget;
+the summary names every parameter so set.)
 """
 
 import argparse
@@ -33,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from lcflow.labels import samples_table as samples
 from lcflow.synth.demo import make_demo  # noqa: E402
-from lcflow.train import training  # noqa: E402
+from lcflow.train import hyperparameters, training  # noqa: E402
 from lcflow.train.model_dir import TrainedModel  # noqa: E402
 from tests import real_tables  # noqa: E402
 
@@ -93,7 +95,7 @@ def plain_forest(table: samples.SampleTable) -> tuple[dict, np.ndarray]:
 
 
 def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: float, work: Path,
-             models: tuple[str, ...], truth: bool = False) -> list[dict]:
+             models: tuple[str, ...], truth: bool = False, params: dict[str, dict] | None = None) -> list[dict]:
     """Every model on every fold; with ``truth`` (the demo) also scored against the true classes, since
     the CORINE labels of the test rows are themselves wrong for some of them."""
     rows = []
@@ -111,8 +113,8 @@ def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: fl
             if model == "plain_rf":
                 t, codes = plain_forest(written)
             else:
-                metrics = training.train(model, [str(path)], work / f"{name}_{k}_{model}",
-                                         {"threads": 2} if model != "rf" else {})
+                given = ({"threads": 2} if model != "rf" else {}) | (params or {}).get(model, {})
+                metrics = training.train(model, [str(path)], work / f"{name}_{k}_{model}", given)
                 t = metrics["test"]
                 if truth:
                     trained = TrainedModel.load(work / f"{name}_{k}_{model}")
@@ -197,8 +199,22 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS), help=f"any of {', '.join(MODELS)}")
     ap.add_argument("--undated", action="store_true",
                     help="leave the tables' dates out (models that encode time then take equal parts of a year)")
+    ap.add_argument("--set", action="append", default=[], metavar="MODEL.KEY=VALUE",
+                    help="a parameter of one of lcflow's models other than its default (repeatable)")
     args = ap.parse_args()
     models, names = tuple(args.models.split(",")), tuple(args.cases.split(","))
+    params: dict[str, dict] = {}
+    for pair in args.set:
+        model, dot, assignment = pair.partition(".")
+        if not dot or model not in MODELS or model == "plain_rf":
+            ap.error(f"--set {pair!r}: expected MODEL.KEY=VALUE with MODEL one of {', '.join(MODELS[1:])}")
+        params.setdefault(model, {}).update(training.parse_overrides([assignment]))
+    for model, given in params.items():  # a typo fails here, not after an hour of other models
+        try:
+            hyperparameters.check(model, given, where=f"--set {model}")
+        except hyperparameters.ParamError as exc:
+            ap.error(str(exc))
+        print(f"{model}: {given} over its defaults")
     for option, given, known in (("--models", models, MODELS), ("--cases", names, CASES)):
         unknown = sorted(set(given) - set(known))
         if unknown:
@@ -208,7 +224,8 @@ def main() -> None:
         work = Path(tmp)
         for case in cases(names, args.demo_subsets, work):
             meta = {k: v for k, v in case.meta.items() if k != "time_steps"} if args.undated else case.meta
-            rows += run_case(case.name, case.frame, meta, args.folds, case.block_m, work, models, truth=case.truth)
+            rows += run_case(case.name, case.frame, meta, args.folds, case.block_m, work, models, truth=case.truth,
+                             params=params)
     summary(rows, models)
 
 
