@@ -15,7 +15,7 @@ also scored against the synthetic truth at the same points.
 Usage: python benchmarks/models_on_small_tables.py [--cases slovenia,demo] [--folds 5] [--demo-subsets 2]
        [--models plain_rf,rf,lstm,tempcnn,ltae,presto] [--undated] [--set MODEL.KEY=VALUE ...]
 (``--set presto.min_steps=300`` gives one model a parameter other than its default, e.g. a CPU's budget;
-the summary names every parameter so set.)
+the run prints every parameter so set before it starts.)
 """
 
 import argparse
