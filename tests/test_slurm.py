@@ -94,6 +94,12 @@ def side_runs(slurm, tmp_path_factory) -> dict[str, Future]:
     pool.shutdown(wait=True)
 
 
+def on_slurm(workdir: Path, *args: str, env: dict, configfile: list[Path], timeout: int) -> subprocess.CompletedProcess:
+    """The workflow in ``workdir`` under profiles/slurm, run as every Slurm test runs it (SNAKEMAKE, FAST)."""
+    return snakemake(workdir, *FAST, *args, profile="slurm", program=SNAKEMAKE, env=env, configfile=configfile,
+                     timeout=timeout)
+
+
 def configs(workdir: Path, *more: Path) -> list[Path]:
     """The demo config with MODELS for its models (``workdir/models.yaml``), then ``more``."""
     overlay = workdir / "models.yaml"
@@ -105,8 +111,7 @@ def configs(workdir: Path, *more: Path) -> list[Path]:
 def slurm_run(slurm, side_runs, tmp_path_factory) -> Path:
     """The demo DAG (with MODELS) through profiles/slurm; its working directory."""
     workdir = tmp_path_factory.mktemp("slurm-run")
-    done = snakemake(workdir, *FAST, profile="slurm", program=SNAKEMAKE, env=slurm, configfile=configs(workdir),
-                     timeout=2400)
+    done = on_slurm(workdir, env=slurm, configfile=configs(workdir), timeout=2400)
     assert done.returncode == 0, done.stderr[-6000:]
     (workdir / "snakemake.out").write_text(done.stdout + done.stderr)
     return workdir
@@ -178,9 +183,9 @@ def test_training_spans_two_nodes(slurm_run, slurm):
     # are hosts and vader is only used within one; here ranks talk TCP.
     env = {**slurm, "LCFLOW_SLURM_TRAIN_NODES": "2", "OMPI_MCA_btl": "self,tcp"}
     # mtime triggers: other model parameters would otherwise redo the LSTM's study (its jobs take them too)
-    done = snakemake(slurm_run, *FAST, "results/models/lstm/model.json", "--forcerun", "train", "--rerun-triggers",
-                     "mtime", "--config", "model_params={lstm: {epochs: 3, min_steps: 0, hidden_size: 32}}", profile="slurm", program=SNAKEMAKE,
-                     env=env, configfile=configs(slurm_run), timeout=1200)
+    done = on_slurm(slurm_run, "results/models/lstm/model.json", "--forcerun", "train", "--rerun-triggers", "mtime",
+                    "--config", "model_params={lstm: {epochs: 3, min_steps: 0, hidden_size: 32}}", env=env,
+                    configfile=configs(slurm_run), timeout=1200)
     assert done.returncode == 0, done.stderr[-4000:]
     assert job_counts(done.stdout + done.stderr) == {"train": 1}
     log = (slurm_run / "results" / "logs" / "train" / "lstm.log").read_text()
@@ -202,8 +207,8 @@ def test_a_deep_map_is_predicted_by_ranks_on_two_nodes(slurm_run, slurm, tmp_pat
     overlay.write_text("predict: {block_px: 64}\n")
     # mtime triggers: the model is whatever an earlier test left (retrained with other parameters); only
     # this map is to be made again
-    done = snakemake(slurm_run, *FAST, "results/maps/raw/31UFT_2018_lstm.tif", "--forcerun", "predict", "--notemp",
-                     "--rerun-triggers", "mtime", profile="slurm", program=SNAKEMAKE, env=env, configfile=configs(slurm_run, overlay), timeout=900)
+    done = on_slurm(slurm_run, "results/maps/raw/31UFT_2018_lstm.tif", "--forcerun", "predict", "--notemp",
+                    "--rerun-triggers", "mtime", env=env, configfile=configs(slurm_run, overlay), timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     assert job_counts(done.stdout + done.stderr) == {"predict": 1}
     log = (results / "logs" / "predict" / "31UFT_2018_lstm.log").read_text()
@@ -296,9 +301,8 @@ def test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs(slurm_
         "model_params": {"lstm": {"epochs": 3, "min_steps": 0, "evaluations": 3, "hidden_size": 16}}}))
     # the study is forced (its products would otherwise be left missing under a map that is up to date),
     # and what follows from it reruns; mtime triggers keep the rest as it is
-    done = snakemake(slurm_run, *FAST, "results/maps/raw/31UFT_2018_lstm.tif", "--forcerun", "hpo", "--rerun-triggers",
-                     "mtime", profile="slurm", program=SNAKEMAKE, env=slurm, configfile=configs(slurm_run, overlay),
-                     timeout=1500)
+    done = on_slurm(slurm_run, "results/maps/raw/31UFT_2018_lstm.tif", "--forcerun", "hpo", "--rerun-triggers", "mtime",
+                    env=slurm, configfile=configs(slurm_run, overlay), timeout=1500)
     assert done.returncode == 0, done.stderr[-4000:]
     out = done.stdout + done.stderr
     assert job_counts(out) == {"hpo": 2, "hpo_summary": 1, "train": 1, "predict": 1}
