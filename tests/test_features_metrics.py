@@ -15,6 +15,34 @@ def test_fill_gaps_interpolates_in_time():
     assert np.array_equal(fill_gaps(full), full)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_fill_gaps_is_numpys_interpolation_of_every_series(dtype, layout):
+    """Against np.interp, series by series: observed steps kept to the bit, gaps between them within
+    float32 rounding, ends the nearest observed value, unobserved series NaN."""
+    rng = np.random.default_rng(7)
+    x = (rng.normal(size=(300, 11, 4)) * 3000 + 500).astype(dtype)
+    x[rng.random(x.shape) < 0.45] = np.nan
+    x[rng.random(x.shape) < 0.02] = np.inf  # an infinite value is a gap too
+    x[:5] = np.nan
+    x[5:10, :, 1] = -np.inf
+    if layout == "strided":  # as the cube's compositing passes a band-first view
+        x = np.moveaxis(np.ascontiguousarray(np.moveaxis(x, 2, 0)), 0, 2)
+    filled = fill_gaps(x)
+    assert filled.dtype == np.float32 and filled.shape == x.shape
+    steps = np.arange(x.shape[1])
+    for i in range(x.shape[0]):
+        for k in range(x.shape[2]):
+            series, got = x[i, :, k], filled[i, :, k]
+            seen = np.isfinite(series)
+            if not seen.any():
+                assert np.isnan(got).all()
+                continue
+            expected = np.interp(steps, steps[seen], series[seen].astype(np.float64))
+            assert np.array_equal(got[seen], series[seen].astype(np.float32))
+            np.testing.assert_allclose(got, expected, rtol=2e-7, atol=1e-3)
+
+
 def test_prepare_standardises_and_flags_observations():
     rng = np.random.default_rng(0)
     x = rng.normal(100, 10, (50, 4, 3)).astype(np.float32)

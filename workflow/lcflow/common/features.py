@@ -9,28 +9,12 @@ import numpy as np
 def fill_gaps(x: np.ndarray) -> np.ndarray:
     """Linear interpolation over time of NaN steps per sample and band; ends take the nearest value.
 
-    x: (samples, steps, bands). A series with no value at all stays NaN.
+    x: (samples, steps, bands). A series with no value at all stays NaN. Returns float32.
     """
-    n, t, b = x.shape
-    flat = np.moveaxis(x, 1, 2).reshape(-1, t)  # (samples*bands, steps)
-    valid = np.isfinite(flat)
-    out = flat.copy()
-    steps = np.arange(t)
-    # index of the previous and next valid step for every position
-    prev_idx = np.where(valid, steps, -1)
-    np.maximum.accumulate(prev_idx, axis=1, out=prev_idx)
-    next_idx = np.where(valid, steps, t)
-    next_idx = np.flip(np.minimum.accumulate(np.flip(next_idx, axis=1), axis=1), axis=1)
-    has_prev, has_next = prev_idx >= 0, next_idx < t
-    rows = np.arange(flat.shape[0])[:, None]
-    prev_val = flat[rows, np.clip(prev_idx, 0, t - 1)]
-    next_val = flat[rows, np.clip(next_idx, 0, t - 1)]
-    span = np.maximum(next_idx - prev_idx, 1)  # 0 at observed steps, which keep their value
-    w = np.where(has_prev & has_next, (steps - prev_idx) / span, 0.0)
-    both = has_prev & has_next
-    out = np.where(valid, flat, np.where(both, prev_val + w * (next_val - prev_val),
-                                         np.where(has_prev, prev_val, np.where(has_next, next_val, np.nan))))
-    return np.moveaxis(out.reshape(n, b, t), 1, 2).astype(np.float32)
+    from lcflow.common.gap_filling import fill_linear
+
+    x = np.asarray(x)
+    return fill_linear(x if np.issubdtype(x.dtype, np.floating) else x.astype(np.float32))
 
 
 @dataclass
