@@ -6,13 +6,19 @@ on the window, not on the cube: this benchmark predicts cubes of several sizes (
 tiled to each size, written as the cube stage writes it) with each model, each prediction in its own
 process, and prints peak RSS and throughput per size and model (in all, and of the window loop the log
 reports), and the whole-tile time implied by the window loop's rate at the largest measured size.
-``--sizes 10980`` measures a whole tile (on 2 CPU cores about 1 h for RF and 4-5 h for the LSTM).
+``--sizes 10980`` measures a whole tile (on 2 CPU cores about 4-5 h for the LSTM).
+
+The forest maps twice, from the same trained trees: ``rf`` through lcflow's compiled traversal (its
+default ``predict_engine``) and ``rf-sklearn`` through scikit-learn's ``predict_proba``; the summary gives
+the ratio of their window-loop rates at each size and whether the two maps are identical.
 """
 
 import argparse
+import hashlib
 import json
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +34,8 @@ TILE_PX = 10980
 #: model -> training settings: the workflow's defaults, the LSTM trained briefly (its speed of
 #: prediction does not depend on how long it was trained)
 MODELS = {"rf": {}, "lstm": {"epochs": 1, "min_steps": 50}}
+#: the same trained model predicting with other parameters: name -> (trained model, parameters changed)
+VARIANTS = {"rf-sklearn": ("rf", {"predict_engine": "scikit-learn"})}
 
 
 def child(model_dir: str, cube_path: str, out: str) -> None:
@@ -51,20 +59,40 @@ def measure(model_dir: Path, cube_path: Path, out: Path) -> dict:
     return {"wall_s": wall, "loop_px_s": loop_px_s, **json.loads(done.stdout.strip().splitlines()[-1])}
 
 
-def prepare(work: Path) -> tuple[dict[str, Path], Path]:
-    """Demo scenes -> 256 px cube -> samples -> one model of each kind."""
+def prepare(work: Path, names: list[str]) -> tuple[dict[str, Path], Path]:
+    """Demo scenes -> 256 px cube -> samples -> one model of each kind asked for, and its variants (a copy
+    of the model directory whose model.json holds the changed parameters)."""
     small, samples = demo_cube(work)
     models = {}
-    for name, params in MODELS.items():
-        training.train(name, [str(samples)], work / name, params)
-        models[name] = work / name
+    for name in names:
+        trained, changed = VARIANTS.get(name, (name, {}))
+        if trained not in models:
+            training.train(trained, [str(samples)], work / trained, MODELS[trained])
+            models[trained] = work / trained
+        if name != trained:
+            shutil.copytree(work / trained, work / name)
+            meta = json.loads((work / name / "model.json").read_text())
+            meta["params"].update(changed)
+            (work / name / "model.json").write_text(json.dumps(meta))
+            models[name] = work / name
     return models, small
+
+
+def map_digest(path: Path) -> str:
+    """A digest of the map's classes (not of the file, whose metadata differ between runs)."""
+    import rasterio
+
+    digest = hashlib.sha256()
+    with rasterio.open(path) as src:
+        for _, window in src.block_windows(1):
+            digest.update(src.read(1, window=window).tobytes())
+    return digest.hexdigest()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="1024,2048", help="cube sides in px, comma-separated")
-    ap.add_argument("--models", default="rf,lstm", help=f"of {', '.join(MODELS)}")
+    ap.add_argument("--models", default="rf,rf-sklearn,lstm", help=f"of {', '.join([*MODELS, *VARIANTS])}")
     ap.add_argument("--work", default=None, help="folder for the cubes (a whole-tile cube needs ~20 GB)")
     ap.add_argument("--child", nargs=3, metavar=("MODEL", "CUBE", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -76,7 +104,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
         work = Path(tmp)
-        models, small = prepare(work)
+        models, small = prepare(work, names)
         print(f"cube: {len(read_tag(small, 'time_steps'))} time steps x {len(BANDS)} bands = "
               f"{len(read_tag(small, 'time_steps')) * len(BANDS)} int16 bands; windows of 256 px", flush=True)
         for size in sizes:
@@ -87,7 +115,8 @@ def main() -> None:
                   f"({big.stat().st_size / 2**30:.1f} GiB on disk)", flush=True)
             for name in names:
                 r = measure(models[name], big, work / f"map_{name}_{size}.tif")
-                r.update(model=name, size=size, px_s=size * size / r["wall_s"])
+                r.update(model=name, size=size, px_s=size * size / r["wall_s"],
+                         digest=map_digest(work / f"map_{name}_{size}.tif"))
                 rows.append(r)
                 print(f"  {name:5s} {r['wall_s']:8.1f} s in all ({r['px_s']:6.0f} px/s), window loop {r['loop_px_s']:6.0f} px/s,"
                       f" peak RSS {r['peak_rss_mb']:6.0f} MB", flush=True)
@@ -103,6 +132,14 @@ def main() -> None:
               f" px (ratio largest/smallest cube {max(rss) / min(rss):.2f} for {largest['size'] ** 2 / min(r['size'] for r in mine) ** 2:.0f}x the pixels);"
               f" a whole {TILE_PX} px tile at the window loop's {largest['loop_px_s']:.0f} px/s:"
               f" {TILE_PX ** 2 / largest['loop_px_s'] / 3600:.1f} h plus start-up and COG writing")
+        for variant, (trained, _) in VARIANTS.items():
+            if name != variant or trained not in names:
+                continue
+            for r in mine:
+                base = next(b for b in rows if b["model"] == trained and b["size"] == r["size"])
+                print(f"    {trained} / {variant} at {r['size']} px: window loop {base['loop_px_s'] / r['loop_px_s']:.2f}x,"
+                      f" in all {r['wall_s'] / base['wall_s']:.2f}x; maps "
+                      + ("identical" if base["digest"] == r["digest"] else "DIFFERENT"))
         if max(rss) > 4096:
             sys.exit(f"{name}: peak RSS {max(rss):.0f} MB is over 4 GiB")
 

@@ -139,6 +139,9 @@ RF: dict[str, Param] = {
                             "balanced (inverse frequency)", "none", "sqrt", "balanced"),
     "n_jobs": _int(-1, "CPU cores (-1: all)", -1, 4096),
     "seed": _int(42, "random seed (32 bits)", 0, 2**32 - 1),
+    "predict_engine": _choice("compiled", "what computes a map's probabilities: compiled (lcflow's traversal of the "
+                              "same trees, the same probabilities, faster) or scikit-learn (its predict_proba)",
+                              "compiled", "scikit-learn"),
 }
 
 #: Every number has an upper bound a real run stays far below (a value past it is a typo or a unit

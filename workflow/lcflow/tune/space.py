@@ -65,7 +65,7 @@ DEFAULT_SPACES: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 #: parameters that say how a job runs, not what it learns: never searched
-NOT_SEARCHED = ("threads", "n_jobs", "seed", "elastic", "amp", "fp16_allreduce", "val_fraction")
+NOT_SEARCHED = ("threads", "n_jobs", "predict_engine", "seed", "elastic", "amp", "fp16_allreduce", "val_fraction")
 
 
 class Dimension:

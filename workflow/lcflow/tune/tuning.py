@@ -46,7 +46,7 @@ FIGURES = {"history": "optimisation_history.png", "importances": "param_importan
 def study_name(model: str, sample_paths: list[str], base: dict[str, Any], metric: str) -> str:
     """The study's name: the model and what the trials are compared on (samples, fixed parameters,
     metric), so a rerun on the same data continues it and new samples start a new one."""
-    fixed = {k: v for k, v in base.items() if k not in ("threads", "n_jobs")}  # how fast, not what is learnt
+    fixed = {k: v for k, v in base.items() if k not in ("threads", "n_jobs", "predict_engine")}  # how fast, not what is learnt
     return f"{model}-{fingerprint(model, sample_paths, {**fixed, '_metric': metric})[:12]}"
 
 

@@ -1,0 +1,128 @@
+"""The compiled traversal gives a forest's probabilities as scikit-learn's predict_proba gives them."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.ensemble import RandomForestClassifier
+
+from lcflow.train.models.compiled_forest import BLOCK, CompiledForest
+from lcflow.train.models.rf import Model as RF
+
+
+def _table(seed: int, rows: int = 600, features: int = 12, classes: int = 4):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(rows, features)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(int) + 2 * (x[:, 1] + 0.5 * rng.normal(size=rows) > 0.3)
+    return x, y % classes
+
+
+def _same(forest: RandomForestClassifier, x: np.ndarray, threads: int | None = None) -> np.ndarray:
+    expected = forest.predict_proba(x)
+    got = CompiledForest(forest).predict_proba(x, threads)
+    assert got.shape == expected.shape and got.dtype == np.float64
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    assert (got.argmax(1) == expected.argmax(1)).all()
+    return got
+
+
+@pytest.mark.parametrize("params", [
+    {},  # trees grown until pure, as lcflow's default
+    {"max_depth": 3, "min_samples_leaf": 5, "max_features": 0.5, "class_weight": "balanced", "criterion": "entropy"},
+    {"max_leaf_nodes": 20},  # grown best-first: node ids in another order
+])
+def test_the_probabilities_are_scikit_learns(params):
+    x, y = _table(0)
+    forest = RandomForestClassifier(25, random_state=1, **params).fit(x, y)
+    rows = np.random.default_rng(5).normal(size=(3 * BLOCK + 17, x.shape[1])).astype(np.float32)  # a short last block
+    _same(forest, rows)
+    _same(forest, rows, threads=1)
+
+
+def test_a_value_beside_a_split_goes_where_scikit_learn_sends_it():
+    """Each threshold is a float64 between two float32 values: the float32 just under, at and over it
+    (and the one rounded to nearest) must go down the same side as in scikit-learn."""
+    x, y = _table(1, rows=300, features=4)
+    x = (x * 1e-3 + 1.0).astype(np.float32)  # thresholds where float32 steps are coarse against float64 midpoints
+    forest = RandomForestClassifier(10, random_state=0).fit(x, y)
+    rows = []
+    for estimator in forest.estimators_:
+        tree = estimator.tree_
+        for node in np.flatnonzero(tree.children_left >= 0):
+            nearest = np.float32(tree.threshold[node])
+            for value in (np.nextafter(nearest, np.float32(-1)), nearest, np.nextafter(nearest, np.float32(2))):
+                row = x[node % len(x)].copy()
+                row[tree.feature[node]] = value
+                rows.append(row)
+    rows = np.array(rows, np.float32)
+    # the hard cases are there: float32 values that round-to-nearest thresholds would send the other way
+    rounded = forest.estimators_[0].tree_.threshold.astype(np.float32).astype(np.float64)
+    assert (rounded > forest.estimators_[0].tree_.threshold).any()
+    _same(forest, rows)
+
+
+def test_rows_with_a_missing_value_follow_the_side_each_split_learnt():
+    x, y = _table(2)
+    x[::5, 2] = np.nan  # trees trained with missing values send NaN where it went in training
+    forest = RandomForestClassifier(20, random_state=0).fit(x, y)
+    rows = np.random.default_rng(3).normal(size=(1000, x.shape[1])).astype(np.float32)
+    rows[::3, 2] = np.nan
+    rows[1::7, 5] = np.nan
+    _same(forest, rows)
+    rows[:] = np.nan
+    _same(forest, rows)
+
+
+def test_a_forest_of_single_leaves():
+    x, _ = _table(3, rows=50)
+    stump = RandomForestClassifier(5, max_depth=1, random_state=0).fit(x, np.zeros(len(x), int))  # one class: roots are leaves
+    assert all(e.tree_.node_count == 1 for e in stump.estimators_)
+    _same(stump, x)
+
+
+@pytest.mark.parametrize("value", [np.inf, -np.inf])
+def test_an_infinite_value_is_refused_as_scikit_learn_refuses_it(value):
+    x, y = _table(4)
+    forest = RandomForestClassifier(5, random_state=0).fit(x, y)
+    rows = x.copy()
+    rows[7, 3], rows[8, 2] = value, np.nan
+    with pytest.raises(ValueError, match="infinit"):
+        forest.predict_proba(rows)
+    with pytest.raises(ValueError, match="rows hold an infinite value"):
+        CompiledForest(forest).predict_proba(rows)
+
+
+def test_the_wrong_number_of_features_is_refused():
+    x, y = _table(4)
+    forest = RandomForestClassifier(5, random_state=0).fit(x, y)
+    with pytest.raises(ValueError, match="takes 12 features, the rows have 11"):
+        CompiledForest(forest).predict_proba(x[:, :11])
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**16), classes=st.integers(2, 9), depth=st.one_of(st.none(), st.integers(1, 12)),
+       rows=st.integers(1, 700))
+def test_any_forest_any_rows(seed, classes, depth, rows):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(200, 7)).astype(np.float32)
+    y = rng.integers(0, classes, 200)
+    forest = RandomForestClassifier(8, max_depth=depth, random_state=seed).fit(x, y)
+    _same(forest, rng.normal(size=(rows, 7)).astype(np.float32) * rng.choice([0.1, 1, 10]))
+
+
+def test_lcflows_forest_predicts_through_the_compiled_traversal_by_default(monkeypatch):
+    x, y = _table(5)
+    series = x.reshape(len(x), 3, 4)
+    compiled = RF({"n_estimators": 30, "n_jobs": 1}, n_features=4, steps=3, n_classes=6)
+    compiled.fit(series, y, None, None)
+    assert compiled.params["predict_engine"] == "compiled"
+    plain = RF({"n_estimators": 30, "n_jobs": 1, "predict_engine": "scikit-learn"}, n_features=4, steps=3, n_classes=6)
+    plain.forest = compiled.forest
+    expected = plain.predict_proba(series)
+    assert expected.shape == (len(x), 6) and not expected[:, 4:].any()  # classes the forest never saw stay 0
+
+    def refuse(_):
+        raise AssertionError("scikit-learn's predict_proba was called")
+
+    monkeypatch.setattr(compiled.forest, "predict_proba", refuse)
+    np.testing.assert_array_equal(compiled.predict_proba(series), expected)

@@ -1,0 +1,148 @@
+"""A fitted scikit-learn forest's class probabilities through a compiled traversal (numba).
+
+Why: mapping a tile-year is the forest's heaviest work, and scikit-learn walks each pixel down each tree
+with a branch per split, which the CPU mispredicts about half the time. Here a block of pixels goes
+down one tree in lockstep, each step a load and a comparison whose outcome picks the next node by
+index, not by branch; leaves point to themselves, so a pixel that reached its leaf stays there while the
+rest of the block goes on. After the tree's median leaf depth (from training) only the pixels still at
+an inner node are stepped. The compiled-forest libraries measured on lcflow's forests were slower than
+scikit-learn on a CPU, or changed classes (``benchmarks/forest_inference.py``).
+
+Same probabilities as ``RandomForestClassifier.predict_proba``: scikit-learn compares the float32 input
+with float64 thresholds; each threshold here is the largest float32 at or under it, for which ``x <= t``
+holds for exactly the same float32 ``x``. Trees' leaf fractions are summed in float64 and divided by the
+number of trees, as scikit-learn does. Rows with a missing value go to scikit-learn, whose trees send
+NaN down the side learnt for each split.
+"""
+
+import os
+
+import numba
+import numpy as np
+from sklearn.ensemble import RandomForestClassifier
+
+#: pixels that go down a tree together: their inputs (132 float32 features for the demo) stay in cache
+BLOCK = 256
+
+
+class CompiledForest:
+    """The trees of ``forest`` as flat node arrays, and its class probabilities computed from them."""
+
+    def __init__(self, forest: RandomForestClassifier):
+        if forest.n_outputs_ != 1:
+            raise ValueError(f"a compiled forest predicts one output; this forest has {forest.n_outputs_}")
+        self.forest = forest
+        self.n_features = forest.n_features_in_
+        feature, threshold, child, value, roots, first = [], [], [], [], [], []
+        offset = 0
+        for estimator in forest.estimators_:
+            tree = estimator.tree_
+            n = tree.node_count
+            leaf = tree.children_left < 0
+            own = np.arange(n) + offset
+            feature.append(np.where(leaf, 0, tree.feature).astype(np.uint32))
+            threshold.append(np.where(leaf, np.float32(np.inf), _float32_at_or_under(tree.threshold)))
+            pair = np.empty((n, 2), np.uint32)  # [child if x <= t, child if x > t]; a leaf is its own child
+            pair[:, 0] = np.where(leaf, own, tree.children_left + offset)
+            pair[:, 1] = np.where(leaf, own, tree.children_right + offset)
+            child.append(pair.ravel())
+            fractions = tree.value[:, 0, :].astype(np.float64)
+            total = fractions.sum(axis=1, keepdims=True)
+            value.append(fractions / np.where(total == 0.0, 1.0, total))
+            roots.append(offset)
+            first.append(_median_leaf_depth(tree))
+            offset += n
+        if offset >= 2**32:
+            raise ValueError(f"a compiled forest holds fewer than 2**32 nodes; this one has {offset}")
+        self.feature = np.concatenate(feature)
+        self.threshold = np.concatenate(threshold).astype(np.float32)
+        self.child = np.concatenate(child)
+        self.value = np.ascontiguousarray(np.concatenate(value))
+        self.roots = np.asarray(roots, np.uint32)
+        self.first = np.asarray(first, np.int64)
+
+    def predict_proba(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
+        """Class probabilities (rows, forest.classes_) as float64, as ``forest.predict_proba(x)`` gives
+        them, on ``threads`` cores (None: the cores this process may run on)."""
+        x = np.ascontiguousarray(np.asarray(x).reshape(len(x), -1), dtype=np.float32)
+        if x.shape[1] != self.n_features:
+            raise ValueError(f"the forest takes {self.n_features} features, the rows have {x.shape[1]}")
+        odd = ~np.isfinite(x)
+        if odd.any() and np.isinf(x[odd]).any():
+            raise ValueError("the rows hold an infinite value, which a forest cannot split (scikit-learn refuses them too)")
+        missing = odd.any(axis=1)
+        if missing.all():
+            return self.forest.predict_proba(x)
+        cores = threads or len(os.sched_getaffinity(0))
+        numba.set_num_threads(max(1, min(cores, numba.config.NUMBA_NUM_THREADS)))
+        complete = x if not missing.any() else np.ascontiguousarray(x[~missing])
+        proba = traverse(complete, self.feature, self.threshold, self.child, self.value, self.roots, self.first, BLOCK)
+        if not missing.any():
+            return proba
+        out = np.empty((len(x), self.value.shape[1]))
+        out[~missing] = proba
+        out[missing] = self.forest.predict_proba(x[missing])
+        return out
+
+
+def _float32_at_or_under(threshold: np.ndarray) -> np.ndarray:
+    """The largest float32 at or under each float64 threshold."""
+    rounded = threshold.astype(np.float32)
+    above = rounded.astype(np.float64) > threshold
+    rounded[above] = np.nextafter(rounded[above], np.float32(-np.inf))
+    return rounded
+
+
+def _median_leaf_depth(tree) -> int:
+    """The depth at or under which half the tree's training samples (by weight) reached a leaf: the
+    steps every pixel takes in lockstep before only those still at an inner node go on."""
+    depth = tree.compute_node_depths() - 1  # steps from the root
+    leaf = tree.children_left < 0
+    order = np.argsort(depth[leaf], kind="stable")
+    weight = np.cumsum(tree.weighted_n_node_samples[leaf][order])
+    return int(depth[leaf][order][np.searchsorted(weight, weight[-1] / 2)])
+
+
+@numba.njit(parallel=True, cache=True)
+def traverse(x, feature, threshold, child, value, roots, first, block):
+    """Mean leaf fractions over the trees for each row of ``x`` (float32, no NaN)."""
+    n, m = x.shape
+    k = value.shape[1]
+    out = np.empty((n, k))
+    for b in numba.prange((n + block - 1) // block):
+        lo = b * block
+        rows = min(n, lo + block) - lo
+        xb = x[lo:lo + rows].ravel()
+        node = np.empty(rows, np.uint32)
+        active = np.empty(rows, np.uint32)
+        total = np.zeros((rows, k))
+        for t in range(roots.shape[0]):
+            for j in range(rows):
+                node[j] = roots[t]
+            for _ in range(first[t]):  # every row, a step each: no branch on the split
+                for j in range(rows):
+                    nd = node[j]
+                    right = np.uint32(xb[np.uint32(j * m) + feature[nd]] > threshold[nd])
+                    node[j] = child[2 * nd + right]
+            count = 0
+            for j in range(rows):  # the rows still at an inner node (a leaf is its own child)
+                active[count] = j
+                count += child[2 * node[j]] != node[j]
+            while count > 0:
+                still = 0
+                for a in range(count):
+                    j = active[a]
+                    nd = node[j]
+                    right = np.uint32(xb[np.uint32(j * m) + feature[nd]] > threshold[nd])
+                    nd = child[2 * nd + right]
+                    node[j] = nd
+                    active[still] = j
+                    still += child[2 * nd] != nd
+                count = still
+            for j in range(rows):
+                for c in range(k):
+                    total[j, c] += value[node[j], c]
+        for j in range(rows):
+            for c in range(k):
+                out[lo + j, c] = total[j, c] / roots.shape[0]
+    return out
