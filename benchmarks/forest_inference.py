@@ -78,14 +78,12 @@ def float32_thresholds(forest):
     one: for float32 input, ``x <= t`` then holds exactly where it held before."""
     from copy import deepcopy
 
+    from lcflow.train.models.compiled_forest import float32_at_or_under
+
     copy = deepcopy(forest)
     for tree in copy.estimators_:
         state = tree.tree_.__getstate__()
-        threshold = state["nodes"]["threshold"]
-        rounded = threshold.astype(np.float32)
-        above = rounded.astype(np.float64) > threshold
-        rounded[above] = np.nextafter(rounded[above], np.float32(-np.inf))
-        state["nodes"]["threshold"] = rounded.astype(np.float64)
+        state["nodes"]["threshold"] = float32_at_or_under(state["nodes"]["threshold"]).astype(np.float64)
         tree.tree_.__setstate__(state)
     return copy
 

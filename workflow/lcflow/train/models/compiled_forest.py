@@ -41,7 +41,7 @@ class CompiledForest:
             leaf = tree.children_left < 0
             own = np.arange(n) + offset
             feature.append(np.where(leaf, 0, tree.feature).astype(np.uint32))
-            threshold.append(np.where(leaf, np.float32(np.inf), _float32_at_or_under(tree.threshold)))
+            threshold.append(np.where(leaf, np.float32(np.inf), float32_at_or_under(tree.threshold)))
             pair = np.empty((n, 2), np.uint32)  # [child if x <= t, child if x > t]; a leaf is its own child
             pair[:, 0] = np.where(leaf, own, tree.children_left + offset)
             pair[:, 1] = np.where(leaf, own, tree.children_right + offset)
@@ -85,7 +85,7 @@ class CompiledForest:
         return out
 
 
-def _float32_at_or_under(threshold: np.ndarray) -> np.ndarray:
+def float32_at_or_under(threshold: np.ndarray) -> np.ndarray:
     """The largest float32 at or under each float64 threshold."""
     rounded = threshold.astype(np.float32)
     above = rounded.astype(np.float64) > threshold
