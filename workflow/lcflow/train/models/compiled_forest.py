@@ -55,7 +55,7 @@ class CompiledForest:
         if offset >= 2**32:
             raise ValueError(f"a compiled forest holds fewer than 2**32 nodes; this one has {offset}")
         self.feature = np.concatenate(feature)
-        self.threshold = np.concatenate(threshold).astype(np.float32)
+        self.threshold = np.concatenate(threshold)
         self.child = np.concatenate(child)
         self.value = np.ascontiguousarray(np.concatenate(value))
         self.roots = np.asarray(roots, np.uint32)
@@ -75,9 +75,10 @@ class CompiledForest:
             return self.forest.predict_proba(x)
         cores = threads or len(os.sched_getaffinity(0))
         numba.set_num_threads(max(1, min(cores, numba.config.NUMBA_NUM_THREADS)))
-        complete = x if not missing.any() else np.ascontiguousarray(x[~missing])
+        some_missing = bool(missing.any())
+        complete = np.ascontiguousarray(x[~missing]) if some_missing else x
         proba = traverse(complete, self.feature, self.threshold, self.child, self.value, self.roots, self.first, BLOCK)
-        if not missing.any():
+        if not some_missing:
             return proba
         out = np.empty((len(x), self.value.shape[1]))
         out[~missing] = proba

@@ -37,7 +37,6 @@ class Model(Base):
         if self.params["class_weight"] != "none":
             forest.set_params(class_weight=dict(enumerate(class_weights(y, self.n_classes, self.params["class_weight"]))))
         self.forest = forest.fit(x.reshape(len(x), -1), y)
-        self._compiled = None
         row = {"epoch": 1, "oob_accuracy": float(self.forest.oob_score_)}
         if x_val is not None and len(x_val):
             row["val_accuracy"] = float((self.predict_proba(x_val).argmax(1) == y_val).mean())
@@ -53,19 +52,20 @@ class Model(Base):
         proba = np.zeros((len(x), self.n_classes), dtype=np.float32)
         if len(x):
             rows = x.reshape(len(x), -1)
-            if self.params["predict_engine"] == "compiled":
-                proba[:, self.forest.classes_] = self.compiled().predict_proba(rows, self.cores())
-            else:
-                proba[:, self.forest.classes_] = self.forest.predict_proba(rows)
+            compiled = self.params["predict_engine"] == "compiled"
+            proba[:, self.forest.classes_] = (self.compiled().predict_proba(rows, self.cores()) if compiled
+                                              else self.forest.predict_proba(rows))
         return proba
 
     def compiled(self):
-        """The fitted forest as compiled_forest's node arrays, built once."""
+        """The fitted forest as compiled_forest's node arrays, built once per forest (fit and
+        load_weights set a new one)."""
         from lcflow.train.models.compiled_forest import CompiledForest
 
-        if getattr(self, "_compiled", None) is None:
-            self._compiled = CompiledForest(self.forest)
-        return self._compiled
+        cached = getattr(self, "_compiled", None)
+        if cached is None or cached.forest is not self.forest:
+            self._compiled = cached = CompiledForest(self.forest)
+        return cached
 
     def cores(self) -> int | None:
         """The cores n_jobs asks for (None: every core this process may run on)."""
@@ -81,4 +81,3 @@ class Model(Base):
         import skops.io
 
         self.forest = skops.io.load(path, trusted=TRUSTED)
-        self._compiled = None
