@@ -39,6 +39,24 @@ def test_the_probabilities_are_scikit_learns(params):
     _same(forest, rows, threads=1)
 
 
+def test_pure_leaves_vote_and_the_sum_is_scikit_learns_to_the_bit():
+    """A pure leaf adds one to its class; a leaf of several classes adds its fractions. A forest of both
+    kinds gives scikit-learn's probabilities, and one of pure leaves only (lcflow's) gives them exactly."""
+    x, y = _table(6)
+    rows = np.random.default_rng(7).normal(size=(2 * BLOCK + 3, x.shape[1])).astype(np.float32)
+    pure = RandomForestClassifier(20, random_state=0).fit(x, y)
+    compiled = CompiledForest(pure)
+    leaves = compiled.child[0::2] == np.arange(len(compiled.feature))
+    assert (compiled.leaf_class[leaves] >= 0).all() and len(compiled.impure) == 0
+    np.testing.assert_array_equal(compiled.predict_proba(rows), pure.predict_proba(rows))
+    mixed = RandomForestClassifier(20, min_samples_leaf=3, random_state=0).fit(x, y)
+    compiled = CompiledForest(mixed)
+    leaves = compiled.child[0::2] == np.arange(len(compiled.feature))
+    kinds = compiled.leaf_class[leaves] >= 0
+    assert kinds.any() and not kinds.all() and len(compiled.impure) == (~kinds).sum()
+    _same(mixed, rows)
+
+
 def test_a_value_beside_a_split_goes_where_scikit_learn_sends_it():
     """Each threshold is a float64 between two float32 values: the float32 just under, at and over it
     (and the one rounded to nearest) must go down the same side as in scikit-learn."""
