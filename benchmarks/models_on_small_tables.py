@@ -154,6 +154,11 @@ def summary(rows: list[dict], models: tuple[str, ...]) -> None:
         for m in (m for m in models if m != "rf"):
             gap = (frame.groupby("case", sort=False)[m].mean() - frame.groupby("case", sort=False)["rf"].mean())
             print(f"{m} - rf (mean OA): " + ", ".join(f"{c} {v:+.3f}" for c, v in gap.items()))
+            by_source = gap.groupby(gap.index.str.replace(r" #\d+$", "", regex=True), sort=False)
+            if (by_source.size() > 1).any():  # several draws of a source: how far its mean gap is from noise
+                print(f"{m} - rf over the draws of a source (mean, standard error, draws): " + ", ".join(
+                    f"{source} {g.mean():+.3f} +- {g.std(ddof=1) / np.sqrt(len(g)):.3f} ({len(g)})"
+                    for source, g in by_source if len(g) > 1))
 
 
 @dataclass(frozen=True)
