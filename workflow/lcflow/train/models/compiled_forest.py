@@ -15,8 +15,8 @@ Same probabilities as ``RandomForestClassifier.predict_proba``: scikit-learn com
 with float64 thresholds; each threshold here is the largest float32 at or under it, for which ``x <= t``
 holds for exactly the same float32 ``x``. Trees' leaf fractions are summed in float64 and divided by the
 number of trees, as scikit-learn does; a pure leaf's fractions are one 1.0 and zeros, so its vote is the
-same sum. Rows with a missing value go to scikit-learn, whose trees send
-NaN down the side learnt for each split.
+same sum. Rows with a missing value go to scikit-learn, whose trees send NaN down the side learnt for
+each split.
 """
 
 import os
@@ -54,12 +54,13 @@ class CompiledForest:
             total = fractions.sum(axis=1, keepdims=True)
             fractions /= np.where(total == 0.0, 1.0, total)
             pure = (fractions > 0).sum(axis=1) == 1
+            leaves = np.flatnonzero(leaf)
             label = np.zeros(n, np.int64)  # an inner node's entry is never read
-            label[np.flatnonzero(leaf)[pure]] = fractions[pure].argmax(axis=1)
-            label[np.flatnonzero(leaf)[~pure]] = -1 - (n_impure + np.arange((~pure).sum()))
+            label[leaves[pure]] = fractions[pure].argmax(axis=1)
+            label[leaves[~pure]] = -1 - (n_impure + np.arange(len(leaves) - pure.sum()))
             leaf_class.append(label)
             impure.append(fractions[~pure])
-            n_impure += int((~pure).sum())
+            n_impure += len(leaves) - int(pure.sum())
             roots.append(offset)
             first.append(_median_leaf_depth(tree))
             offset += n
