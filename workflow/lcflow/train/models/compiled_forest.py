@@ -55,12 +55,13 @@ class CompiledForest:
             fractions /= np.where(total == 0.0, 1.0, total)
             pure = (fractions > 0).sum(axis=1) == 1
             leaves = np.flatnonzero(leaf)
+            mixed = leaves[~pure]
             label = np.zeros(n, np.int64)  # an inner node's entry is never read
             label[leaves[pure]] = fractions[pure].argmax(axis=1)
-            label[leaves[~pure]] = -1 - (n_impure + np.arange(len(leaves) - pure.sum()))
+            label[mixed] = -1 - (n_impure + np.arange(len(mixed)))
             leaf_class.append(label)
             impure.append(fractions[~pure])
-            n_impure += len(leaves) - int(pure.sum())
+            n_impure += len(mixed)
             roots.append(offset)
             first.append(_median_leaf_depth(tree))
             offset += n
