@@ -5,17 +5,20 @@ CORINE's are on 10 m pixels, keeps small leaves around the wrong ones: its nodes
 rows. The demo's models train on a few thousand rows; the seed study (config/netherlands.yaml) trains on
 over a million, and a map job holds the whole forest in memory.
 
-Table: every labelled pixel of the demo's four tile-years (31UFT and 32ULC, 2018 and 2019: 262,144 px,
-CORINE level-2 labels, the synthetic truth beside them), prepared as lcflow prepares a forest's input
-(gaps filled, standardised, an observed flag a step). The left quarter of every tile-year (64 of its 256
-columns) is the test block; training rows are drawn at random from the rest, ``--rows`` of them.
+Table: every labelled pixel of the demo's four tile-years (31UFT and 32ULC, 2018 and 2019: 260,668 of
+their 262,144 px have a CORINE level-2 label; the synthetic truth beside them), prepared as lcflow
+prepares a forest's input (gaps filled, standardised, an observed flag a step). The left quarter of every
+tile-year (64 of its 256 columns) is the test block; training rows are drawn at random from the rest,
+``--rows`` of them (``--per-class``: as many of each class as it has up to an equal share, as lcflow's
+sampling draws ``sample.per_class``, the rest at random).
 For each size and ``--leaf`` (min_samples_leaf), lcflow's forest (its defaults otherwise: 300 trees)
 is fitted and the run prints: fit seconds, nodes, mean depth, the bytes the fitted forest holds (its
 pickle) and its compiled arrays, the compiled map rate on the test block, and the test block's overall
-accuracy against the labels and against the truth. Last, each leaf size's node count as a power law of
-the rows, projected to the seed study's training rows, against the Slurm profile's memory for a map job.
+and balanced accuracy against the labels and against the truth. Last, each leaf size's node count as a
+power law of the rows, projected to the seed study's training rows, against the Slurm profile's memory
+for a map job.
 
-Usage: python benchmarks/forest_size.py [--rows 4000,16000,64000] [--leaf 1,10] [--work DIR]
+Usage: python benchmarks/forest_size.py [--rows 4000,16000,64000] [--leaf 1,10] [--per-class] [--work DIR]
 """
 
 import argparse
@@ -65,7 +68,7 @@ def demo_pixels(work: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
                        work / tile / "labels.tif", level2)
         with rasterio.open(work / tile / "labels.tif") as src:
             label = src.read(1).ravel()
-            width = src.width
+            width, nodata = src.width, src.nodata
         for year in YEARS:
             with rasterio.open(work / tile / str(year) / "cube.tif") as src:
                 raw = src.read()
@@ -73,12 +76,30 @@ def demo_pixels(work: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
                 values[raw.reshape(src.count, -1).T == src.nodata] = np.nan
             with rasterio.open(work / "demo" / "truth" / f"{tile}_{year}.tif") as src:
                 truth = level2.apply(src.read(1).ravel())
-            keep = label > 0
+            keep = (label > 0) & (label != nodata)  # no CORINE class there
             xs.append(values[keep].reshape(int(keep.sum()), -1, len(BANDS)))
             ys.append(label[keep])
             truths.append(truth[keep])
             tests.append((np.arange(label.size) % width < TEST_COLUMNS)[keep])
     return np.concatenate(xs), np.concatenate(ys), np.concatenate(truths), np.concatenate(tests)
+
+
+def draw(pool: np.ndarray, label: np.ndarray, n: int, per_class: bool) -> np.ndarray:
+    """``n`` rows of ``pool`` (shuffled already): its first ``n``, or with ``per_class`` up to n / classes of
+    each class and the rest from what is left, in the pool's order."""
+    if not per_class:
+        return pool[:n]
+    classes = np.unique(label[pool])
+    share = n // len(classes)
+    taken = np.concatenate([pool[label[pool] == c][:share] for c in classes])
+    rest = np.setdiff1d(pool, taken, assume_unique=True)
+    rest = pool[np.isin(pool, rest)][:n - len(taken)]
+    return np.concatenate([taken, rest])
+
+
+def balanced(codes: np.ndarray, true: np.ndarray) -> float:
+    """The mean of the classes' recalls (the classes present in ``true``)."""
+    return float(np.mean([(codes[true == c] == c).mean() for c in np.unique(true)]))
 
 
 def seed_study_rows() -> int:
@@ -98,6 +119,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", default="4000,16000,64000", help="training rows, comma-separated")
     ap.add_argument("--leaf", default="1,10", help="min_samples_leaf values, comma-separated")
+    ap.add_argument("--per-class", action="store_true", help="draw the training rows per class, as lcflow's sampling")
     ap.add_argument("--work", type=Path, help="where the demo's cubes are made (and found again)")
     args = ap.parse_args()
     sizes = [int(v) for v in args.rows.split(",")]
@@ -108,6 +130,8 @@ def main() -> None:
     train_pool = np.random.default_rng(0).permutation(np.flatnonzero(~test))
     if max(sizes) > len(train_pool):
         raise SystemExit(f"--rows: at most {len(train_pool)} training rows outside the test block")
+    counts = np.bincount(label[draw(train_pool, label, max(sizes), args.per_class)])
+    print(f"training rows per class at {max(sizes)}: {', '.join(f'{c}: {k}' for c, k in enumerate(counts) if k)}")
     print(f"{len(label)} labelled px, {series.shape[1]} steps x {series.shape[2]} bands, {np.isnan(series).mean():.1%} "
           f"of the values missing; test block {int(test.sum())} px, whose labels are true for "
           f"{(label[test] == truth[test]).mean():.3f}", flush=True)
@@ -115,7 +139,7 @@ def main() -> None:
     rf = model_class("rf")
     fits = []
     for n in sizes:
-        rows = train_pool[:n]
+        rows = draw(train_pool, label, n, args.per_class)
         standardise = Standardiser.fit(series[rows])
         x_train = prepare(series[rows], standardise)[0]
         x_test = prepare(series[test], standardise)[0]
@@ -137,15 +161,17 @@ def main() -> None:
             codes = classes[model.predict_proba(x_test).argmax(1)]
             rate = len(x_test) / (time.perf_counter() - started)
             oa, oa_truth = float((codes == label[test]).mean()), float((codes == truth[test]).mean())
+            bal, bal_truth = balanced(codes, label[test]), balanced(codes, truth[test])
             fits.append({"rows": n, "leaf": leaf, "nodes": nodes, "bytes": held, "compiled": compiled_bytes})
             print(f"rows {n:7d} leaf {leaf:3d}: fit {fit_s:7.1f} s, {nodes:10d} nodes ({nodes / 300 / n:.3f} a row "
                   f"a tree), depth {depth:5.1f}, held {held / 1e6:8.1f} MB ({held / nodes:.0f} B a node), compiled "
                   f"{compiled_bytes / 1e6:7.1f} MB, map {rate / 1e3:6.1f} k px/s, test OA {oa:.4f} "
-                  f"(truth {oa_truth:.4f})", flush=True)
+                  f"(truth {oa_truth:.4f}), balanced {bal:.4f} (truth {bal_truth:.4f})", flush=True)
 
     target = seed_study_rows()
     print(f"\nseed study (config/netherlands.yaml): {target:,} training rows ({SEED_CLASSES} classes assumed); "
-          f"Slurm profile: train_rf mem_mb {profile_mem_mb('train_rf')}, predict_rf mem_mb {profile_mem_mb('predict_rf')}")
+          f"Slurm profile: train_rf mem_mb {profile_mem_mb('train_rf')}, "
+          f"predict_rf mem_mb {profile_mem_mb('predict_rf')}")
     for leaf in leaves:
         own = [f for f in fits if f["leaf"] == leaf]
         if len(own) < 2:
@@ -153,10 +179,11 @@ def main() -> None:
         slope, intercept = np.polyfit(np.log([f["rows"] for f in own]), np.log([f["nodes"] for f in own]), 1)
         nodes = math.exp(intercept) * target ** slope
         per_node = own[-1]["bytes"] / own[-1]["nodes"]
-        per_node_13 = per_node + 8 * (SEED_CLASSES - len(np.unique(label)))  # scikit-learn keeps a float64 a class a node
+        # scikit-learn keeps a float64 a class a node
+        per_node_13 = per_node + 8 * (SEED_CLASSES - len(np.unique(label)))
         compiled_per_node = own[-1]["compiled"] / own[-1]["nodes"]
-        print(f"  leaf {leaf:3d}: nodes ~ rows^{slope:.2f}: {nodes / 1e6:6.1f} M nodes, held {nodes * per_node_13 / 1e9:5.1f} GB "
-              f"+ compiled {nodes * compiled_per_node / 1e9:4.1f} GB in a map job")
+        print(f"  leaf {leaf:3d}: nodes ~ rows^{slope:.2f}: {nodes / 1e6:6.1f} M nodes, "
+              f"held {nodes * per_node_13 / 1e9:5.1f} GB + compiled {nodes * compiled_per_node / 1e9:4.1f} GB in a map job")
 
 
 if __name__ == "__main__":
