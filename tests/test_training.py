@@ -58,6 +58,20 @@ def test_train_evaluate_and_reload(model, toy_table, tmp_path):
     assert set(np.unique(codes_a)) <= {11, 21, 31} and ((conf_a > 0) & (conf_a <= 1)).all()
 
 
+def test_a_forest_records_the_memory_its_trees_hold(toy_table, tmp_path, caplog):
+    """metrics.json says what a map job will hold: the nodes of the saved trees, and the megabytes of the
+    node records and class rows each tree hands to pickle (its state), counted here from those arrays."""
+    caplog.set_level("INFO", logger="lcflow.train")
+    training.train("rf", [str(toy_table)], tmp_path / "rf", FAST["rf"] | {"min_samples_leaf": 3})
+    size = json.loads((tmp_path / "rf" / "metrics.json").read_text())["size"]
+    forest = TrainedModel.load(tmp_path / "rf").model.forest
+    assert size["trees"] == 50 and size["nodes"] == sum(e.tree_.node_count for e in forest.estimators_)
+    assert size["mean_depth"] == np.mean([e.tree_.max_depth for e in forest.estimators_])
+    states = [e.tree_.__getstate__() for e in forest.estimators_]
+    assert size["held_mb"] == pytest.approx(sum(t["nodes"].nbytes + t["values"].nbytes for t in states) / 1e6)
+    assert f"{size['nodes']} nodes" in caplog.text and "MB held in memory" in caplog.text
+
+
 def test_lstm_runs_repeat(toy_table, tmp_path):
     a = training.train("lstm", [str(toy_table)], tmp_path / "a", {"epochs": 3, "min_steps": 0, "hidden_size": 16})
     b = training.train("lstm", [str(toy_table)], tmp_path / "b", {"epochs": 3, "min_steps": 0, "hidden_size": 16})

@@ -179,6 +179,8 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
                "train_seconds": time.perf_counter() - started}
     if tuned:
         metrics["tuned"] = {k: tuned[k] for k in ("file", "study", "trial", "metric", "value", "params") if k in tuned}
+    if hasattr(model, "size"):  # a forest: what a map job will hold, to size its memory from
+        metrics["size"] = model.size()
     if deep_model:
         metrics["global_batch"] = int(model.params["batch_size"]) * comm.size
         metrics["samples_per_s"] = float(np.mean([r["samples_per_s"] for r in history]))

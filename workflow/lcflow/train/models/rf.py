@@ -7,14 +7,18 @@ Weights are stored with skops, which, unlike pickle or joblib, rebuilds only the
 trust: a planted weights file cannot run code when a map is predicted.
 """
 
+import logging
 import zipfile
 from pathlib import Path
 
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
+from sklearn.tree._tree import NODE_DTYPE
 
 from lcflow.train.balance import class_weights
 from lcflow.train.models import Model as Base
+
+log = logging.getLogger("lcflow.train")
 
 #: beyond skops' defaults, the one type a fitted forest holds (its trees' node arrays)
 TRUSTED = ["sklearn.tree._tree.Tree"]
@@ -37,10 +41,24 @@ class Model(Base):
         if self.params["class_weight"] != "none":
             forest.set_params(class_weight=dict(enumerate(class_weights(y, self.n_classes, self.params["class_weight"]))))
         self.forest = forest.fit(x.reshape(len(x), -1), y)
+        size = self.size()
+        log.info("forest: %d trees, %d nodes (%.3f a training row a tree), mean depth %.1f, %.0f MB held in memory, "
+                 "as a map job holds it", size["trees"], size["nodes"], size["nodes"] / size["trees"] / len(x),
+                 size["mean_depth"], size["held_mb"])
         row = {"epoch": 1, "oob_accuracy": float(self.forest.oob_score_)}
         if x_val is not None and len(x_val):
             row["val_accuracy"] = float((self.predict_proba(x_val).argmax(1) == y_val).mean())
         return [row]
+
+    def size(self) -> dict[str, float]:
+        """Trees, nodes, mean depth and the megabytes the fitted trees hold (scikit-learn's node records and
+        class-count rows): a forest grown until its leaves are pure on many noisily labelled rows grows
+        almost as fast as its rows (benchmarks/forest_size.py), and every map job holds it whole."""
+        trees = [e.tree_ for e in self.forest.estimators_]
+        nodes = sum(t.node_count for t in trees)
+        held = nodes * NODE_DTYPE.itemsize + sum(t.value.nbytes for t in trees)
+        return {"trees": len(trees), "nodes": int(nodes), "mean_depth": float(np.mean([t.max_depth for t in trees])),
+                "held_mb": held / 1e6}
 
     def oob_proba(self) -> np.ndarray:
         """Class probabilities of each training sample from the trees that did not see it."""
