@@ -18,7 +18,7 @@ and balanced accuracy against the labels and against the truth. Last, each leaf 
 power law of the rows, projected to the seed study's training rows, against the Slurm profile's memory
 for a map job.
 
-Usage: python benchmarks/forest_size.py [--rows 4000,16000,64000] [--leaf 1,10] [--per-class] [--work DIR]
+Usage: python benchmarks/forest_size.py [--rows 6000,24000,96000] [--leaf 1,10,30] [--per-class] [--work DIR]
 """
 
 import argparse
@@ -117,8 +117,8 @@ def profile_mem_mb(rule: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", default="4000,16000,64000", help="training rows, comma-separated")
-    ap.add_argument("--leaf", default="1,10", help="min_samples_leaf values, comma-separated")
+    ap.add_argument("--rows", default="6000,24000,96000", help="training rows, comma-separated")
+    ap.add_argument("--leaf", default="1,10,30", help="min_samples_leaf values, comma-separated")
     ap.add_argument("--per-class", action="store_true", help="draw the training rows per class, as lcflow's sampling")
     ap.add_argument("--work", type=Path, help="where the demo's cubes are made (and found again)")
     args = ap.parse_args()
