@@ -92,9 +92,7 @@ def draw(pool: np.ndarray, label: np.ndarray, n: int, per_class: bool) -> np.nda
     classes = np.unique(label[pool])
     share = n // len(classes)
     taken = np.concatenate([pool[label[pool] == c][:share] for c in classes])
-    rest = np.setdiff1d(pool, taken, assume_unique=True)
-    rest = pool[np.isin(pool, rest)][:n - len(taken)]
-    return np.concatenate([taken, rest])
+    return np.concatenate([taken, pool[~np.isin(pool, taken)][:n - len(taken)]])
 
 
 def balanced(codes: np.ndarray, true: np.ndarray) -> float:
@@ -150,10 +148,9 @@ def main() -> None:
             started = time.perf_counter()
             model.fit(x_train, index, None, None)
             fit_s = time.perf_counter() - started
-            forest = model.forest
-            nodes = sum(e.tree_.node_count for e in forest.estimators_)
-            depth = float(np.mean([e.tree_.max_depth for e in forest.estimators_]))
-            held = len(pickle.dumps(forest, protocol=5))
+            size = model.size()
+            nodes, depth = size["nodes"], size["mean_depth"]
+            held = len(pickle.dumps(model.forest, protocol=5))
             compiled = model.compiled()
             compiled_bytes = sum(a.nbytes for a in vars(compiled).values() if isinstance(a, np.ndarray))
             model.predict_proba(x_test[:4096])  # compiled once before the clock starts
