@@ -42,9 +42,9 @@ from lcflow.retrieve import cube, search  # noqa: E402
 from lcflow.synth.demo import make_demo  # noqa: E402
 from lcflow.train.models import model_class  # noqa: E402
 
-DEMO_AOI = {"31UFT": [640000, 5760000, 642560, 5762560], "32ULC": [330000, 5700000, 332560, 5702560]}
+from models_on_small_tables import BANDS, DEMO_AOI  # noqa: E402  (the same demo tile-years and bands)
+
 YEARS = (2018, 2019)
-BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 TEST_COLUMNS = 64
 #: CLC level-2 classes a Dutch tile-year holds (seed_study.py's assumption)
 SEED_CLASSES = 13
