@@ -18,11 +18,23 @@ and balanced accuracy against the labels and against the truth. Last, each leaf 
 power law of the rows, projected to the seed study's training rows, against the Slurm profile's memory
 for a map job.
 
-Usage: python benchmarks/forest_size.py [--rows 6000,24000,96000] [--leaf 1,10,30] [--per-class] [--work DIR]
+At the seed study's own size: ``--side 560 --years 2018,2019,2020`` makes the demo's tiles 560 px a side
+over three years (1.9 M labelled px, 1.4 M outside the test blocks), enough for its 1,365,000 rows; a
+forest of ``--trees 30`` is fitted on them (a tenth of the fit), and its map is timed with each of its
+trees taken ten times: the nodes walked and the memory read of 300 trees of that size (``--check-copies``
+times copies beside 300 fitted trees at the first size). The map rate is always that of 300 trees, the
+median of three timings; the accuracy is that of the trees fitted.
+``--json`` writes the figures that ``seed_study.py`` reads (``--forest-figures``) for its forest maps.
+
+Usage: python benchmarks/forest_size.py [--rows 6000,24000,96000] [--leaf 1,10,30] [--per-class]
+       [--trees 300] [--side 256] [--years 2018,2019] [--json FILE] [--work DIR]
 """
 
 import argparse
+import copy
+import json
 import math
+import os
 import pickle
 import sys
 import tempfile
@@ -37,50 +49,32 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
-from lcflow.labels import alignment as labels, nomenclature  # noqa: E402
-from lcflow.retrieve import cube, search  # noqa: E402
-from lcflow.synth.demo import make_demo  # noqa: E402
+from lcflow.labels import nomenclature  # noqa: E402
 from lcflow.train.models import model_class  # noqa: E402
 
-from models_on_small_tables import BANDS, DEMO_AOI  # noqa: E402  (the same demo tile-years and bands)
+from _demo_cube import cube_series, demo_tiles  # noqa: E402
 
-YEARS = (2018, 2019)
-TEST_COLUMNS = 64
 #: CLC level-2 classes a Dutch tile-year holds (seed_study.py's assumption)
 SEED_CLASSES = 13
 
 
-def demo_pixels(work: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def demo_pixels(work: Path, years: tuple[int, ...], side: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Series (pixels, steps, bands) with NaN gaps, CORINE level-2 labels, true classes and the test-block
-    flag of every labelled pixel of the demo's tile-years."""
+    flag (the left quarter) of every labelled pixel of the demo's tile-years."""
     level2 = nomenclature.clc_level(2)
-    if not all((work / tile / "labels.tif").exists() for tile in DEMO_AOI):
-        make_demo(work / "demo", DEMO_AOI, list(YEARS))
     xs, ys, truths, tests = [], [], [], []
-    for tile, bounds in DEMO_AOI.items():
-        for year in YEARS:
-            d = work / tile / str(year)
-            if not (d / "cube.tif").exists():
-                search.run(tile, year, d / "items.json", catalog=str(work / "demo" / "catalog" / "catalog.json"))
-                cube.run(d / "items.json", tile, year, d / "cube.tif", d / "valid.tif", bands=BANDS, bounds=bounds)
-        if not (work / tile / "labels.tif").exists():
-            labels.run(work / "demo" / "corine" / "clc_demo_3035.tif", work / tile / str(YEARS[0]) / "cube.tif",
-                       work / tile / "labels.tif", level2)
-        with rasterio.open(work / tile / "labels.tif") as src:
+    for one in demo_tiles(work, years=years, side=side):
+        with rasterio.open(one.labels) as src:
             label = src.read(1).ravel()
             width, nodata = src.width, src.nodata
-        for year in YEARS:
-            with rasterio.open(work / tile / str(year) / "cube.tif") as src:
-                raw = src.read()
-                values = raw.reshape(src.count, -1).T.astype(np.float32)
-                values[raw.reshape(src.count, -1).T == src.nodata] = np.nan
-            with rasterio.open(work / "demo" / "truth" / f"{tile}_{year}.tif") as src:
-                truth = level2.apply(src.read(1).ravel())
-            keep = (label > 0) & (label != nodata)  # no CORINE class there
-            xs.append(values[keep].reshape(int(keep.sum()), -1, len(BANDS)))
-            ys.append(label[keep])
-            truths.append(truth[keep])
-            tests.append((np.arange(label.size) % width < TEST_COLUMNS)[keep])
+        values = cube_series(one.cube)
+        with rasterio.open(one.truth) as src:
+            truth = level2.apply(src.read(1).ravel())
+        keep = (label > 0) & (label != nodata)  # no CORINE class there
+        xs.append(values[keep])
+        ys.append(label[keep])
+        truths.append(truth[keep])
+        tests.append((np.arange(label.size) % width < width // 4)[keep])
     return np.concatenate(xs), np.concatenate(ys), np.concatenate(truths), np.concatenate(tests)
 
 
@@ -98,6 +92,48 @@ def draw(pool: np.ndarray, label: np.ndarray, n: int, per_class: bool) -> np.nda
 def balanced(codes: np.ndarray, true: np.ndarray) -> float:
     """The mean of the classes' recalls (the classes present in ``true``)."""
     return float(np.mean([(codes[true == c] == c).mean() for c in np.unique(true)]))
+
+
+def as_300_trees(model):
+    """``model`` with its forest's trees each taken 300 / trees times: the nodes a map walks and the memory
+    it reads are those of a 300-tree forest of trees that size, though fewer were fitted (a copy; the
+    fitted model is left as it is)."""
+    trees = len(model.forest.estimators_)
+    if 300 % trees:
+        raise SystemExit(f"--trees {trees}: 300 is not a multiple of it")
+    big = copy.copy(model)
+    big.forest = copy.copy(model.forest)
+    big.forest.estimators_ = list(model.forest.estimators_) * (300 // trees)
+    big.forest.n_estimators = 300
+    return big
+
+
+def map_rate(model, x: np.ndarray, repeats: int = 3) -> float:
+    """Pixels a second of ``model``'s compiled probabilities on ``x`` (already prepared): the median of
+    ``repeats`` timings, after one run that compiles the forest."""
+    model.predict_proba(x[:4096])
+    spent = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        model.predict_proba(x)
+        spent.append(time.perf_counter() - started)
+    return len(x) / float(np.median(spent))
+
+
+def check_copies(model, params: dict, x_train: np.ndarray, index: np.ndarray, x_test: np.ndarray, rounds: int = 5) -> str:
+    """How well copies stand in for fitted trees: the map rate of 300 trees fitted, of the first trees
+    of those taken 300 / trees times, and of ``model``'s trees so taken, in turns, ``rounds`` times."""
+    fitted = model_class("rf")({**params, "n_estimators": 300}, x_train.shape[2], x_train.shape[1], model.n_classes)
+    fitted.fit(x_train, index, None, None)
+    first = copy.copy(fitted)
+    first.forest = copy.copy(fitted.forest)
+    first.forest.estimators_ = fitted.forest.estimators_[:len(model.forest.estimators_)]
+    timed = {"300 fitted": fitted, "their first taken again": as_300_trees(first), "these taken again": as_300_trees(model)}
+    rates = {name: [] for name in timed}
+    for _ in range(rounds):
+        for name, one in timed.items():
+            rates[name].append(map_rate(one, x_test, repeats=1))
+    return ", ".join(f"{name} {np.median(r) / 1e3:.1f} k px/s" for name, r in rates.items())
 
 
 def seed_study_rows() -> int:
@@ -118,13 +154,21 @@ def main() -> None:
     ap.add_argument("--rows", default="6000,24000,96000", help="training rows, comma-separated")
     ap.add_argument("--leaf", default="1,10,30", help="min_samples_leaf values, comma-separated")
     ap.add_argument("--per-class", action="store_true", help="draw the training rows per class, as lcflow's sampling")
-    ap.add_argument("--work", type=Path, help="where the demo's cubes are made (and found again)")
+    ap.add_argument("--trees", type=int, default=300, help="trees fitted (a divisor of lcflow's default 300: the "
+                    "map is timed on them each taken 300 / trees times)")
+    ap.add_argument("--check-copies", action="store_true", help="with --trees under 300: at the first --rows and "
+                    "--leaf, also fit 300 trees and time them beside copies (medians of 5 turns)")
+    ap.add_argument("--years", default="2018,2019", help="the demo's years, comma-separated")
+    ap.add_argument("--side", type=int, default=256, help="pixels a side of each demo tile's square (the demo's 256)")
+    ap.add_argument("--json", type=Path, help="also write every fit's figures to this file")
+    ap.add_argument("--work", type=Path, help="where the demo's cubes are made (and found again: keep one per "
+                    "--side and --years)")
     args = ap.parse_args()
     sizes = [int(v) for v in args.rows.split(",")]
     leaves = [int(v) for v in args.leaf.split(",")]
 
     work = args.work or Path(tempfile.mkdtemp())
-    series, label, truth, test = demo_pixels(work)
+    series, label, truth, test = demo_pixels(work, tuple(int(y) for y in args.years.split(",")), args.side)
     train_pool = np.random.default_rng(0).permutation(np.flatnonzero(~test))
     if max(sizes) > len(train_pool):
         raise SystemExit(f"--rows: at most {len(train_pool)} training rows outside the test block")
@@ -144,7 +188,8 @@ def main() -> None:
         classes = np.unique(label[rows])
         index = np.searchsorted(classes, label[rows])
         for leaf in leaves:
-            model = rf({"min_samples_leaf": leaf}, x_train.shape[2], x_train.shape[1], len(classes))
+            model = rf({"min_samples_leaf": leaf, "n_estimators": args.trees}, x_train.shape[2], x_train.shape[1],
+                       len(classes))
             started = time.perf_counter()
             model.fit(x_train, index, None, None)
             fit_s = time.perf_counter() - started
@@ -153,17 +198,25 @@ def main() -> None:
             held = len(pickle.dumps(model.forest, protocol=5))
             compiled = model.compiled()
             compiled_bytes = sum(a.nbytes for a in vars(compiled).values() if isinstance(a, np.ndarray))
-            model.predict_proba(x_test[:4096])  # compiled once before the clock starts
-            started = time.perf_counter()
             codes = classes[model.predict_proba(x_test).argmax(1)]
-            rate = len(x_test) / (time.perf_counter() - started)
+            rate = map_rate(as_300_trees(model), x_test)
             oa, oa_truth = float((codes == label[test]).mean()), float((codes == truth[test]).mean())
             bal, bal_truth = balanced(codes, label[test]), balanced(codes, truth[test])
-            fits.append({"rows": n, "leaf": leaf, "nodes": nodes, "bytes": held, "compiled": compiled_bytes})
-            print(f"rows {n:7d} leaf {leaf:3d}: fit {fit_s:7.1f} s, {nodes:10d} nodes ({nodes / 300 / n:.3f} a row "
-                  f"a tree), depth {depth:5.1f}, held {held / 1e6:8.1f} MB ({held / nodes:.0f} B a node), compiled "
-                  f"{compiled_bytes / 1e6:7.1f} MB, map {rate / 1e3:6.1f} k px/s, test OA {oa:.4f} "
+            fits.append({"rows": n, "leaf": leaf, "trees": args.trees, "nodes": nodes, "mean_depth": depth,
+                         "held_mb": size["held_mb"], "bytes": held, "compiled": compiled_bytes, "fit_s": fit_s,
+                         "map_px_s_300_trees": rate, "cores": len(os.sched_getaffinity(0)), "oa": oa,
+                         "oa_truth": oa_truth, "balanced": bal, "balanced_truth": bal_truth})
+            as_300 = f" (its trees each taken {300 // args.trees} times)" if args.trees != 300 else ""
+            print(f"rows {n:7d} leaf {leaf:3d}: fit {fit_s:7.1f} s, {nodes:10d} nodes ({nodes / args.trees / n:.3f} a "
+                  f"row a tree), depth {depth:5.1f}, held {held / 1e6:8.1f} MB ({held / nodes:.0f} B a node), compiled "
+                  f"{compiled_bytes / 1e6:7.1f} MB, map as 300 trees {rate / 1e3:6.1f} k px/s{as_300}, test OA {oa:.4f} "
                   f"(truth {oa_truth:.4f}), balanced {bal:.4f} (truth {bal_truth:.4f})", flush=True)
+            if args.check_copies and args.trees < 300 and (n, leaf) == (sizes[0], leaves[0]):
+                print(f"  copies against fitted trees, map as 300 trees: "
+                      f"{check_copies(model, {'min_samples_leaf': leaf}, x_train, index, x_test)}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"table": {"years": args.years, "side": args.side, "labelled_px": len(label),
+                                                   "per_class": args.per_class}, "fits": fits}, indent=1))
 
     target = seed_study_rows()
     print(f"\nseed study (config/netherlands.yaml): {target:,} training rows ({SEED_CLASSES} classes assumed); "
@@ -174,8 +227,8 @@ def main() -> None:
         if len(own) < 2:
             continue
         slope, intercept = np.polyfit(np.log([f["rows"] for f in own]), np.log([f["nodes"] for f in own]), 1)
-        nodes = math.exp(intercept) * target ** slope
-        per_node = own[-1]["bytes"] / own[-1]["nodes"]
+        nodes = math.exp(intercept) * target ** slope * 300 / args.trees
+        per_node = own[-1]["held_mb"] * 1e6 / own[-1]["nodes"]  # the trees' own arrays (the pickle adds OOB rows)
         # scikit-learn keeps a float64 a class a node
         per_node_13 = per_node + 8 * (SEED_CLASSES - len(np.unique(label)))
         compiled_per_node = own[-1]["compiled"] / own[-1]["nodes"]

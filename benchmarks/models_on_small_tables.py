@@ -33,38 +33,28 @@ import rasterio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lcflow.labels import samples_table as samples
-from lcflow.synth.demo import make_demo  # noqa: E402
+from lcflow.labels import samples_table as samples  # noqa: E402
 from lcflow.train import hyperparameters, training  # noqa: E402
 from lcflow.train.model_dir import TrainedModel  # noqa: E402
 from tests import real_tables  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _demo_cube import demo_tiles  # noqa: E402
+
 MODELS = ("plain_rf", "rf", "lstm", "tempcnn", "ltae", "presto")
 CASES = ("slovenia-500", "slovenia", "demo")
-DEMO_AOI = {"31UFT": [640000, 5760000, 642560, 5762560], "32ULC": [330000, 5700000, 332560, 5702560]}
-BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 
 
 def demo_samples(work: Path) -> list[pd.DataFrame]:
     """The demo's samples tables (600 per class and tile-year, as the demo config draws them)."""
-    from lcflow.retrieve import cube, search
-    from lcflow.labels import alignment as labels, nomenclature, sampling
+    from lcflow.labels import sampling
 
-    make_demo(work / "demo", DEMO_AOI, [2018, 2019])
     out = []
-    for tile, bounds in DEMO_AOI.items():
-        items = {}
-        for year in (2018, 2019):
-            d = work / tile / str(year)
-            search.run(tile, year, d / "items.json", catalog=str(work / "demo" / "catalog" / "catalog.json"))
-            cube.run(d / "items.json", tile, year, d / "cube.tif", d / "valid.tif", bands=BANDS, bounds=bounds)
-            items[year] = d
-        labels.run(work / "demo" / "corine" / "clc_demo_3035.tif", items[2018] / "cube.tif", work / tile / "labels.tif",
-                   nomenclature.clc_level(2))
-        for year, d in items.items():
-            sampling.run(d / "cube.tif", d / "valid.tif", work / tile / "labels.tif", d / "s.parquet", tile=tile,
-                         year=year, per_class=600, min_valid_fraction=0.4, boundary_px=2, block_px=32)
-            out.append(pd.read_parquet(d / "s.parquet"))
+    for one in demo_tiles(work):
+        table = one.dir / "s.parquet"
+        sampling.run(one.cube, one.valid, one.labels, table, tile=one.tile, year=one.year, per_class=600,
+                     min_valid_fraction=0.4, boundary_px=2, block_px=32)
+        out.append(pd.read_parquet(table))
     return out
 
 

@@ -6,7 +6,11 @@ scratch directory, or ``--demo-results`` of a finished ``make demo``): the CPU s
 ``benchmark:`` measured per job, less the start-up of an ``lcflow`` process (measured here too), per
 unit of that stage's work (pixels x scenes for a cube, samples for sampling and training, pixels for a
 map). GPU stages take the figures ``benchmarks/gpu.py`` measured on a GPU (``--gpu-figures``; the
-repository holds an H100's), else this machine's CPU rate. Network reads, scene counts and sizes,
+repository holds an H100's), else this machine's CPU rate. A forest's map cost grows with the forest, and
+the demo's forest learns from a few thousand rows: the forest's part of a map job (the demo forest's
+compiled rate, measured here) is replaced by that of a forest of the seed study's rows and leaf size
+(``--forest-figures``, written by ``forest_size.py --json``), whose fit is also the forest's training.
+Network reads, scene counts and sizes,
 classes present, and scaling across cores and nodes are assumptions, printed as such. Stages run one
 after another (each as parallel as the cluster allows), so the total is an upper bound of the critical
 path. Prints every input and the projection per stage.
@@ -128,10 +132,41 @@ def gpu_rates(path: Path | None, batch: int, block: int) -> dict | None:
             "predict_px_s": best["loop_px_s"], "predict_block": best["block"], "predict_threads": best.get("threads")}
 
 
+def forest_figures(path: Path | None, rows: int, leaf: int) -> dict | None:
+    """The forest_size.py fit (``--json``) nearest the seed study's forest: its training rows (on a log
+    scale) and min_samples_leaf; its map rate as for 300 trees."""
+    if path is None or not path.exists():
+        return None
+    fits = json.loads(path.read_text())["fits"]
+    fits = [f for f in fits if f["leaf"] == leaf] or fits
+    fit = min(fits, key=lambda f: abs(math.log(f["rows"] / rows)))
+    return {**fit, "px_s": fit["map_px_s_300_trees"], "nodes_300": fit["nodes"] * 300 / fit["trees"],
+            "file": path.name}
+
+
+def demo_forest_px_s(results: Path, demo: dict) -> tuple[float, int]:
+    """The compiled map rate here of the demo run's forest, on every pixel of its first tile-year's cube,
+    prepared beforehand (as forest_size.py times a forest); and the cores it ran on."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _demo_cube import cube_series
+
+    from lcflow.common.features import prepare
+    from lcflow.train.model_dir import TrainedModel
+
+    trained = TrainedModel.load(results / "models" / "rf")
+    x = prepare(cube_series(results / demo["tiles"][0] / str(demo["years"][0]) / "cube.tif"), trained.standardise)[0]
+    trained.model.predict_proba(x[:4096])  # compiled once before the clock starts
+    started = time.perf_counter()
+    trained.model.predict_proba(x)
+    return len(x) / (time.perf_counter() - started), len(os.sched_getaffinity(0))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--demo-results", type=Path, help="results/ of a finished make demo (default: run it here)")
     ap.add_argument("--gpu-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "gpu_h100.json")
+    ap.add_argument("--forest-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "forest_size_seed_2core.json",
+                    help="forest_size.py --json of a forest of the seed study's size, for the forest's map rate")
     ap.add_argument("--config", type=Path, default=ROOT / "config" / "netherlands.yaml")
     g = ap.add_argument_group("the cluster (stated)")
     g.add_argument("--cpu-nodes", type=int, default=8)
@@ -156,6 +191,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         results = args.demo_results or run_demo(Path(tmp))
         r = measured_rates(results, demo, overhead)
+        demo_forest = demo_forest_px_s(results, demo)
     gpu = gpu_rates(args.gpu_figures, int((seed.get("model_params") or {}).get("lstm", {}).get("batch_size", 128)),
                     int((seed.get("predict") or {}).get("block_px", 256)))
 
@@ -182,8 +218,15 @@ def main() -> None:
           f"CPU measured ({cube_cpu / 8 / 60:.0f} min on 8 cores); network assumed ({cube_net / 60:.0f} min)")
     stage("labels", tiles, r["labels"]["cpu_s_per_unit"] * TILE_PX, 2, cpu_slots(2), "measured")
     stage("sample", maps, r["sample"]["cpu_s_per_unit"] * samples, 2, cpu_slots(2), "measured")
-    rf_cpu = r["train_rf"]["cpu_s_per_unit"] * n_train * math.log2(n_train) * seed["model_params"]["rf"]["n_estimators"]
-    stage("train_rf", 1, rf_cpu / 8, 8, 1, "measured (n log n), 8 cores")
+    rf_params = seed["model_params"]["rf"]
+    forest = forest_figures(args.forest_figures, n_train, int(rf_params.get("min_samples_leaf", 1)))
+    if forest:  # a forest fitted on the seed's rows with its leaf size: its fit's CPU a tree
+        rf_cpu = forest["fit_s"] * forest["cores"] * rf_params["n_estimators"] / forest["trees"]
+        source = f"measured on {forest['rows']:,} rows ({forest['trees']} trees, {forest['file']}), 8 cores (linear)"
+    else:
+        rf_cpu = r["train_rf"]["cpu_s_per_unit"] * n_train * math.log2(n_train) * rf_params["n_estimators"]
+        source = "measured on the demo (n log n), 8 cores"
+    stage("train_rf", 1, rf_cpu / 8, 8, 1, source)
     ranks = args.train_nodes * args.gpus_per_node
     if gpu:
         rate = gpu["train_samples_per_s"] * ranks * args.scaling
@@ -197,8 +240,15 @@ def main() -> None:
     for model in hpo.get("models", []):
         one = lstm_training_s if model == "lstm" else rf_cpu / 8
         stage(f"hpo {model}", hpo.get("trials", 20), one, 8, hpo.get("workers", 2), "one training a trial (unpruned)")
-    stage("predict rf", maps, r["predict_rf"]["cpu_s_per_unit"] * TILE_PX / 4, 4, cpu_slots(4),
-          "measured, 4 cores (linear)")
+    rf_map = r["predict_rf"]["cpu_s_per_unit"]
+    if forest:  # the demo forest's share of a map job's CPU replaced by that of a forest of the seed's size
+        forest_part = forest["cores"] / forest["px_s"]
+        rf_map = max(rf_map - demo_forest[1] / demo_forest[0], 0.0) + forest_part
+        source = (f"measured, 4 cores (linear); its forest, {forest_part * TILE_PX / 4 / 60:.0f} of the minutes, "
+                  f"one of {forest['rows']:,} rows ({forest['file']})")
+    else:
+        source = "measured, 4 cores (linear); the demo's forest (no --forest-figures)"
+    stage("predict rf", maps, rf_map * TILE_PX / 4, 4, cpu_slots(4), source)
     if gpu:
         gpus = args.predict_nodes * args.gpus_per_node
         stage("predict lstm", maps, TILE_PX / (gpu["predict_px_s"] * gpus), args.predict_nodes * cores,
@@ -222,6 +272,13 @@ def main() -> None:
           f"{overhead:.2f} CPU s taken off):")
     for name in ("cube", "labels", "sample", "train_rf", "predict_rf", "predict_lstm", "consistent_maps", "assess"):
         print(f"  {name:16s} {r[name]['cpu_s_per_unit']:.3e} CPU s per {r[name]['unit']}")
+    print(f"  the demo's forest maps {demo_forest[0] / 1e3:.0f} k px/s here ({demo_forest[1]} cores, compiled, "
+          "inputs prepared)")
+    if forest:
+        print(f"  a forest of the seed study's size ({forest['file']}: {forest['rows']:,} rows, min_samples_leaf "
+              f"{forest['leaf']}, {forest['nodes_300'] / 1e6:.1f} M nodes and depth {forest['mean_depth']:.0f} as 300 "
+              f"trees) maps {forest['px_s'] / 1e3:.0f} k px/s ({forest['cores']} cores): a forest map job "
+              f"{rf_map:.3e} CPU s per px")
     print(f"  lstm training on this CPU: {r['train_lstm_cpu']['samples_per_s']:.0f} samples/s "
           f"({r['train_lstm_cpu']['ranks']} ranks)")
     if gpu:

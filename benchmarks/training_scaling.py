@@ -19,24 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lcflow.labels import alignment as labels, nomenclature, sampling
-from lcflow.retrieve import cube, search
-from lcflow.synth.demo import make_demo
+from _demo_cube import demo_cube
 
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent
-AOI = {"31UFT": [640000, 5760000, 642560, 5762560]}
-BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
-
-
-def demo_samples(work: Path) -> list[str]:
-    make_demo(work / "demo", AOI, [2018])
-    search.run("31UFT", 2018, work / "items.json", catalog=str(work / "demo" / "catalog" / "catalog.json"))
-    cube.run(work / "items.json", "31UFT", 2018, work / "cube.tif", work / "valid.tif", bands=BANDS, bounds=AOI["31UFT"])
-    labels.run(work / "demo" / "corine" / "clc_demo_3035.tif", work / "cube.tif", work / "labels.tif", nomenclature.clc_level(2))
-    sampling.run(work / "cube.tif", work / "valid.tif", work / "labels.tif", work / "samples.parquet", tile="31UFT",
-                 year=2018, per_class=1500)
-    return [str(work / "samples.parquet")]
 
 
 def run(launcher: list[str], backend: str, samples: list[str], extra_env: dict[str, str]) -> dict:
@@ -66,7 +52,7 @@ def main() -> None:
     }
     rates: dict[str, list[float]] = {k: [] for k in variants}
     with tempfile.TemporaryDirectory() as tmp:
-        samples = demo_samples(Path(tmp))
+        samples = [str(demo_cube(Path(tmp), per_class=1500)[1])]  # the demo's 31UFT 2018
         for _ in range(args.repeat):
             for name, (launcher, backend, extra_env) in variants.items():
                 rates[name].append(run(launcher, backend, samples, extra_env)["samples_per_s"])
