@@ -146,19 +146,17 @@ def forest_figures(path: Path | None, rows: int, leaf: int) -> dict | None:
 
 def demo_forest_px_s(results: Path, demo: dict) -> tuple[float, int]:
     """The compiled map rate here of the demo run's forest, on every pixel of its first tile-year's cube,
-    prepared beforehand (as forest_size.py times a forest); and the cores it ran on."""
+    prepared beforehand, timed as forest_size.py times a forest; and the cores it ran on."""
     sys.path.insert(0, str(Path(__file__).parent))
     from _demo_cube import cube_series
+    from forest_size import map_rate
 
     from lcflow.common.features import prepare
     from lcflow.train.model_dir import TrainedModel
 
     trained = TrainedModel.load(results / "models" / "rf")
     x = prepare(cube_series(results / demo["tiles"][0] / str(demo["years"][0]) / "cube.tif"), trained.standardise)[0]
-    trained.model.predict_proba(x[:4096])  # compiled once before the clock starts
-    started = time.perf_counter()
-    trained.model.predict_proba(x)
-    return len(x) / (time.perf_counter() - started), len(os.sched_getaffinity(0))
+    return map_rate(trained.model, x), len(os.sched_getaffinity(0))
 
 
 def main() -> None:
