@@ -94,16 +94,16 @@ def balanced(codes: np.ndarray, true: np.ndarray) -> float:
     return float(np.mean([(codes[true == c] == c).mean() for c in np.unique(true)]))
 
 
-def as_300_trees(model):
-    """``model`` with its forest's trees each taken 300 / trees times: the nodes a map walks and the memory
-    it reads are those of a 300-tree forest of trees that size, though fewer were fitted (a copy; the
-    fitted model is left as it is)."""
-    trees = len(model.forest.estimators_)
-    if 300 % trees:
-        raise SystemExit(f"--trees {trees}: 300 is not a multiple of it")
+def as_300_trees(model, first: int | None = None):
+    """``model`` with its forest's trees (its ``first`` trees) each taken 300 / trees times: the nodes a map
+    walks and the memory it reads are those of a 300-tree forest of trees that size, though fewer were
+    fitted (a copy; the fitted model is left as it is)."""
+    estimators = list(model.forest.estimators_)[:first]
+    if 300 % len(estimators):
+        raise SystemExit(f"--trees {len(estimators)}: 300 is not a multiple of it")
     big = copy.copy(model)
     big.forest = copy.copy(model.forest)
-    big.forest.estimators_ = list(model.forest.estimators_) * (300 // trees)
+    big.forest.estimators_ = estimators * (300 // len(estimators))
     big.forest.n_estimators = 300
     return big
 
@@ -125,10 +125,8 @@ def check_copies(model, params: dict, x_train: np.ndarray, index: np.ndarray, x_
     of those taken 300 / trees times, and of ``model``'s trees so taken, in turns, ``rounds`` times."""
     fitted = model_class("rf")({**params, "n_estimators": 300}, x_train.shape[2], x_train.shape[1], model.n_classes)
     fitted.fit(x_train, index, None, None)
-    first = copy.copy(fitted)
-    first.forest = copy.copy(fitted.forest)
-    first.forest.estimators_ = fitted.forest.estimators_[:len(model.forest.estimators_)]
-    timed = {"300 fitted": fitted, "their first taken again": as_300_trees(first), "these taken again": as_300_trees(model)}
+    timed = {"300 fitted": fitted, "their first taken again": as_300_trees(fitted, len(model.forest.estimators_)),
+             "these taken again": as_300_trees(model)}
     rates = {name: [] for name in timed}
     for _ in range(rounds):
         for name, one in timed.items():
