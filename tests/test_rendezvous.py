@@ -8,18 +8,47 @@ from lcflow.train.distributed import Rendezvous
 
 
 def test_torchrun_variables_give_rank_size_and_its_master():
-    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29611"}
-    assert Rendezvous.from_environment(env) == Rendezvous(3, 4, 1, "10.0.0.7", 29611, "torchrun")
+    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.7",
+           "MASTER_PORT": "29611"}
+    assert Rendezvous.from_environment(env) == Rendezvous(3, 4, 1, "10.0.0.7", 29611, "torchrun", 2)
 
 
 def test_a_slurm_step_meets_on_the_node_that_started_it_at_a_port_of_its_job():
     env = {"SLURM_PROCID": "5", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "8", "SLURM_NTASKS": "16",
-           "SLURM_LOCALID": "1", "SLURM_LAUNCH_NODE_IPADDR": "10.1.2.3", "SLURM_JOB_ID": "4712345"}
+           "SLURM_LOCALID": "1", "SLURM_LAUNCH_NODE_IPADDR": "10.1.2.3", "SLURM_JOB_ID": "4712345",
+           "SLURM_STEP_TASKS_PER_NODE": "2(x3),1,1", "SLURM_TASKS_PER_NODE": "4(x4)", "SLURM_NODEID": "2"}
     meeting = Rendezvous.from_environment(env)
-    # the step's task count, not the job's; the port is fixed by the job, the same on every rank
-    assert meeting == Rendezvous(5, 8, 1, "10.1.2.3", distributed.SLURM_PORT_BASE + 2345, "srun")
+    # the step's task counts, not the job's; the port is fixed by the job, the same on every rank
+    assert meeting == Rendezvous(5, 8, 1, "10.1.2.3", distributed.SLURM_PORT_BASE + 2345, "srun", 2)
+    assert Rendezvous.from_environment({**env, "SLURM_NODEID": "3", "SLURM_LOCALID": "0"}).local_size == 1
     assert Rendezvous.from_environment({**env, "MASTER_ADDR": "n001", "MASTER_PORT": "3000"}).address == "n001"
     assert Rendezvous.from_environment({**env, "MASTER_PORT": "3000"}).port == 3000
+
+
+def test_slurm_tasks_per_node_are_read_node_by_node():
+    assert distributed.slurm_tasks_per_node("4") == [4]
+    assert distributed.slurm_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
+    assert distributed.slurm_tasks_per_node("3,1(x2),4") == [3, 1, 1, 4]
+    assert distributed.slurm_tasks_per_node("") == []
+
+
+def test_more_torch_ranks_on_a_node_than_gpus_are_refused_before_they_meet(monkeypatch):
+    """Two ranks on one GPU: NCCL's 'Duplicate GPU detected' at the first collective (seen on an H100),
+    refused here on every rank of the node, so none waits for the others."""
+    import torch
+
+    distributed.check_gpus_per_rank(4, 4, "n001")
+    distributed.check_gpus_per_rank(2, 0, "n001")  # no GPU: Gloo, any number of ranks
+    with pytest.raises(LcflowError, match=r"^2 torch ranks on node n001 share its 1 GPU\(s\), and NCCL needs a GPU "
+                                          r"of its own for each rank: start at most 1 rank\(s\) a node"):
+        distributed.check_gpus_per_rank(2, 1, "n001")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("SLURMD_NODENAME", "n007")
+    monkeypatch.setattr(distributed, "TORCH_TIMEOUT_MINUTES", 0.05)  # without the check: a store timeout, soon
+    for local_rank in (0, 1):  # rank 0 too, which alone would have waited for rank 1
+        with pytest.raises(LcflowError, match="^2 torch ranks on node n007 share its 1 GPU"):
+            distributed.TorchDistributed(Rendezvous(local_rank, 2, local_rank, "127.0.0.1", 1, "torchrun", 2))
 
 
 def test_no_launcher_no_rendezvous():

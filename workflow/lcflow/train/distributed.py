@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -109,23 +110,51 @@ class Rendezvous:
     address: str
     port: int
     launcher: str
+    local_size: int = 1  # ranks on this node
+
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> "Rendezvous | None":
-        """From ``torchrun``'s variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), else from a
-        Slurm job step's (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID; rank 0 runs on the node that
-        started the step, SLURM_LAUNCH_NODE_IPADDR, and the port follows from the job id); None when no
-        launcher started this process. MASTER_ADDR and MASTER_PORT, where set, win."""
+        """From ``torchrun``'s variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+        MASTER_PORT), else from a Slurm job step's (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID,
+        SLURM_STEP_TASKS_PER_NODE and SLURM_NODEID; rank 0 runs on the node that started the step,
+        SLURM_LAUNCH_NODE_IPADDR, and the port follows from the job id); None when no launcher started this
+        process. MASTER_ADDR and MASTER_PORT, where set, win."""
         env = os.environ if env is None else env
         if "RANK" in env and "WORLD_SIZE" in env:
-            return cls(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0)),
-                       env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", 29500)), "torchrun")
+            local_rank = int(env.get("LOCAL_RANK", 0))
+            return cls(int(env["RANK"]), int(env["WORLD_SIZE"]), local_rank, env.get("MASTER_ADDR", "127.0.0.1"),
+                       int(env.get("MASTER_PORT", 29500)), "torchrun",
+                       int(env.get("LOCAL_WORLD_SIZE") or local_rank + 1))
         if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env:
             size = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or 1)
             port = env.get("MASTER_PORT") or SLURM_PORT_BASE + int(env.get("SLURM_JOB_ID", 0)) % 10000
             address = env.get("MASTER_ADDR") or env.get("SLURM_LAUNCH_NODE_IPADDR") or "127.0.0.1"
-            return cls(int(env["SLURM_PROCID"]), size, int(env.get("SLURM_LOCALID", 0)), address, int(port), "srun")
+            local_rank = int(env.get("SLURM_LOCALID", 0))
+            per_node = slurm_tasks_per_node(env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "")
+            node = int(env.get("SLURM_NODEID", 0))
+            local_size = max(local_rank + 1, per_node[node] if node < len(per_node) else 0)
+            return cls(int(env["SLURM_PROCID"]), size, local_rank, address, int(port), "srun", local_size)
         return None
+
+
+def slurm_tasks_per_node(value: str) -> list[int]:
+    """Slurm's compressed tasks per node (``2(x3),1``: three nodes of 2, then one of 1) as a list by node."""
+    counts: list[int] = []
+    for part in filter(None, value.split(",")):
+        tasks, _, repeat = part.partition("(x")
+        counts += [int(tasks)] * (int(repeat.rstrip(")")) if repeat else 1)
+    return counts
+
+
+def check_gpus_per_rank(local_size: int, gpus: int, node: str) -> None:
+    """NCCL refuses two ranks on one GPU (only when the ranks meet, one collective in): refused here, on
+    every rank of the node alike, before any rank waits for the others."""
+    if gpus and local_size > gpus:
+        raise LcflowError(f"{local_size} torch ranks on node {node} share its {gpus} GPU(s), and NCCL needs a GPU "
+                          f"of its own for each rank: start at most {gpus} rank(s) a node (torchrun --nproc-per-node, "
+                          "TASKS_PER_NODE of the Slurm profile), or hide the GPUs (CUDA_VISIBLE_DEVICES=) to train "
+                          "on CPUs over Gloo")
 
 
 class TorchDistributed:
@@ -143,12 +172,14 @@ class TorchDistributed:
         self.rank, self.size, self.local_rank = meeting.rank, meeting.size, meeting.local_rank
         gpu = torch.cuda.is_available()
         if gpu:
+            check_gpus_per_rank(meeting.local_size, torch.cuda.device_count(),
+                                os.environ.get("SLURMD_NODENAME") or socket.gethostname())
             torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
         self.device = torch.device("cuda", torch.cuda.current_device()) if gpu else torch.device("cpu")
         dist.init_process_group("nccl" if gpu else "gloo", init_method=f"tcp://{meeting.address}:{meeting.port}",
                                 rank=self.rank, world_size=self.size,
                                 timeout=datetime.timedelta(minutes=TORCH_TIMEOUT_MINUTES))
-        atexit.register(dist.destroy_process_group)
+        atexit.register(lambda: dist.is_initialized() and dist.destroy_process_group())
         self.dist = dist
 
     def allreduce_sum(self, values: np.ndarray, name: str = "") -> np.ndarray:
