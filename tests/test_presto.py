@@ -234,7 +234,7 @@ def test_a_frozen_encoder_trains_its_head_alone_in_one_process(stages, tmp_path)
     published = presto.Encoder()
     presto.load_encoder(published)
     for key, value in published.state_dict().items():
-        assert torch.equal(net.encoder.state_dict()[key], value), key
+        assert torch.equal(net.encoder.state_dict()[key].cpu(), value), key  # the model is on its GPU, if any
     torch.manual_seed(trained.model.params["seed"])  # the head as training drew it, before any step
     initial = trained.model.network()
-    assert not torch.allclose(net.head[1].weight, initial.head[1].weight)
+    assert not torch.allclose(net.head[1].weight.cpu(), initial.head[1].weight)
