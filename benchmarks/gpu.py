@@ -37,7 +37,7 @@ LCFLOW = "import sys; from lcflow.cli import main; sys.exit(main(sys.argv[1:]))"
 PREDICT = "import sys; from lcflow.maps import predict; predict.run(*sys.argv[1:5], out_probabilities=sys.argv[5])"
 TILE_PX = 10980
 #: the seed study's LSTM (config/netherlands.yaml) and the workflow's TempCNN
-MODELS = {"lstm": {"hidden_size": 64, "num_layers": 2, "bidirectional": True}, "tempcnn": {}, "ltae": {}}
+MODELS = {"lstm": {"hidden_size": 64, "num_layers": 2, "bidirectional": True}, "tempcnn": {}, "ltae": {}, "presto": {}}
 
 
 def train_rate(model: str, samples: list[str], work: Path, batch: int, amp: bool, steps: int) -> dict:
@@ -69,6 +69,44 @@ def train_ranks(model: str, samples: list[str], work: Path, ranks: int, batch: i
                 "batch_size": batch})]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return float(pd.read_csv(out / "history.csv")["samples_per_s"].iloc[1:].median())
+
+
+def nccl_check(model: str, samples: list[str], work: Path, single_dir: str, batch: int, steps: int) -> dict:
+    """The torch backend's collectives on this device (NCCL on a GPU), in a process group of one rank: a
+    training run through them (averaged gradients, plain and fp16, metrics allreduced, state broadcast)
+    against the same run without them (``single_dir``). One rank's average is its own gradient, so the
+    weights should agree up to the GPU's own run-to-run differences (the same run once more without them:
+    ``repeat``), which the fp16 pass adds rounding to."""
+    import socket
+
+    from lcflow.train import distributed, training
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    comm = distributed.TorchDistributed(distributed.Rendezvous(0, 1, 0, "127.0.0.1", port, "torchrun"))
+    backend = comm.dist.get_backend()
+    connect = training.connect
+    reference = torch.load(Path(single_dir) / "model.pt", map_location="cpu", weights_only=True)
+    out: dict = {"model": model, "backend": backend}
+    try:
+        for fp16 in (None, False, True):
+            training.connect = connect if fp16 is None else (lambda *a, **k: comm)
+            run = work / f"{model}_{'repeat' if fp16 is None else 'nccl_fp16' if fp16 else 'nccl_fp32'}"
+            started = time.perf_counter()
+            metrics = training.train(model, samples, run, {**MODELS[model], "epochs": 1, "min_steps": steps,
+                                                           "evaluations": 5, "patience": 100, "batch_size": batch,
+                                                           "amp": False, "fp16_allreduce": bool(fp16)})
+            weights = torch.load(run / "model.pt", map_location="cpu", weights_only=True)
+            gap = max(float((weights[k].float() - reference[k].float()).abs().max()) for k in reference)
+            history = pd.read_csv(run / "history.csv")
+            out["repeat" if fp16 is None else "fp16" if fp16 else "fp32"] = {
+                "largest_weight_gap": gap, "test_oa": metrics["test"]["overall_accuracy"],
+                "samples_per_s": float(history["samples_per_s"].iloc[1:].median()),
+                "wall_s": time.perf_counter() - started}
+    finally:
+        training.connect = connect
+    return out
 
 
 class GpuBusy:
@@ -155,7 +193,12 @@ def network_rate(model_dir: str, batch: int, steps: int, seconds: float = 3.0) -
     trained = TrainedModel.load(model_dir)
     net, device = trained.model.net, trained.model.device
     net.eval()
-    x = torch.randn(batch, steps, len(trained.bands) + 1, device=device)
+    # the prepared input: bands and the observed flag at every step, then latitude and longitude for a model
+    # that uses the pixel's position
+    width = len(trained.bands) + 1 + (2 if trained.model.uses_position else 0)
+    x = torch.randn(batch, steps, width, device=device)
+    if trained.model.uses_position:
+        x[..., -2:] = torch.tensor([52.0, 5.0], device=device)  # a pixel in the Netherlands, every step
     done, started = 0, None
     while True:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
@@ -207,6 +250,8 @@ def main() -> None:
     ap.add_argument("--json", help="write the figures here (for seed_study.py)")
     ap.add_argument("--models", default=",".join(MODELS), help="deep models to measure, comma-separated")
     ap.add_argument("--skip-one-thread", action="store_true", help="measure lcflow's choice of preparing threads only")
+    ap.add_argument("--collectives", action="store_true",
+                    help="train the first model again through the torch backend's collectives (NCCL on a GPU)")
     ap.add_argument("--quick-training", action="store_true",
                     help="train each model once (batch 1024, fp32), for the prediction figures alone")
     args = ap.parse_args()
@@ -243,6 +288,17 @@ def main() -> None:
             if bf16:
                 print(f"  {model}: bf16/fp32 {', '.join(f'{bf16[b] / fp32[b]:.2f} at batch {b}' for b in fp32)}")
         gpus = torch.cuda.device_count() if args.device == "cuda" else 0
+        if args.collectives:
+            model = models[0]
+            single = next(r for r in figures["train"] if r["model"] == model and r["precision"] == "fp32")
+            c = nccl_check(model, samples, work, single["out"], single["batch"], args.steps)
+            figures["collectives"] = c
+            print(f"  {model}: the torch backend's collectives ({c['backend']}, one rank) against none, batch "
+                  f"{single['batch']}: largest weight gap {c['fp32']['largest_weight_gap']:.2e} (fp32 allreduce), "
+                  f"{c['fp16']['largest_weight_gap']:.2e} (fp16), {c['repeat']['largest_weight_gap']:.2e} (the run "
+                  f"repeated without them); test OA {single['test_oa']:.3f} / {c['fp32']['test_oa']:.3f} / "
+                  f"{c['fp16']['test_oa']:.3f} / {c['repeat']['test_oa']:.3f}; {c['fp32']['samples_per_s']:.0f} "
+                  f"samples/s", flush=True)
         if gpus > 1:
             for model in models:
                 one = next(r["samples_per_s"] for r in figures["train"]

@@ -118,13 +118,20 @@ def run_demo(work: Path) -> Path:
 
 def gpu_rates(path: Path | None, batch: int, block: int) -> dict | None:
     """The GPU figures nearest the seed study's settings: training at its per-rank batch, prediction at
-    its window size with lcflow's choice of preparing threads."""
+    its window size with lcflow's choice of preparing threads; of the latest session (``date``; none: the
+    first) that measured the LSTM, where the file holds several."""
     if path is None or not path.exists():
         return None
     fig = json.loads(path.read_text())
-    train = [r for r in fig["train"] if r["model"] == "lstm" and r.get("precision", "fp32") == "fp32" and "ranks" not in r]
+
+    def latest(rows: list[dict]) -> list[dict]:
+        last = max(r.get("date", "") for r in rows)
+        return [r for r in rows if r.get("date", "") == last]
+
+    train = latest([r for r in fig["train"] if r["model"] == "lstm" and r.get("precision", "fp32") == "fp32"
+                    and "ranks" not in r])
     at = min(train, key=lambda r: abs(r["batch"] - batch))
-    pred = [r for r in fig["predict"] if r["model"] == "lstm"]
+    pred = latest([r for r in fig["predict"] if r["model"] == "lstm"])
     at_block = min(pred, key=lambda r: abs(r["block"] - block))["block"]
     runs = [r for r in pred if r["block"] == at_block]
     best = max(runs, key=lambda r: (r.get("threads", 1), r["loop_px_s"]))
