@@ -1,8 +1,10 @@
 """GPU readiness, measured: what a centre needs to know before it gives lcflow GPU nodes.
 
-- training samples/s of the LSTM and TempCNN (the seed study's parameters), fp32 against bf16 autocast
-  (``amp``), at the demo's per-rank batch (128) and a GPU-sized one (1024); 1 against N ranks
-  (torchrun, NCCL) where the node has N GPUs;
+- training samples/s of the deep models (``--models``: the LSTM at the seed study's parameters, TempCNN,
+  L-TAE and presto at their defaults), fp32 against bf16 autocast (``amp``), at the demo's per-rank
+  batch (128) and a GPU-sized one (1024); 1 against N ranks (torchrun, NCCL) where the node has N GPUs;
+- with ``--collectives``, the first model trained again through the torch backend's collectives in a
+  group of one rank (NCCL on a GPU), fp32 and fp16, against the same run without them and repeated;
 - prediction through ``lcflow predict``'s own path (a cube read window by window, features, model,
   COGs written) on a cube tiled from the demo's to ``--side`` px: px/s, the GPU-busy fraction (NVML's
   utilisation, sampled every 0.1 s while the windows are mapped), peak GPU memory, and the whole-tile
