@@ -49,6 +49,8 @@ localrules:
     all,
     hpo_summary,
     learning_curve,
+    quicklook,
+    change_figure,
     change_summary,
     summary,
     compare_models,
