@@ -38,7 +38,7 @@ LCFLOW = "import sys; from lcflow.cli import main; sys.exit(main(sys.argv[1:]))"
 #: lcflow predict's work without its command line (which checks configs, needing jsonschema)
 PREDICT = "import sys; from lcflow.maps import predict; predict.run(*sys.argv[1:5], out_probabilities=sys.argv[5])"
 TILE_PX = 10980
-#: the seed study's LSTM (config/netherlands.yaml) and the workflow's TempCNN
+#: the seed study's LSTM (config/netherlands.yaml); TempCNN, L-TAE and presto at their defaults
 MODELS = {"lstm": {"hidden_size": 64, "num_layers": 2, "bidirectional": True}, "tempcnn": {}, "ltae": {}, "presto": {}}
 
 

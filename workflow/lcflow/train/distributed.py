@@ -112,7 +112,6 @@ class Rendezvous:
     launcher: str
     local_size: int = 1  # ranks on this node
 
-
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> "Rendezvous | None":
         """From ``torchrun``'s variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
