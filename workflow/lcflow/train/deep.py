@@ -18,8 +18,6 @@ import copy
 import hashlib
 import logging
 import math
-import os
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -33,7 +31,7 @@ from torch import nn
 from lcflow.common.atomic import atomic_path
 from lcflow.errors import LcflowError
 from lcflow.train.balance import class_weights
-from lcflow.train.distributed import Single
+from lcflow.train.distributed import Single, node_name
 from lcflow.train.hyperparameters import TRAINING
 from lcflow.train.optim import lr_factor, make_optimizer, scaled_lr
 
@@ -139,7 +137,7 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
         torch.set_num_threads(cfg.threads)
     device = device_for(comm.local_rank)
     log.info("rank=%d size=%d local_rank=%d node=%s device=%s", comm.rank, comm.size, comm.local_rank,
-             os.environ.get("SLURMD_NODENAME") or socket.gethostname(), device)
+             node_name(), device)
     net.to(device)
     # wrap first, then touch the state: Horovod builds a new optimizer object around the groups
     optimizer = comm.distributed_optimizer(make_optimizer(cfg.optimizer, net.parameters(), cfg.learning_rate,

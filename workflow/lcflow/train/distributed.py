@@ -171,8 +171,7 @@ class TorchDistributed:
         self.rank, self.size, self.local_rank = meeting.rank, meeting.size, meeting.local_rank
         gpu = torch.cuda.is_available()
         if gpu:
-            check_gpus_per_rank(meeting.local_size, torch.cuda.device_count(),
-                                os.environ.get("SLURMD_NODENAME") or socket.gethostname())
+            check_gpus_per_rank(meeting.local_size, torch.cuda.device_count(), node_name())
             torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
         self.device = torch.device("cuda", torch.cuda.current_device()) if gpu else torch.device("cpu")
         dist.init_process_group("nccl" if gpu else "gloo", init_method=f"tcp://{meeting.address}:{meeting.port}",
@@ -239,6 +238,11 @@ class AveragingOptimizer:
             g.copy_(flat[offset:offset + g.numel()].view_as(g))
             offset += g.numel()
         self.optimizer.step()
+
+
+def node_name() -> str:
+    """The node this process runs on, as Slurm names it (its host name elsewhere), for logs and errors."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def launched() -> bool:

@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 from optuna.trial import TrialState
 
 from lcflow.errors import LcflowError
+from lcflow.train.distributed import node_name
 
 log = logging.getLogger("lcflow.tune")
 
@@ -183,5 +183,5 @@ class Heartbeat:
 def worker_attrs(worker: str, world_size: int) -> dict[str, Any]:
     """What a trial records about who ran it."""
     return {"worker": worker, "world_size": world_size,
-            "host": os.environ.get("SLURMD_NODENAME") or socket.gethostname(), "pid": os.getpid(),
+            "host": node_name(), "pid": os.getpid(),
             "slurm_job": os.environ.get("SLURM_JOB_ID", "")}
