@@ -13,9 +13,11 @@ The demo's test rows carry CORINE labels, wrong for some of them as real CORINE 
 also scored against the synthetic truth at the same points.
 
 Usage: python benchmarks/models_on_small_tables.py [--cases slovenia,demo] [--folds 5] [--demo-subsets 2]
-       [--models plain_rf,rf,lstm,tempcnn,ltae,presto] [--undated] [--set MODEL.KEY=VALUE ...]
+       [--models plain_rf,rf,lstm,tempcnn,ltae,presto] [--undated] [--seeds 42,43,44] [--set MODEL.KEY=VALUE ...]
 (``--set presto.min_steps=300`` gives one model a parameter other than its default, e.g. a CPU's budget;
-the run prints every parameter so set before it starts.)
+the run prints every parameter so set before it starts. ``--seeds`` trains each of lcflow's models once per
+seed: the table then holds the ensemble of those runs (the mean of their probabilities) and, below it,
+each seed alone, which shows how far a case's mean moves with the seed.)
 """
 
 import argparse
@@ -33,6 +35,7 @@ import rasterio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lcflow.common.metrics import scores  # noqa: E402
 from lcflow.labels import samples_table as samples  # noqa: E402
 from lcflow.train import hyperparameters, training  # noqa: E402
 from lcflow.train.model_dir import TrainedModel  # noqa: E402
@@ -75,8 +78,6 @@ def plain_forest(table: samples.SampleTable) -> tuple[dict, np.ndarray]:
     missing); its test scores, as lcflow's metrics name them, and its test classes."""
     from sklearn.ensemble import RandomForestClassifier
 
-    from lcflow.common.metrics import scores
-
     train, test = table.split("train"), table.split("test")
     x_train, x_test = (p.features().reshape(len(p.frame), -1) for p in (train, test))
     forest = RandomForestClassifier(300, n_jobs=-1, random_state=42).fit(x_train, train.frame["label"].to_numpy())
@@ -84,10 +85,32 @@ def plain_forest(table: samples.SampleTable) -> tuple[dict, np.ndarray]:
     return scores(test.frame["label"].to_numpy(), codes), codes
 
 
+def lcflow_model(model: str, path: Path, out: Path, given: dict, test: samples.SampleTable,
+                 seeds: tuple[int, ...] = ()) -> tuple[dict, np.ndarray, dict[int, float]]:
+    """lcflow's ``model`` trained on the table at ``path``: its scores and classes on the ``test`` rows
+    (a row without any observation counts as wrong). With ``seeds``, one run for each seed, scored by
+    the mean of their probabilities (an ensemble), and each run's own overall accuracy by seed."""
+    probabilities, by_seed = [], {}
+    for seed in seeds or (None,):
+        where = out if seed is None else out / f"seed{seed}"
+        metrics = training.train(model, [str(path)], where, given if seed is None else given | {"seed": seed})
+        trained = TrainedModel.load(where)
+        proba, empty = trained.probabilities(test.features(trained.bands, trained.steps),
+                                             test.latlon() if trained.model.uses_position else None)
+        probabilities.append(proba)
+        if seed is not None:
+            by_seed[seed] = metrics["test"]["overall_accuracy"]
+    codes = np.where(empty, -1, np.asarray(trained.classes)[np.mean(probabilities, axis=0).argmax(axis=1)])
+    return (scores(test.frame["label"].to_numpy(), codes, trained.class_names) if seeds else metrics["test"]), \
+        codes, by_seed
+
+
 def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: float, work: Path,
-             models: tuple[str, ...], truth: bool = False, params: dict[str, dict] | None = None) -> list[dict]:
+             models: tuple[str, ...], truth: bool = False, params: dict[str, dict] | None = None,
+             seeds: tuple[int, ...] = ()) -> list[dict]:
     """Every model on every fold; with ``truth`` (the demo) also scored against the true classes, since
-    the CORINE labels of the test rows are themselves wrong for some of them."""
+    the CORINE labels of the test rows are themselves wrong for some of them. With ``seeds``, each of
+    lcflow's models runs once per seed and is scored as their ensemble (:func:`lcflow_model`)."""
     rows = []
     for k, table in enumerate(real_tables.spatial_folds(frame, folds, block_m, seed=0)):
         path = work / f"{name}_{k}.parquet"
@@ -104,12 +127,8 @@ def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: fl
                 t, codes = plain_forest(written)
             else:
                 given = ({"threads": 2} if model != "rf" else {}) | (params or {}).get(model, {})
-                metrics = training.train(model, [str(path)], work / f"{name}_{k}_{model}", given)
-                t = metrics["test"]
-                if truth:
-                    trained = TrainedModel.load(work / f"{name}_{k}_{model}")
-                    latlon = part.latlon() if trained.model.uses_position else None
-                    codes, _, _ = trained.predict(part.features(trained.bands, trained.steps), latlon)
+                t, codes, by_seed = lcflow_model(model, path, work / f"{name}_{k}_{model}", given, part, seeds)
+                row |= {f"{model}@{seed}": accuracy for seed, accuracy in by_seed.items()}
             row |= {model: t["overall_accuracy"], f"{model}_bal": t["balanced_accuracy"], f"{model}_f1": t["macro_f1"],
                     f"{model}_s": time.perf_counter() - started}
             if truth:
@@ -140,6 +159,15 @@ def summary(rows: list[dict], models: tuple[str, ...]) -> None:
         for case, part in truth.groupby("case", sort=False):
             print(f"{case:<22}" + "".join(f"{m + ' OA':>12}{part[m + '_truth'].mean():>7.3f} (min {part[m + '_truth'].min():.3f})"
                                           for m in models))
+    by_seed = [m for m in models if any(c.startswith(f"{m}@") for c in frame)]
+    if by_seed:  # how far one run's case mean moves with the seed alone, beside the ensemble's
+        print()
+        print("each seed alone (mean OA over the folds; the OA columns above are the seeds' ensemble)")
+        for case, part in frame.groupby("case", sort=False):
+            for m in by_seed:
+                alone = part[[c for c in part if c.startswith(f"{m}@")]].mean()
+                print(f"{case:<22}{m:>9}  " + " ".join(f"{v:.3f}" for v in alone)
+                      + f"  (mean {alone.mean():.3f}, range {alone.max() - alone.min():.3f}; ensemble {part[m].mean():.3f})")
     if "rf" in models:
         for m in (m for m in models if m != "rf"):
             gap = (frame.groupby("case", sort=False)[m].mean() - frame.groupby("case", sort=False)["rf"].mean())
@@ -194,10 +222,17 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS), help=f"any of {', '.join(MODELS)}")
     ap.add_argument("--undated", action="store_true",
                     help="leave the tables' dates out (models that encode time then take equal parts of a year)")
+    ap.add_argument("--seeds", default="", metavar="S1,S2,...",
+                    help="train each of lcflow's models once per seed and score the mean of their probabilities "
+                         "(an ensemble); each seed's own accuracy is printed too")
     ap.add_argument("--set", action="append", default=[], metavar="MODEL.KEY=VALUE",
                     help="a parameter of one of lcflow's models other than its default (repeatable)")
     args = ap.parse_args()
     models, names = tuple(args.models.split(",")), tuple(args.cases.split(","))
+    try:
+        seeds = tuple(int(seed) for seed in args.seeds.split(",") if seed)
+    except ValueError:
+        ap.error(f"--seeds {args.seeds!r}: expected whole numbers separated by commas")
     params: dict[str, dict] = {}
     for pair in args.set:
         model, dot, assignment = pair.partition(".")
@@ -220,7 +255,7 @@ def main() -> None:
         for case in cases(names, args.demo_subsets, work):
             meta = {k: v for k, v in case.meta.items() if k != "time_steps"} if args.undated else case.meta
             rows += run_case(case.name, case.frame, meta, args.folds, case.block_m, work, models, truth=case.truth,
-                             params=params)
+                             params=params, seeds=seeds)
     summary(rows, models)
 
 

@@ -56,6 +56,11 @@ def test_train_evaluate_and_reload(model, toy_table, tmp_path):
     codes_b, conf_b, _ = TrainedModel.load(out).predict(table.features())
     assert np.array_equal(codes_a, codes_b) and np.allclose(conf_a, conf_b)
     assert set(np.unique(codes_a)) <= {11, 21, 31} and ((conf_a > 0) & (conf_a <= 1)).all()
+    # the probabilities models are averaged by: one per class in the order of classes, the codes' own
+    proba, empty = trained.probabilities(table.features())
+    assert proba.shape == (len(codes_a), len(trained.classes)) and np.allclose(proba.sum(axis=1), 1, atol=1e-5)
+    assert np.array_equal(np.asarray(trained.classes)[proba.argmax(axis=1)], codes_a)
+    assert np.allclose(proba.max(axis=1), conf_a) and not empty.any()
 
 
 def test_a_forest_records_the_memory_its_trees_hold(toy_table, tmp_path, caplog):

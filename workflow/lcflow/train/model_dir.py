@@ -53,6 +53,13 @@ class TrainedModel:
         """Raw values -> class codes, confidence 0..1, and which had no data. ``x`` is (samples, steps,
         bands) for pixel models, (samples, steps, bands, rows, cols) patches for patch models; ``latlon``
         (samples, 2) the samples' positions, for a model that uses them."""
+        proba, empty = self.probabilities(x, latlon)
+        best = proba.argmax(axis=1)
+        return np.asarray(self.classes)[best], proba.max(axis=1), empty
+
+    def probabilities(self, x: np.ndarray, latlon: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Raw values as :meth:`predict` takes them -> the probability of every class, (samples, classes) in
+        the order of ``classes``, and which samples had no data: what models are averaged or compared by."""
         self._check_shape(x)
         if self.model.input_kind == "patch":
             prepared, empty = prepare_patches(x, self.standardise)
@@ -60,9 +67,7 @@ class TrainedModel:
         else:
             prepared, empty = prepare(x, self.standardise)
             prepared = self._located(prepared, latlon)
-        proba = self.model.predict_proba(prepared)
-        best = proba.argmax(axis=1)
-        return np.asarray(self.classes)[best], proba.max(axis=1), empty
+        return self.model.predict_proba(prepared), empty
 
     def _located(self, prepared: np.ndarray, latlon: np.ndarray | None) -> np.ndarray:
         """``prepared`` with the samples' positions appended, for a model that uses them."""
