@@ -185,3 +185,44 @@ def test_no_round_inside_the_warm_up_is_kept_as_the_best(tmp_path):
     assert (history.loc[warm, "best_round"] == 0).all()
     assert history["best_round"].iloc[-1] > history.loc[warm, "round"].max()
     assert len(history) >= warm.sum() + 2  # patience counts from the end of the warm-up
+
+
+def test_mixup_blends_each_sample_with_one_partner_of_its_batch():
+    """Every blended sample is share x itself + (1 - share) x its partner, one share for the batch, the
+    partners a permutation of the batch, their targets the partners' own."""
+    import torch
+
+    from lcflow.train.deep import mixup
+
+    n = 8
+    xb = torch.eye(n).reshape(n, 1, n) * 10.0  # sample i: 10 at feature i, else 0
+    yb = torch.arange(n) + 100
+    torch.manual_seed(3)
+    blend, y_partner, share = mixup(xb, yb, 0.4)
+    assert 0.0 < share < 1.0 and blend.shape == xb.shape
+    rows = blend.reshape(n, n) / 10.0
+    partner = (y_partner - 100).numpy()
+    assert sorted(partner) == list(range(n)) and (partner != np.arange(n)).any()
+    for i in range(n):
+        expected = np.zeros(n)
+        expected[i] += share
+        expected[partner[i]] += 1 - share
+        np.testing.assert_allclose(rows[i].numpy(), expected, atol=1e-6)
+    torch.manual_seed(3)
+    again = mixup(xb, yb, 0.4)
+    assert again[2] == share and torch.equal(again[0], blend)  # the round's seed fixes the draw
+
+
+def test_a_run_with_mixup_learns_repeats_and_records_it(tmp_path):
+    frame = pd.concat([seasonal_table({1: 80, 2: 40, 3: 30}, seed=10).assign(split="train"),
+                       seasonal_table({1: 40, 2: 20, 3: 15}, seed=11).assign(split="test")])
+    path = write(frame, tmp_path / "t.parquet")
+    runs = [training.train("tempcnn", [path], tmp_path / f"m{k}", {**FAST_CNN, "mixup": 0.4}) for k in range(2)]
+    plain = training.train("tempcnn", [path], tmp_path / "plain", FAST_CNN)
+    assert runs[0]["params"]["mixup"] == 0.4 and plain["params"]["mixup"] == 0.0
+    assert runs[0]["test"]["overall_accuracy"] > 0.85, runs[0]["test"]  # majority: 0.53
+    assert runs[0]["test"] == runs[1]["test"]  # seeded: the same blends, the same model
+    losses = [pd.read_csv(tmp_path / d / "history.csv")["loss"].to_numpy() for d in ("m0", "plain")]
+    # a blend's target is two classes in shares: its loss cannot fall to a clean sample's (0.55 vs 0.34 at
+    # the end, measured); without the partners' part the loss would be a share of the clean one, lower
+    assert losses[0][-5:].mean() > losses[1][-5:].mean() + 0.1, losses

@@ -59,6 +59,7 @@ class TrainConfig:
     class_weight: str
     label_smoothing: float
     input_noise: float  # standard deviation of Gaussian noise on training inputs (standardised units)
+    mixup: float  # alpha of mixup's Beta(alpha, alpha); 0: off
     val_fraction: float
     seed: int
     threads: int
@@ -256,6 +257,16 @@ class _Data:
         return np.arange(0 if self.x_val is None else len(self.x_val))[rank::size]
 
 
+def mixup(xb: torch.Tensor, yb: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Mixup (Zhang et al. 2018): the batch blended with a permutation of itself by one share drawn from
+    Beta(alpha, alpha), so the network learns straight paths between samples instead of memorising
+    each (and its label noise). Returns the blend, the partners' targets and the samples' own share;
+    the loss is that share of the loss on their targets plus the rest on their partners'."""
+    share = float(torch.distributions.Beta(alpha, alpha).sample())
+    partner = torch.randperm(len(xb), device=xb.device)
+    return share * xb + (1 - share) * xb[partner], yb[partner], share
+
+
 def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: Schedule, comm, device, r: int,
                  progress: dict) -> dict:
     """The steps of round ``r``: each takes the next global batch of the stream, this rank its slice."""
@@ -277,9 +288,14 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
         xb, yb = data.x[bi], data.y[bi]
         if cfg.input_noise > 0:
             xb = xb + cfg.input_noise * torch.randn_like(xb)
+        share, y_partner = 1.0, yb
+        if cfg.mixup > 0:
+            xb, y_partner, share = mixup(xb, yb, cfg.mixup)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
             logits = net(xb)
-            loss = loss_fn(logits.float(), yb)
+            loss = share * loss_fn(logits.float(), yb)
+            if share < 1.0:
+                loss = loss + (1 - share) * loss_fn(logits.float(), y_partner)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
