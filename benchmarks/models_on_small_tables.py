@@ -12,7 +12,7 @@ accuracy over the folds (and the smallest fold), balanced accuracy and macro F1.
 The demo's test rows carry CORINE labels, wrong for some of them as real CORINE is; there each model is
 also scored against the synthetic truth at the same points.
 
-Usage: python benchmarks/models_on_small_tables.py [--cases slovenia,demo] [--folds 5] [--demo-subsets 2]
+Usage: python benchmarks/models_on_small_tables.py [--cases slovenia,demo] [--folds 5] [--demo-subsets 2] [--subset I]
        [--models plain_rf,rf,lstm,tempcnn,ltae,presto] [--undated] [--seeds 42,43,44] [--set MODEL.KEY=VALUE ...]
 (``--set presto.min_steps=300`` gives one model a parameter other than its default, e.g. a CPU's budget;
 the run prints every parameter so set before it starts. ``--seeds`` trains each of lcflow's models once per
@@ -219,6 +219,9 @@ def main() -> None:
                     help="slovenia (every labelled pixel), slovenia-500 and demo (field-like subsets)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--demo-subsets", type=int, default=2, help="field-like subsets drawn from each source")
+    ap.add_argument("--subset", type=int, default=None, metavar="I",
+                    help="run draw #I of each source alone (draws are seeded by their number: the same table as "
+                         "in a run of all of them), so the draws of a long run can go to processes of their own")
     ap.add_argument("--models", default=",".join(MODELS), help=f"any of {', '.join(MODELS)}")
     ap.add_argument("--undated", action="store_true",
                     help="leave the tables' dates out (models that encode time then take equal parts of a year)")
@@ -252,7 +255,13 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for case in cases(names, args.demo_subsets, work):
+        chosen = cases(names, args.demo_subsets, work)
+        if args.subset is not None:
+            chosen = [case for case in chosen if case.name.endswith(f" #{args.subset}")]
+            if not chosen:
+                ap.error(f"--subset {args.subset}: no such draw (--demo-subsets {args.demo_subsets} draws #0 to "
+                         f"#{args.demo_subsets - 1})")
+        for case in chosen:
             meta = {k: v for k, v in case.meta.items() if k != "time_steps"} if args.undated else case.meta
             rows += run_case(case.name, case.frame, meta, args.folds, case.block_m, work, models, truth=case.truth,
                              params=params, seeds=seeds)
