@@ -288,14 +288,13 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
         xb, yb = data.x[bi], data.y[bi]
         if cfg.input_noise > 0:
             xb = xb + cfg.input_noise * torch.randn_like(xb)
-        share, y_partner = 1.0, yb
         if cfg.mixup > 0:
             xb, y_partner, share = mixup(xb, yb, cfg.mixup)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
-            logits = net(xb)
-            loss = share * loss_fn(logits.float(), yb)
-            if share < 1.0:
-                loss = loss + (1 - share) * loss_fn(logits.float(), y_partner)
+            logits = net(xb).float()
+            loss = loss_fn(logits, yb)
+            if cfg.mixup > 0:
+                loss = share * loss + (1 - share) * loss_fn(logits, y_partner)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
