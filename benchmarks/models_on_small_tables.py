@@ -191,22 +191,25 @@ class Case:
     truth: bool = False
 
 
-def cases(names: tuple[str, ...], subsets: int, work: Path, demo_tables: list[pd.DataFrame] | None = None) -> list[Case]:
+def cases(names: tuple[str, ...], subsets: int, work: Path, demo_tables: list[pd.DataFrame] | None = None,
+          only: int | None = None) -> list[Case]:
     """The cases of ``names`` (of CASES), in CASES' order: ``subsets`` field-like 500-row tables of
     Slovenia, Slovenia whole, and ``subsets`` field-like tables of the demo, whose samples tables are made
-    in ``work`` unless given. One list for every benchmark that compares models on them."""
+    in ``work`` unless given; with ``only``, draw #only of each source alone (each draw is seeded by its
+    number). One list for every benchmark that compares models on them."""
+    draws = range(subsets) if only is None else [only]
     out = []
     if "slovenia-500" in names or "slovenia" in names:
         frame, meta = real_tables.slovenia()
         if "slovenia-500" in names:
             out += [Case(f"slovenia 500 #{i}", real_tables.field_like(frame, 500, seed=i), meta, 100.0)
-                    for i in range(subsets)]
+                    for i in draws]
         if "slovenia" in names:
             out.append(Case("slovenia (all pixels)", frame, meta, 100.0))
     if "demo" in names:
         tables = demo_tables if demo_tables is not None else demo_samples(work)
         meta = samples.read(work / "31UFT" / "2018" / "s.parquet").meta
-        for i in range(subsets):
+        for i in draws:
             table = tables[i % len(tables)]
             out.append(Case(f"demo {table['tile'].iloc[0]} {table['year'].iloc[0]} #{i}",
                             real_tables.field_like(table, 500, seed=i), meta, 320.0, truth=True))
@@ -248,6 +251,9 @@ def main() -> None:
         except hyperparameters.ParamError as exc:
             ap.error(str(exc))
         print(f"{model}: {given} over its defaults")
+    if args.subset is not None and not 0 <= args.subset < args.demo_subsets:
+        ap.error(f"--subset {args.subset}: no such draw (--demo-subsets {args.demo_subsets} draws #0 to "
+                 f"#{args.demo_subsets - 1})")
     for option, given, known in (("--models", models, MODELS), ("--cases", names, CASES)):
         unknown = sorted(set(given) - set(known))
         if unknown:
@@ -255,13 +261,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        chosen = cases(names, args.demo_subsets, work)
-        if args.subset is not None:
-            chosen = [case for case in chosen if case.name.endswith(f" #{args.subset}")]
-            if not chosen:
-                ap.error(f"--subset {args.subset}: no such draw (--demo-subsets {args.demo_subsets} draws #0 to "
-                         f"#{args.demo_subsets - 1})")
-        for case in chosen:
+        for case in cases(names, args.demo_subsets, work, only=args.subset):
             meta = {k: v for k, v in case.meta.items() if k != "time_steps"} if args.undated else case.meta
             rows += run_case(case.name, case.frame, meta, args.folds, case.block_m, work, models, truth=case.truth,
                              params=params, seeds=seeds)
