@@ -10,6 +10,7 @@ import torch
 from lcflow.train import deep
 from lcflow.train.hyperparameters import check
 from lcflow.train.models.lstm import Network
+from lcflow.train.models.tempcnn import Network as TempCNN
 
 PARAMS = {"epochs": 4, "min_steps": 0, "evaluations": 4, "batch_size": 32, "threads": 1, "patience": 100,
           "input_noise": 0, "class_weight": "none"}
@@ -22,9 +23,14 @@ def _data(seed: int = 0):
     return x[:240], y[:240], x[240:], y[240:]
 
 
-def _fit(checkpoint, fingerprint: str, **extra):
+#: the networks the tests train: a small LSTM, and a small TempCNN (4 features, 6 steps, 3 classes)
+LSTM = lambda: Network(4, 3, 8, 1, False, 0.0)  # noqa: E731
+TEMPCNN = lambda: TempCNN(4, 6, 3, 8, 3, 16, 0.0)  # noqa: E731
+
+
+def _fit(checkpoint, fingerprint: str, network=LSTM, **extra):
     torch.manual_seed(0)
-    net = Network(4, 3, 8, 1, False, 0.0)
+    net = network()
     cfg = deep.TrainConfig.from_params(check("lstm", {**PARAMS, **extra}))
     history = deep.fit(net, *_data(), 3, cfg, checkpoint=checkpoint, fingerprint=fingerprint)
     return net, history
@@ -75,10 +81,11 @@ def test_a_valid_checkpoint_of_another_run_is_ignored(finished, tmp_path, caplog
 
 
 def test_amp_trains_in_bfloat16_on_the_cpu_too(monkeypatch):
-    """amp: the training steps run under bfloat16 autocast (the LSTM's and the head's outputs are bf16), the
-    weights stay fp32, and the run lands near the fp32 one, not on it."""
+    """amp: the training steps run under bfloat16 autocast (the convolutions' and the head's outputs are
+    bf16), the weights stay fp32, and the run lands near the fp32 one, not on it. TempCNN: convolutions run
+    in bfloat16 on any x86 CPU, with or without native bfloat16."""
     seen = []
-    real = Network.forward
+    real = TempCNN.forward
 
     def recording(self, x):
         out = real(self, x)
@@ -86,13 +93,33 @@ def test_amp_trains_in_bfloat16_on_the_cpu_too(monkeypatch):
             seen.append(out.dtype)
         return out
 
-    monkeypatch.setattr(Network, "forward", recording)
-    full, full_history = _fit(None, "fp32")
+    monkeypatch.setattr(TempCNN, "forward", recording)
+    full, full_history = _fit(None, "fp32", network=TEMPCNN)
     assert set(seen) == {torch.float32}
     seen.clear()
-    half, half_history = _fit(None, "bf16", amp=True)
+    half, half_history = _fit(None, "bf16", network=TEMPCNN, amp=True)
     assert set(seen) == {torch.bfloat16}
-    assert all(t.dtype == torch.float32 for t in half.state_dict().values())
+    assert all(t.dtype == torch.float32 for t in half.state_dict().values() if t.is_floating_point())
     assert not all(torch.equal(a, b) for a, b in zip(_weights(half), _weights(full)))
     assert abs(half_history[-1]["val_accuracy"] - full_history[-1]["val_accuracy"]) <= 0.05
     assert np.isfinite([r["loss"] for r in half_history]).all()
+
+
+def test_amp_trains_in_float32_where_the_cpu_cannot_run_the_network_in_bfloat16(monkeypatch, caplog):
+    """On a CPU without native bfloat16 oneDNN has no bfloat16 LSTM ("could not create a primitive
+    descriptor"): amp then trains in float32, says so, and the probe leaves no trace (the same weights as a
+    run without amp). The failure is raised here whatever the CPU, so the test holds on any machine."""
+    real = Network.forward
+
+    def without_bfloat16(self, x):
+        if torch.is_autocast_enabled("cpu"):
+            raise RuntimeError("could not create a primitive descriptor for the LSTM forward propagation primitive")
+        return real(self, x)
+
+    monkeypatch.setattr(Network, "forward", without_bfloat16)
+    plain, plain_history = _fit(None, "fp32")
+    with caplog.at_level(logging.WARNING, logger="lcflow.train"):
+        tried, tried_history = _fit(None, "bf16", amp=True)
+    assert "cannot run the network in bfloat16" in caplog.text and "training in float32" in caplog.text
+    assert all(torch.equal(a, b) for a, b in zip(_weights(tried), _weights(plain)))
+    assert tried_history == [{**row, "samples_per_s": t["samples_per_s"]} for row, t in zip(plain_history, tried_history)]

@@ -148,6 +148,10 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
                                   label_smoothing=cfg.label_smoothing)
     data = _Data(x, y, x_val, y_val, cfg.seed, device)
     plan = Schedule.plan(cfg, len(x), comm.size)
+    use_amp = cfg.amp and bfloat16_runs(net, data.x[:2], device)
+    if cfg.amp and not use_amp:
+        log.warning("amp: this %s cannot run the network in bfloat16 (torch reports CPU capability %s); training in "
+                    "float32", device.type, torch.backends.cpu.get_cpu_capability())
 
     saved = None
     if comm.rank == 0 and checkpoint is not None and checkpoint.exists():
@@ -177,7 +181,7 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
 
     def one_round(r: int) -> bool:
         """Train and validate one round on the current world; False once training should stop."""
-        row = _train_round(net, optimizer, loss_fn, data, cfg, plan, comm, device, r, progress)
+        row = _train_round(net, optimizer, loss_fn, data, cfg, plan, comm, device, r, progress, use_amp)
         _validate(net, data, comm, device, r, row, progress, n_classes, plan)
         progress["history"].append(row)
         progress["round"] = r
@@ -257,6 +261,26 @@ class _Data:
         return np.arange(0 if self.x_val is None else len(self.x_val))[rank::size]
 
 
+def bfloat16_runs(net: nn.Module, xb: torch.Tensor, device: torch.device) -> bool:
+    """Whether a forward and backward pass of (a copy of) ``net`` run under bfloat16 autocast on ``device``.
+
+    GPUs that train here do; a CPU may not: on one without native bfloat16 (AVX2 only) oneDNN has no
+    bfloat16 LSTM and the forward pass fails, while convolutions and attention fall back and run. So the
+    network itself is tried, on a copy in eval mode, which draws no random number and leaves no trace.
+    """
+    if device.type != "cpu":
+        return True
+    probe = copy.deepcopy(net).eval()
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = probe(xb)
+        out.float().sum().backward()
+    except RuntimeError as exc:
+        log.debug("bfloat16 autocast fails on this CPU: %s", str(exc).strip().splitlines()[0][:200])
+        return False
+    return True
+
+
 def mixup(xb: torch.Tensor, yb: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor, float]:
     """Mixup (Zhang et al. 2018): the batch blended with a permutation of itself by one share drawn from
     Beta(alpha, alpha), so the network learns straight paths between samples instead of memorising
@@ -268,12 +292,12 @@ def mixup(xb: torch.Tensor, yb: torch.Tensor, alpha: float) -> tuple[torch.Tenso
 
 
 def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: Schedule, comm, device, r: int,
-                 progress: dict) -> dict:
-    """The steps of round ``r``: each takes the next global batch of the stream, this rank its slice."""
+                 progress: dict, use_amp: bool) -> dict:
+    """The steps of round ``r``: each takes the next global batch of the stream, this rank its slice;
+    under bfloat16 autocast where ``use_amp``."""
     rank, size = comm.rank, comm.size
     net.train()
     torch.manual_seed(_seed(cfg.seed, r, rank))
-    use_amp = cfg.amp
     start = time.perf_counter()
     totals = np.zeros(3)  # loss sum, correct, seen
     first, last = (r - 1) * plan.round_steps, min(r * plan.round_steps, plan.total_steps)

@@ -177,7 +177,8 @@ TRAINING: dict[str, Param] = {
     "seed": _int(42, "seed of weights, shuffling and dropout (32 bits)", 0, 2**32 - 1),
     "threads": _int(0, "torch threads per worker (0: torch's default)", 0, 1024),
     "fp16_allreduce": _bool(False, "compress gradients to float16 for the allreduce"),
-    "amp": _bool(False, "bfloat16 autocast in training (GPU or CPU); off: on an H100 it made lstm, tempcnn and ltae "
+    "amp": _bool(False, "bfloat16 autocast in training (GPU, or CPU where the network runs so: else float32, "
+                        "with a warning); off: on an H100 it made lstm, tempcnn and ltae "
                         "0.63-1.00x as fast, presto 0.8x at batch 128 and 1.5-1.7x at 1024 (benchmarks/gpu.py)"),
     "elastic": _bool(False, "Horovod elastic: survive workers leaving (horovodrun --min-np/--max-np)"),
 }
