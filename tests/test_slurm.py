@@ -21,13 +21,12 @@ import yaml
 from .conftest import ROOT, job_counts, missing, snakemake
 
 #: the models of the demo DAG under Slurm: the demo's forest and one of its deep models, the one it tunes
-#: (every deep model goes through the same rules; each adds a training job and four maps' jobs)
+#: (every deep model goes through the same rules; each adds a training job and four maps' jobs). Both train
+#: with the parameters the local run's studies found, so their maps are the local run's, and no study runs
+#: in that DAG: the study rule under Slurm, two multi-rank worker jobs of one study, is
+#: test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs
 MODELS = ["rf", "lstm"]
 DEEP = [m for m in MODELS if m != "rf"]
-#: the models tuned under Slurm in the demo DAG: the forest, as the local run tunes it (the same study, so
-#: the same trees). The deep model trains with the parameters the local run's study found: a study of it
-#: under Slurm, by two multi-rank worker jobs, is test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs
-TUNED = ["rf"]
 
 pytestmark = pytest.mark.integration
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
@@ -105,13 +104,14 @@ def on_slurm(workdir: Path, *args: str, env: dict, configfile: list[Path], timeo
 
 
 def models_overlay(workdir: Path, local_results: Path) -> None:
-    """``workdir/models.yaml``: MODELS for the demo's models, TUNED for its studies, and each deep model's
-    parameters as the local run's study tuned them."""
+    """``workdir/models.yaml``: MODELS for the demo's models, no study, and each model's parameters as the
+    local run's study tuned them."""
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    assert set(MODELS) == set(cfg["hpo"]["models"])  # each has a local study to take its parameters from
     params = {m: {**cfg["model_params"].get(m, {}),
                   **yaml.safe_load((local_results / "hpo" / m / "best_params.yaml").read_text())["params"]}
-              for m in DEEP}
-    overlay = {"models": MODELS, "hpo": {"models": TUNED}, "model_params": {**cfg["model_params"], **params}}
+              for m in MODELS}
+    overlay = {"models": MODELS, "hpo": {"models": []}, "model_params": {**cfg["model_params"], **params}}
     (workdir / "models.yaml").write_text(yaml.safe_dump(overlay))
 
 
@@ -123,7 +123,7 @@ def configs(workdir: Path, *more: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def slurm_run(slurm, side_runs, local_demo_run, tmp_path_factory) -> Path:
-    """The demo DAG (MODELS, TUNED) through profiles/slurm; its working directory."""
+    """The demo DAG (MODELS, no study) through profiles/slurm; its working directory."""
     workdir = tmp_path_factory.mktemp("slurm-run")
     models_overlay(workdir, local_demo_run)
     done = on_slurm(workdir, env=slurm, configfile=configs(workdir), timeout=2400)
@@ -309,11 +309,11 @@ def test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs(slurm_
     results = slurm_run / "results"
     horovod = {"hpo/lstm": sorted(p.name for p in (local_demo_run / "hpo" / "lstm").iterdir()),
                "models/lstm": sorted(p.name for p in (results / "models" / "lstm").iterdir())}
-    assert "lstm" not in TUNED and not (results / "hpo" / "lstm").exists()  # a new study
+    assert not (results / "hpo").exists()  # a new study: the Slurm DAG ran none
     overlay = tmp_path / "torch.yaml"  # a file: --config would pass the nested numbers as text
     overlay.write_text(yaml.safe_dump({
         "distributed": {"backend": "torch"},
-        "hpo": {"models": ["rf", "lstm"], "trials": 3, "workers": 2, "min_rounds": 2,
+        "hpo": {"models": ["lstm"], "trials": 3, "workers": 2, "min_rounds": 2,
                 "space": {"lstm": {"learning_rate": {"low": 0.001, "high": 0.01, "log": True}}}},
         "model_params": {"lstm": {"epochs": 3, "min_steps": 0, "evaluations": 3, "hidden_size": 16}}}))
     # the study is forced, and what follows from it reruns; mtime triggers keep the rest as it is
