@@ -2,6 +2,7 @@
 the same number of workers; any other valid checkpoint is ignored and training starts afresh."""
 
 import logging
+from functools import partial
 
 import numpy as np
 import pytest
@@ -24,8 +25,8 @@ def _data(seed: int = 0):
 
 
 #: the networks the tests train: a small LSTM, and a small TempCNN (4 features, 6 steps, 3 classes)
-LSTM = lambda: Network(4, 3, 8, 1, False, 0.0)  # noqa: E731
-TEMPCNN = lambda: TempCNN(4, 6, 3, 8, 3, 16, 0.0)  # noqa: E731
+LSTM = partial(Network, 4, 3, 8, 1, False, 0.0)
+TEMPCNN = partial(TempCNN, 4, 6, 3, 8, 3, 16, 0.0)
 
 
 def _fit(checkpoint, fingerprint: str, network=LSTM, **extra):

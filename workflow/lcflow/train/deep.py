@@ -150,8 +150,8 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     plan = Schedule.plan(cfg, len(x), comm.size)
     use_amp = cfg.amp and bfloat16_runs(net, data.x[:2], device)
     if cfg.amp and not use_amp:
-        log.warning("amp: this %s cannot run the network in bfloat16 (torch reports CPU capability %s); training in "
-                    "float32", device.type, torch.backends.cpu.get_cpu_capability())
+        log.warning("amp: this CPU cannot run the network in bfloat16 (torch reports CPU capability %s); training in "
+                    "float32", torch.backends.cpu.get_cpu_capability())
 
     saved = None
     if comm.rank == 0 and checkpoint is not None and checkpoint.exists():
