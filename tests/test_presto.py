@@ -175,11 +175,12 @@ def _corner(cube, out, size: int):
 
 @pytest.fixture(scope="module")
 def presto_two_ranks(stages, tmp_path_factory):
-    """presto fine-tuned on two torch ranks, briefly."""
+    """presto fine-tuned on two torch ranks, briefly (60 steps of 2 x 64 samples)."""
     out = tmp_path_factory.mktemp("presto") / "model"
     log = out.parent / "train.log"
     torchrun(2, "--model", "presto", "--samples", str(stages["samples2018"]), "--out", str(out),
-             "--set", "epochs=2", "--set", "min_steps=60", "--set", "evaluations=2", "--set", "threads=1", log=log)
+             "--set", "epochs=2", "--set", "min_steps=60", "--set", "evaluations=2", "--set", "threads=1",
+             "--set", "batch_size=64", log=log)
     return out, log.read_text()
 
 

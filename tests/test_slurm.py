@@ -18,7 +18,7 @@ import pytest
 import rasterio
 import yaml
 
-from .conftest import ROOT, job_counts, missing, snakemake
+from .conftest import HOSTILE_RESOURCES, ROOT, job_counts, missing, snakemake
 
 #: the models of the demo DAG under Slurm: the demo's forest and one of its deep models, the one it tunes
 #: (every deep model goes through the same rules; each adds a training job and four maps' jobs). Both train
@@ -121,11 +121,27 @@ def configs(workdir: Path, *more: Path) -> list[Path]:
     return [ROOT / "config" / "config.yaml", workdir / "models.yaml", *more]
 
 
+#: the tile whose cubes, labels and samples the Slurm run takes from the local run (:func:`seed`)
+SEEDED = "31UFT"
+
+
+def seed(workdir: Path, local_results: Path) -> None:
+    """Give ``workdir`` the local run's demo scenes and SEEDED's cubes, labels and samples, times kept.
+
+    The Slurm DAG then makes the other tile's (every rule still a Slurm job) and spends its time on the
+    models and maps; on a host of few cores it is CPU-bound, and the label checks of a tile's samples
+    take longer than all of its other jobs before training."""
+    shutil.copytree(local_results.parent / HOSTILE_RESOURCES, workdir / "resources" / "demo")
+    shutil.copytree(local_results / SEEDED, workdir / "results" / SEEDED)
+
+
 @pytest.fixture(scope="module")
 def slurm_run(slurm, side_runs, local_demo_run, tmp_path_factory) -> Path:
-    """The demo DAG (MODELS, no study) through profiles/slurm; its working directory."""
+    """The demo DAG (MODELS, no study) through profiles/slurm, from the local run's demo scenes and
+    SEEDED's samples (:func:`seed`); its working directory."""
     workdir = tmp_path_factory.mktemp("slurm-run")
     models_overlay(workdir, local_demo_run)
+    seed(workdir, local_demo_run)
     done = on_slurm(workdir, env=slurm, configfile=configs(workdir), timeout=2400)
     assert done.returncode == 0, done.stderr[-6000:]
     (workdir / "snakemake.out").write_text(done.stdout + done.stderr)
@@ -163,6 +179,9 @@ def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, loc
     local = local_rules()
     assert {"all", "stac_catalog", "hpo_summary"} <= local and not local & {"cube", "train", "predict", "assess"}
     assert len(jobs) >= sum(n for rule, n in counts.items() if rule not in local), (jobs, counts)  # retries add
+    # the other tile's data were made here, as Slurm jobs; SEEDED's were taken as they were
+    assert (counts["search"], counts["cube"], counts["labels"], counts["sample"]) == (2, 2, 1, 2), counts
+    assert {Path(log).parent.name for log in jobs.values() if "/rule_sample/" in log} == {"32ULC_2018", "32ULC_2019"}
     assert not [log for log in jobs.values() if any(f"/rule_{rule}/" in log for rule in local)], jobs
 
 

@@ -520,9 +520,10 @@ def test_the_torch_backend_tunes_trains_and_maps_into_the_files_horovod_writes(r
     horovod = {d: sorted(p.name for p in (results / d).iterdir()) for d in ("hpo/lstm", "models/lstm")}
     shutil.rmtree(results / "hpo" / "lstm")  # a new study, not the finished one continued
     overlay = tmp_path / "torch.yaml"
-    # a short study and training: what is tested is where they run and what they write, not how well
+    # a short study and training of a narrower LSTM: what is tested is where they run and what they write,
+    # not how well
     overlay.write_text("distributed: {backend: torch}\nhpo: {trials: 2}\n"
-                       "model_params: {lstm: {epochs: 3, min_steps: 0, evaluations: 3}}\n")
+                       "model_params: {lstm: {epochs: 3, min_steps: 0, evaluations: 3, hidden_size: 16}}\n")
     tile, years = DEMO["tiles"][0], DEMO["years"]
     # --set-resources replaces the profile's: train and hpo are given their two ranks again
     ranks = ["train:ranks=2", "train:threads_per_rank=1", "hpo:ranks=2", "hpo:threads_per_rank=1", "predict:ranks=2"]
