@@ -233,6 +233,32 @@ def test_a_forest_is_tuned_in_one_process_on_carved_val_rows(table, tmp_path):
     assert best["value"] == max(t["value"] for t in summary["trials"])
 
 
+def test_a_draw_of_a_complete_trials_parameters_takes_its_value_untrained(table, tmp_path, monkeypatch):
+    """Four trials in a space of two points: every point is trained once, and a trial that draws a
+    finished point again ends complete with that trial's value, as retraining the deterministic forest
+    would give."""
+    from lcflow.train.models import model_class
+
+    cls, fits = model_class("rf"), []
+    fit = cls.fit
+    monkeypatch.setattr(cls, "fit", lambda self, *a, **k: fits.append(dict(self.params)) or fit(self, *a, **k))
+    summary = tuning.tune("rf", [table], tmp_path / "rf", 4, base={"n_jobs": 1, "n_estimators": 20},
+                          space={"min_samples_leaf": {"low": 1, "high": 2}}, worker="w0")
+    trials = {t["number"]: t for t in summary["trials"]}
+    assert len(trials) == 4 and all(t["state"] == "complete" for t in trials.values())
+    repeats = [t for t in trials.values() if "repeats" in t]
+    assert repeats  # four draws from two points
+    for t in repeats:
+        first = trials[t["repeats"]]
+        assert "repeats" not in first and first["params"] == t["params"] and first["value"] == t["value"]
+        assert t["rounds"] == 0
+    trained = [t for t in trials.values() if "repeats" not in t]
+    assert sorted(f["min_samples_leaf"] for f in fits) == sorted(t["params"]["min_samples_leaf"] for t in trained)
+    assert len({t["params"]["min_samples_leaf"] for t in trained}) == len(trained)
+    s = study.open_study(tmp_path / "rf", summary["study"], None, None)
+    assert [t.user_attrs.get("repeats") for t in s.trials] == [trials[t.number].get("repeats") for t in s.trials]
+
+
 def test_a_study_can_live_in_a_database_instead_of_the_journal(table, tmp_path):
     url = f"sqlite:///{tmp_path / 'studies.db'}"
     space = {"n_estimators": {"low": 10, "high": 30}}

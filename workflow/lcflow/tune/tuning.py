@@ -98,7 +98,10 @@ def tune(model: str, sample_paths: list[str], study_dir: str | Path, trials: int
         order = comm.broadcast_object(order)
         if order is None:
             break
-        result = _run_trial(cls, model, base, order, trial, data, comm, study, study_dir, metric)
+        if "repeats" in order:
+            result = _repeat_trial(order, trial, study, comm)
+        else:
+            result = _run_trial(cls, model, base, order, trial, data, comm, study, study_dir, metric)
         if comm.rank == 0:
             summary["trials"].append(result)
             c = studies.counts(study)
@@ -141,7 +144,36 @@ def _next_trial(study, study_dir: Path, budget: int, attrs: dict, started: float
         log.info("worker %s: the study's budget of %d trials is finished or running; stopping", worker, budget)
         return None, None
     drawn = {d.name: _plain(d.suggest(trial)) for d in dims}
-    return {"number": trial.number, "params": drawn}, trial
+    order = {"number": trial.number, "params": drawn}
+    earlier = _complete_with_params(study, trial.params)
+    if earlier is not None:
+        order["repeats"] = {"number": earlier.number, "value": float(earlier.value)}
+    return order, trial
+
+
+def _complete_with_params(study, params: dict):
+    """The first complete trial of ``study`` drawn with exactly ``params``, or None.
+
+    Why: a sampler drawing from a small space (a forest's choices) draws some points again, and the same
+    parameters, rows, seed and ranks train the same model again (to the bit on a CPU), for the value the
+    earlier trial had. Optuna's maintainers answer duplicated draws so (optuna/optuna#2021): the objective
+    looks up the earlier trial."""
+    return next((t for t in study.get_trials(deepcopy=False, states=(studies.TrialState.COMPLETE,))
+                 if t.params == params), None)
+
+
+def _repeat_trial(order: dict, trial, study, comm) -> dict:
+    """A trial whose parameters a complete trial had: it ends complete with that trial's value, untrained."""
+    earlier = order["repeats"]
+    log.info("trial %d rank=%d size=%d params %s: those of complete trial %d; its value is taken, nothing is trained",
+             order["number"], comm.rank, comm.size, json.dumps(order["params"], sort_keys=True), earlier["number"])
+    result = {"number": order["number"], "params": order["params"], "rounds": 0, "seconds": 0.0,
+              "repeats": earlier["number"]}
+    if comm.rank == 0:
+        trial.set_user_attr("repeats", earlier["number"])
+        study.tell(trial, earlier["value"])
+        result.update(state="complete", value=earlier["value"])
+    return result
 
 
 def _run_trial(cls, model: str, base: dict, order: dict, trial, data, comm, study, study_dir: Path,
