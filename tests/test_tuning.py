@@ -257,6 +257,9 @@ def test_a_draw_of_a_complete_trials_parameters_takes_its_value_untrained(table,
     assert len({t["params"]["min_samples_leaf"] for t in trained}) == len(trained)
     s = study.open_study(tmp_path / "rf", summary["study"], None, None)
     assert [t.user_attrs.get("repeats") for t in s.trials] == [trials[t.number].get("repeats") for t in s.trials]
+    # a worker of another number of ranks (another global batch) trains the point again
+    point = s.trials[0].params
+    assert tuning._complete_with_params(s, point, 1).number == 0 and tuning._complete_with_params(s, point, 2) is None
 
 
 def test_a_study_can_live_in_a_database_instead_of_the_journal(table, tmp_path):

@@ -145,21 +145,21 @@ def _next_trial(study, study_dir: Path, budget: int, attrs: dict, started: float
         return None, None
     drawn = {d.name: _plain(d.suggest(trial)) for d in dims}
     order = {"number": trial.number, "params": drawn}
-    earlier = _complete_with_params(study, trial.params)
+    earlier = _complete_with_params(study, trial.params, attrs["world_size"])
     if earlier is not None:
         order["repeats"] = {"number": earlier.number, "value": float(earlier.value)}
     return order, trial
 
 
-def _complete_with_params(study, params: dict):
-    """The first complete trial of ``study`` drawn with exactly ``params``, or None.
+def _complete_with_params(study, params: dict, world_size: int):
+    """The first complete trial of ``study`` drawn with exactly ``params`` on ``world_size`` ranks, or None.
 
     Why: a sampler drawing from a small space (a forest's choices) draws some points again, and the same
     parameters, rows, seed and ranks train the same model again (to the bit on a CPU), for the value the
     earlier trial had. Optuna's maintainers answer duplicated draws so (optuna/optuna#2021): the objective
     looks up the earlier trial."""
     return next((t for t in study.get_trials(deepcopy=False, states=(studies.TrialState.COMPLETE,))
-                 if t.params == params), None)
+                 if t.params == params and t.user_attrs.get("world_size") == world_size), None)
 
 
 def _repeat_trial(order: dict, trial, study, comm) -> dict:
