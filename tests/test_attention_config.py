@@ -36,6 +36,7 @@ def test_the_attention_config_tunes_trains_maps_and_assesses_ltae_and_presto(tmp
         assert metrics["world_size"] == 2 and metrics["launcher"] == "horovod", metrics
         assert ("tuned" in metrics) == (model == "presto")
     assert metrics["tuned"]["params"] == best["params"] and metrics["params"]["pretrained"] is True
+    assert metrics["resumed"]["finished_before"]  # the study's best trial is the final presto, untrained again
     accuracy = list(csv.DictReader((results / "accuracy.tsv").open(), delimiter="\t"))
     assert sorted(r["map"] for r in accuracy) == sorted(
         f"31UFT_{y}_{m}" for m in cfg["models"] for y in cfg["years"]), accuracy

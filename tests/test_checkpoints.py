@@ -29,11 +29,18 @@ LSTM = partial(Network, 4, 3, 8, 1, False, 0.0)
 TEMPCNN = partial(TempCNN, 4, 6, 3, 8, 3, 16, 0.0)
 
 
-def _fit(checkpoint, fingerprint: str, network=LSTM, **extra):
+def _noise():
+    """_data's series with labels drawn independently of them: validation accuracy wanders, so runs stop early."""
+    x, y, x_val, y_val = _data()
+    rng = np.random.default_rng(1)
+    return x, rng.permutation(y), x_val, rng.permutation(y_val)
+
+
+def _fit(checkpoint, fingerprint: str, network=LSTM, data=_data, **extra):
     torch.manual_seed(0)
     net = network()
     cfg = deep.TrainConfig.from_params(check("lstm", {**PARAMS, **extra}))
-    history = deep.fit(net, *_data(), 3, cfg, checkpoint=checkpoint, fingerprint=fingerprint)
+    history = deep.fit(net, *data(), 3, cfg, checkpoint=checkpoint, fingerprint=fingerprint)
     return net, history
 
 
@@ -54,9 +61,42 @@ def test_the_run_that_wrote_a_checkpoint_resumes_from_it(finished, caplog):
     checkpoint, weights = finished
     with caplog.at_level(logging.INFO, logger="lcflow.train"):
         net, history = _fit(checkpoint, "run-a")
-    assert f"resumed from checkpoint {checkpoint} after round 4" in caplog.text
+    assert f"checkpoint {checkpoint} holds this run ended after round 4" in caplog.text
     assert "round=" not in caplog.text  # nothing left to train
     assert len(history) == 4 and all(torch.equal(a, b) for a, b in zip(_weights(net), weights))
+
+
+def test_an_early_stopped_run_is_taken_as_it_ended_and_a_pruned_one_goes_on(tmp_path, caplog):
+    """An early stop ends a run: started again from its checkpoint, the run trains nothing and ends with the
+    weights of its best round (a study's best trial becomes the final model so). A pruned run was cut
+    short, not ended: started again, it trains its remaining rounds."""
+    checkpoint = tmp_path / "stopped.pt"
+    stop = {"patience": 1, "evaluations": 12, "epochs": 12}
+    net, history = _fit(checkpoint, "run-a", data=_noise, **stop)
+    assert len(history) < 12  # stopped early, after its first round without a better one
+    saved = torch.load(checkpoint, weights_only=True)["progress"]
+    assert saved["finished"] and saved["round"] == len(history) and saved["best_round"] < len(history)
+    status = {}
+    torch.manual_seed(0)
+    again = LSTM()
+    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+        rerun = deep.fit(again, *_noise(), 3, deep.TrainConfig.from_params(check("lstm", {**PARAMS, **stop})),
+                         checkpoint=checkpoint, fingerprint="run-a", status=status)
+    assert f"holds this run ended after round {len(history)}" in caplog.text and "round=" not in caplog.text
+    assert status["resumed_round"] == len(history) and status["finished_before"] and rerun == history
+    assert status["seconds"] > 0  # the rounds the first job trained
+    assert all(torch.equal(a, b) for a, b in zip(_weights(again), _weights(net)))
+
+    pruned = tmp_path / "pruned.pt"
+    cfg = deep.TrainConfig.from_params(check("lstm", PARAMS))
+    torch.manual_seed(0)
+    deep.fit(LSTM(), *_data(), 3, cfg, checkpoint=pruned, fingerprint="run-p", on_round=lambda row: row["round"] == 2)
+    assert not torch.load(pruned, weights_only=True)["progress"].get("finished")
+    status = {}
+    torch.manual_seed(0)
+    went_on = deep.fit(LSTM(), *_data(), 3, cfg, checkpoint=pruned, fingerprint="run-p", status=status)
+    assert status["resumed_round"] == 2 and not status["finished_before"]
+    assert [r["round"] for r in went_on] == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("change", ["another fingerprint", "another world size"])

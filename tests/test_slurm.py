@@ -358,6 +358,8 @@ def test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs(slurm_
     assert {r for r, _ in re.findall(r"rank=(\d) size=2 local_rank=\d node=(n\d)", log)} == {"0", "1"}, log[:2000]
     metrics = json.loads((results / "models" / "lstm" / "metrics.json").read_text())
     assert metrics["launcher"] == "torch" and metrics["world_size"] == 2 and metrics["tuned"]["study"] == best["study"]
+    # the final training job took the best trial's ended run, which another Slurm job wrote, and trained nothing
+    assert metrics["resumed"]["finished_before"] and "holds this run ended" in log and "round=1 rank=" not in log
     log = (results / "logs" / "predict" / "31UFT_2018_lstm.log").read_text()
     assert len(re.findall(r"rank \d of 2 \(local rank \d\): windows", log)) == 2, log[-3000:]
     assert {d: sorted(p.name for p in (results / d).iterdir()) for d in horovod} == horovod

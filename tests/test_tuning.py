@@ -2,6 +2,7 @@
 multi-rank trials, and the tuned parameters reaching the final training."""
 
 import json
+import logging
 import os
 import re
 import signal
@@ -114,6 +115,10 @@ def test_two_workers_share_one_study_and_its_budget(table, tmp_path):
     assert written == best
     assert written["params"] == s.best_trial.params and written["value"] == pytest.approx(s.best_value)
     assert written["trial"] == s.best_trial.number and written["trials"]["pruned"] == c["pruned"]
+    # of the two workers' trials, the best complete one's checkpoint alone is kept, for the final training
+    kept = tuning.trial_checkpoint(study_dir, s.study_name, s.best_trial.number)
+    assert list((study_dir / tuning.CHECKPOINTS).iterdir()) == [kept]
+    assert written["checkpoint"] == str(kept.relative_to(study_dir))
     rows = (study_dir / "trials.csv").read_text().splitlines()
     assert len(rows) == 9 and "user_attrs_worker" in rows[0]
     for name in tuning.FIGURES.values():
@@ -207,6 +212,43 @@ def test_the_tuned_parameters_reach_the_final_training_and_are_recorded(table, t
     assert metrics["tuned"]["file"] == str(best) and metrics["tuned"]["trial"] == 3
     saved = json.loads((tmp_path / "model" / "metrics.json").read_text())
     assert saved["tuned"] == metrics["tuned"]
+
+
+def test_the_final_training_of_the_best_trial_takes_its_run_and_trains_nothing(table, tmp_path, caplog):
+    """The study's best trial ran the final training's run (same parameters, rows, seed and ranks): that
+    training takes the trial's ended run from its checkpoint, and ends with the weights it would have
+    trained. Another run (other parameters) trains afresh."""
+    base = {"min_steps": 150, "evaluations": 10, "patience": 3, "threads": 1, "hidden_size": 8}
+    study_dir = tmp_path / "lstm"
+    summary = tuning.tune("lstm", [table], study_dir, 3, base=base, space={"learning_rate": {"low": 1e-3, "high": 3e-2}},
+                          worker="w0", pruner="none")
+    best = tuning.summarize(study_dir, study_dir / "best_params.yaml", figures=False, model="lstm")
+    assert (study_dir / best["checkpoint"]).is_file() and len(list((study_dir / "checkpoints").iterdir())) == 1
+    tuned = hyperparameters.read_best(study_dir / "best_params.yaml", "lstm")
+    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+        taken = training.train("lstm", [table], tmp_path / "taken", base, tuned=tuned)
+    assert "holds this run ended" in caplog.text and "round=" not in caplog.text, caplog.text[-3000:]
+    assert taken["resumed"]["finished_before"] and taken["tuned"]["checkpoint"] == tuned["checkpoint"]
+    # its training time is the trial's rounds (what the report compares models on), not this job's
+    trial = next(t for t in summary["trials"] if t["number"] == best["trial"])
+    assert 0.5 * trial["seconds"] < taken["train_seconds"] <= trial["seconds"]
+    assert (study_dir / best["checkpoint"]).is_file()  # the study keeps it: the training took a copy
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+        trained = training.train("lstm", [table], tmp_path / "trained", base, tuned={**tuned, "checkpoint": None})
+    assert "round=1 rank=0" in caplog.text and "resumed" not in trained
+    assert _weights_of(tmp_path / "taken") == _weights_of(tmp_path / "trained")
+    assert taken["val"] == trained["val"]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+        other = training.train("lstm", [table], tmp_path / "other", {**base, "batch_size": 16}, tuned=tuned)
+    assert "is of another run" in caplog.text and "round=1 rank=0" in caplog.text and "resumed" not in other
+
+
+def _weights_of(model_dir: Path) -> dict[str, list]:
+    import torch
+
+    return {k: v.tolist() for k, v in torch.load(model_dir / "model.pt", weights_only=True).items()}
 
 
 def test_a_forest_is_tuned_in_one_process_on_carved_val_rows(table, tmp_path):

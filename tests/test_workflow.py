@@ -544,6 +544,10 @@ def test_the_torch_backend_tunes_trains_and_maps_into_the_files_horovod_writes(r
     train_log = (results / "logs" / "train" / "lstm.log").read_text()
     sums = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", train_log))
     assert set(sums) == {"0", "1"} and sums["0"] == sums["1"], train_log[-2000:]
+    # the best trial trained the final model under torchrun: the final training took its ended run
+    assert metrics["resumed"]["finished_before"] and "round=1 rank=" not in train_log
+    trial_log = (results / "logs" / "hpo" / "lstm_0.log").read_text()
+    assert sums["0"] in re.findall(r"rank=0 size=2 final weights sha256=(\w+)", trial_log)
     for year in years:
         log = (results / "logs" / "predict" / f"{tile}_{year}_lstm.log").read_text()
         assert len(re.findall(r"rank (\d) of 2 \(local rank \d\): windows", log)) == 2, log[-2000:]

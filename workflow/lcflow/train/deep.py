@@ -10,7 +10,9 @@ The recipe is counted in optimizer steps, so it holds from a few hundred samples
   steps from a tenth of its peak, then decays along a cosine to zero;
 - the run is cut into ``evaluations`` rounds; after each, the validation accuracy (summed over ranks)
   keeps the best weights, rank 0 writes a checkpoint (temporary file, then rename) that a restarted
-  job resumes from, and ``patience`` rounds without a better one stop the run.
+  job resumes from, and ``patience`` rounds without a better one stop the run. A run that ended (its
+  last round, or an early stop) marks its checkpoint finished: the same run started from it trains
+  nothing and ends with its weights (a study's best trial becomes the final model so).
 Every random draw is seeded from (seed, round, rank), so a resumed run repeats an uninterrupted one.
 """
 
@@ -124,11 +126,15 @@ def learning_rate(cfg: TrainConfig, plan: Schedule, step: int) -> float:
 
 def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None,
         n_classes: int, cfg: TrainConfig, comm=None, checkpoint: Path | None = None,
-        fingerprint: str = "", on_round: Callable[[dict], bool] | None = None) -> list[dict[str, float]]:
+        fingerprint: str = "", on_round: Callable[[dict], bool] | None = None,
+        status: dict | None = None) -> list[dict[str, float]]:
     """Train ``net`` in place (ending with the best validation round); return the history of rank 0.
 
     ``on_round``, called on every rank with each round's history row, returns True to stop the run
-    there (a pruned trial of a study); it must return the same on every rank.
+    there (a pruned trial of a study); it must return the same on every rank. ``status``, when given,
+    is filled with where the run started, ``resumed_round`` (0: afresh) and ``finished_before`` (the
+    checkpoint held an ended run, so nothing was trained), and ``seconds``: the run's rounds, over every
+    job that trained them.
     """
     comm = comm or Single()
     if cfg.elastic and comm.name == "torch":
@@ -174,21 +180,30 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
         optimizer.load_state_dict(saved["optimizer"])
         progress = saved["progress"]
         plan = Schedule(**progress["schedule"])
-        log.info("resumed from checkpoint %s after round %d", checkpoint, progress["round"])
+        if progress.get("finished"):
+            log.info("checkpoint %s holds this run ended after round %d: its best weights (round %d) are taken, "
+                     "nothing is trained", checkpoint, progress["round"], progress["best_round"])
+        else:
+            log.info("resumed from checkpoint %s after round %d", checkpoint, progress["round"])
+    if status is not None:
+        status.update(resumed_round=int(progress["round"]), finished_before=bool(progress.get("finished")))
     comm.broadcast_parameters(net)
     log.info("schedule: %d steps (%d a pass over %d samples, global batch %d) in %d rounds, warm-up %d steps",
              plan.total_steps, plan.steps_per_epoch, len(x), plan.global_batch, plan.rounds, plan.warmup_steps)
 
     def one_round(r: int) -> bool:
         """Train and validate one round on the current world; False once training should stop."""
+        started = time.perf_counter()
         row = _train_round(net, optimizer, loss_fn, data, cfg, plan, comm, device, r, progress, use_amp)
         _validate(net, data, comm, device, r, row, progress, n_classes, plan)
         progress["history"].append(row)
         progress["round"] = r
+        progress["seconds"] = progress.get("seconds", 0.0) + time.perf_counter() - started
         if comm.rank == 0 and checkpoint is not None:
             _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size)
         if on_round is not None and on_round(row):
             log.info("stopped after round %d of %d (step %d): pruned", r, plan.rounds, progress["step"])
+            progress["pruned"] = True
             return False
         if data.x_val is not None and len(data.x_val) and progress["waited"] >= cfg.patience:
             log.info("early stop after round %d of %d (step %d; best val accuracy %.4f)", r, plan.rounds,
@@ -196,12 +211,21 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
             return False
         return True
 
-    if cfg.elastic and comm.name == "horovod":
+    if progress.get("finished"):
+        pass
+    elif cfg.elastic and comm.name == "horovod":
         progress = _fit_elastic(net, optimizer, progress, one_round, plan, comm)
     else:
         for r in range(progress["round"] + 1, plan.rounds + 1):
             if not one_round(r):
                 break
+    if not progress.get("finished") and not progress.get("pruned"):
+        # ended by its last round or an early stop (a pruned trial's run did not end: it was cut short)
+        progress["finished"] = True
+        if comm.rank == 0 and checkpoint is not None:
+            _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size)
+    if status is not None:
+        status["seconds"] = float(progress.get("seconds", 0.0))
     if progress["best_state"] is not None:
         net.load_state_dict(progress["best_state"])
     net.to("cpu")

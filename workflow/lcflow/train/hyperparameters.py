@@ -295,4 +295,6 @@ def read_best(path: str | Path, model: str) -> dict[str, Any]:
     if doc.get("model") not in (None, model):
         raise LcflowError(f"tuned parameters {path} are of model {doc.get('model')}, not {model}")
     check(model, doc["params"], where=str(path))
+    if doc.get("checkpoint"):  # the best trial's run, written beside the file (lcflow tune-summary)
+        doc["checkpoint"] = str(path.parent / doc["checkpoint"])
     return {**doc, "file": str(path)}

@@ -5,6 +5,7 @@ import hashlib
 import io
 import json
 import logging
+import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from lcflow.common.atomic import write_text
+from lcflow.common.atomic import atomic_path, write_text
 from lcflow.common.features import Standardiser, prepare, prepare_patches, with_position
 from lcflow.common.metrics import scores
 from lcflow.defaults import default
@@ -166,6 +167,8 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
         out.mkdir(parents=True, exist_ok=True)
         model.comm, model.checkpoint = comm, out / CHECKPOINT
         model.fingerprint = fingerprint(model_name, sample_paths, model.params)
+        if comm.rank == 0:
+            _start_from_trial(out / CHECKPOINT, tuned)
     started = time.perf_counter()
     history = model.fit(data.x, data.y, data.x_val, data.y_val)
     if comm.rank != 0:
@@ -174,15 +177,20 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
     class_names = table.class_names()
     trained = TrainedModel(model, table.bands, table.steps, classes, {c: class_names.get(c, str(c)) for c in classes},
                            _colors(table, classes), data.standardise, table.meta.get("time_steps"))
+    seconds = time.perf_counter() - started
+    if deep_model and model.run_status.get("resumed_round"):
+        seconds = model.run_status["seconds"]  # the run's rounds, whichever job trained them (a study's trial)
     metrics = {"model": model_name, "n_train": len(data.y), "n_val": int(len(data.y_val) if data.has_val else 0),
-               "params": model.params, "world_size": comm.size, "launcher": comm.name,
-               "train_seconds": time.perf_counter() - started}
+               "params": model.params, "world_size": comm.size, "launcher": comm.name, "train_seconds": seconds}
     if tuned:
-        metrics["tuned"] = {k: tuned[k] for k in ("file", "study", "trial", "metric", "value", "params") if k in tuned}
+        metrics["tuned"] = {k: tuned[k] for k in ("file", "study", "trial", "metric", "value", "params", "checkpoint")
+                            if k in tuned}
     if hasattr(model, "size"):  # a forest: what a map job will hold, to size its memory from
         metrics["size"] = model.size()
     if deep_model:
         metrics["global_batch"] = int(model.params["batch_size"]) * comm.size
+        if model.run_status.get("resumed_round"):  # a checkpoint's run went on (or had ended: nothing trained)
+            metrics["resumed"] = dict(model.run_status)
         metrics["samples_per_s"] = float(np.mean([r["samples_per_s"] for r in history]))
     if data.has_val:
         metrics["val"] = {**_against_majority(trained, data.x_val, data.y_val, data.counts, "val"), **data.validation}
@@ -195,6 +203,24 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
     publish(out, trained, history, metrics)
     (out / CHECKPOINT).unlink(missing_ok=True)  # finished: a later run starts afresh
     return metrics
+
+
+def _start_from_trial(checkpoint: Path, tuned: dict[str, Any] | None) -> None:
+    """Rank 0: give a run with no checkpoint of its own the study's best trial's (``tuned["checkpoint"]``).
+
+    The trial trained these parameters on these samples; where its fingerprint and world size are this
+    run's, fit takes its ended run and trains nothing (the model the study scored is the final one);
+    otherwise fit names it another run's and trains afresh. An interrupted final run's own checkpoint
+    is never replaced."""
+    source = Path(tuned["checkpoint"]) if tuned and tuned.get("checkpoint") else None
+    if source is None or checkpoint.exists():
+        return
+    if not source.is_file():
+        log.info("the best trial's checkpoint %s is gone; training afresh", source)
+        return
+    with atomic_path(checkpoint) as tmp:
+        shutil.copyfile(source, tmp)
+    log.info("starting from the best trial's checkpoint %s (trial %s)", source, tuned.get("trial"))
 
 
 def _observed(part: samples_table.SampleTable, split: str, names: str) -> samples_table.SampleTable:

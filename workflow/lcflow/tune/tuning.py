@@ -14,6 +14,7 @@ import io
 import json
 import logging
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ METRICS = ("overall_accuracy", "balanced_accuracy")
 #: a round's history column for each metric
 ROUND_COLUMN = {"overall_accuracy": "val_accuracy", "balanced_accuracy": "val_balanced_accuracy"}
 BEST_FILE, TRIALS_FILE = "best_params.yaml", "trials.csv"
+#: the study directory's folder of deep trials' checkpoints; the best complete trial's is kept
+CHECKPOINTS = "checkpoints"
 FIGURES = {"history": "optimisation_history.png", "importances": "param_importances.png",
            "intermediate": "intermediate_values.png"}
 
@@ -101,8 +104,10 @@ def tune(model: str, sample_paths: list[str], study_dir: str | Path, trials: int
         if "repeats" in order:
             result = _repeat_trial(order, trial, study, comm)
         else:
-            result = _run_trial(cls, model, base, order, trial, data, comm, study, study_dir, metric)
+            result = _run_trial(cls, model, base, order, trial, data, comm, study, study_dir, metric, sample_paths)
         if comm.rank == 0:
+            if deep_model:
+                _keep_best_checkpoint(study, study_dir)
             summary["trials"].append(result)
             c = studies.counts(study)
             done = studies.finished(c)
@@ -176,9 +181,39 @@ def _repeat_trial(order: dict, trial, study, comm) -> dict:
     return result
 
 
+def trial_checkpoint(study_dir: Path, study_name: str, number: int) -> Path:
+    """Where a deep trial's run keeps its checkpoint (the final training's checkpoint, in form and fingerprint)."""
+    return Path(study_dir) / CHECKPOINTS / f"{study_name}-{number}.pt"
+
+
+def _keep_best_checkpoint(study, study_dir: Path) -> None:
+    """Rank 0, after each trial: remove the checkpoints of the study's finished trials but its best complete
+    one (the final training starts from it and trains nothing). Running trials' files are left to them, so
+    workers that finish at once never remove a file another may yet need."""
+    try:
+        best = _trained_by(study.best_trial)
+    except ValueError:  # no complete trial yet
+        best = None
+    done = {t.number for t in study.get_trials(deepcopy=False, states=(studies.TrialState.COMPLETE,
+                                                                     studies.TrialState.PRUNED,
+                                                                     studies.TrialState.FAIL))}
+    for path in (Path(study_dir) / CHECKPOINTS).glob(f"{study.study_name}-*.pt"):
+        number = path.stem.rsplit("-", 1)[1]
+        if number.isdigit() and int(number) in done and int(number) != best:
+            path.unlink(missing_ok=True)
+
+
+def _trained_by(trial) -> int:
+    """The number of the trial that trained ``trial``'s model: itself, or the one a repeated draw took."""
+    return int(trial.user_attrs.get("repeats", trial.number))
+
+
 def _run_trial(cls, model: str, base: dict, order: dict, trial, data, comm, study, study_dir: Path,
-               metric: str) -> dict:
-    """Train one trial on every rank (``trial``: rank 0's Optuna trial); rank 0 tells the study how it ended."""
+               metric: str, sample_paths: list[str]) -> dict:
+    """Train one trial on every rank (``trial``: rank 0's Optuna trial); rank 0 tells the study how it ended.
+
+    A deep trial's run keeps a checkpoint as the final training does (same fingerprint): the final
+    training of the best trial's parameters, on as many ranks, starts from it and trains nothing."""
     number, drawn = order["number"], order["params"]
     params = hyperparameters.check(model, {**base, **drawn}, where=f"trial {number}")
     log.info("trial %d rank=%d size=%d params %s", number, comm.rank, comm.size, json.dumps(drawn, sort_keys=True))
@@ -188,6 +223,9 @@ def _run_trial(cls, model: str, base: dict, order: dict, trial, data, comm, stud
     pruned = {"value": False}
     if isinstance(net, TorchModel):
         net.comm = comm
+        if comm.rank == 0:  # the rank that writes checkpoints
+            net.checkpoint = trial_checkpoint(study_dir, study.study_name, number)
+            net.fingerprint = fingerprint(model, sample_paths, net.params)
 
         def on_round(row: dict) -> bool:
             stop = None
@@ -240,6 +278,9 @@ def summarize(study_dir: str | Path, out: str | Path, storage_url: str | None = 
                 "trials": {"complete": c["complete"], "pruned": c["pruned"], "failed": c["fail"]},
                 "worker": best.user_attrs.get("worker"), "world_size": best.user_attrs.get("world_size"),
                 "params": {k: _plain(v) for k, v in best.params.items()}}
+    checkpoint = trial_checkpoint(study_dir, study.study_name, _trained_by(best))
+    if checkpoint.exists():  # a deep model's: its final training starts from it (read_best resolves it)
+        best_doc["checkpoint"] = os.path.relpath(checkpoint, out.parent)
     write_text(out.parent / TRIALS_FILE, _trials_csv(study))
     if figures:
         _figures(study, out.parent)

@@ -22,6 +22,8 @@ class TorchModel(Model):
     checkpoint: Path | None = None
     fingerprint: str = ""
     on_round = None  # called after each round on every rank; True stops the run (a pruned trial)
+    #: after fit: where the run started (deep.fit's status: resumed_round, finished_before)
+    run_status: dict | None = None
     local_rank = 0  # this node's rank whose device the model runs on (place)
 
     @abstractmethod
@@ -30,9 +32,10 @@ class TorchModel(Model):
     def fit(self, x, y, x_val, y_val):
         torch.manual_seed(int(self.params["seed"]))  # the same initial weights on every rank
         self.net = self.network()
+        self.run_status = {}
         return deep.fit(self.net, x, y, x_val, y_val, self.n_classes, deep.TrainConfig.from_params(self.params),
                         comm=self.comm, checkpoint=self.checkpoint, fingerprint=self.fingerprint,
-                        on_round=self.on_round)
+                        on_round=self.on_round, status=self.run_status)
 
     #: pixels a forward pass takes when predicting, on a CPU and on a GPU
     predict_batch = {"cpu": 8192, "cuda": 8192}
