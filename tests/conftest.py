@@ -17,9 +17,10 @@ from lcflow.retrieve import cube, search
 from lcflow.synth.demo import make_demo
 
 # Property tests draw the same examples in CI, every run (a red CI is then the code's, not the draw's);
-# locally they draw new and more examples each run.
-settings.register_profile("ci", derandomize=True, print_blob=True)
-settings.register_profile("dev", max_examples=200)
+# locally they draw new and more examples each run. No deadline: an example's time says nothing of its
+# result, and it varies with what runs beside it (the tests run in two processes: Makefile)
+settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None)
+settings.register_profile("dev", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 DATA = Path(__file__).parent / "data"
@@ -29,6 +30,22 @@ BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 #: tools a run requires (.ci/run installs them and sets LCFLOW_TESTS_REQUIRE=slurm,gdal,chromium): a test
 #: that needs one of them fails where it is missing instead of skipping
 REQUIRED = frozenset(filter(None, os.environ.get("LCFLOW_TESTS_REQUIRE", "").split(",")))
+
+
+#: tests run by one pytest-xdist worker, first: those that share the demo DAG run once (local_demo_run, a
+#: session fixture each worker would build again) and the Slurm tests (one test cluster on this host)
+DEMO_GROUP = "demo-dag"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Put DEMO_GROUP's tests in one xdist group (``--dist loadgroup``) and at the front: the longest
+    chain of the suite starts at once, and the other worker takes every other test beside it."""
+    grouped = {id(item) for item in items
+               if item.path.name == "test_slurm.py" or "local_demo_run" in getattr(item, "fixturenames", ())}
+    for item in items:
+        if id(item) in grouped:
+            item.add_marker(pytest.mark.xdist_group(DEMO_GROUP))
+    items.sort(key=lambda item: id(item) not in grouped)  # stable: each part keeps its order
 
 
 def missing(tool: str, why: str) -> None:

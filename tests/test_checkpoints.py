@@ -79,6 +79,7 @@ def test_an_early_stopped_run_is_taken_as_it_ended_and_a_pruned_one_goes_on(tmp_
     status = {}
     torch.manual_seed(0)
     again = LSTM()
+    caplog.clear()  # the first run's lines, where an earlier test left the logger at INFO
     with caplog.at_level(logging.INFO, logger="lcflow.train"):
         rerun = deep.fit(again, *_noise(), 3, deep.TrainConfig.from_params(check("lstm", {**PARAMS, **stop})),
                          checkpoint=checkpoint, fingerprint="run-a", status=status)

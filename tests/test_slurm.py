@@ -159,6 +159,9 @@ def submitted(output: str) -> dict[str, str]:
     return dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: (\S+)\)", output))
 
 
+# its set-up runs the local demo DAG (the first test of the suite to need it), then the Slurm DAG: each within
+# its own timeout (1500 s, 2400 s), together past pytest's 1200 s for a test
+@pytest.mark.timeout(4000)
 def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, local_demo_run):
     results = slurm_run / "results"
     local = {r["map"]: r for r in csv.DictReader((local_demo_run / "accuracy.tsv").open(), delimiter="\t")}

@@ -225,6 +225,7 @@ def test_the_final_training_of_the_best_trial_takes_its_run_and_trains_nothing(t
     best = tuning.summarize(study_dir, study_dir / "best_params.yaml", figures=False, model="lstm")
     assert (study_dir / best["checkpoint"]).is_file() and len(list((study_dir / "checkpoints").iterdir())) == 1
     tuned = hyperparameters.read_best(study_dir / "best_params.yaml", "lstm")
+    caplog.clear()  # the trials' lines, where an earlier test left the logger at INFO
     with caplog.at_level(logging.INFO, logger="lcflow.train"):
         taken = training.train("lstm", [table], tmp_path / "taken", base, tuned=tuned)
     assert "holds this run ended" in caplog.text and "round=" not in caplog.text, caplog.text[-3000:]
