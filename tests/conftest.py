@@ -32,20 +32,23 @@ BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 REQUIRED = frozenset(filter(None, os.environ.get("LCFLOW_TESTS_REQUIRE", "").split(",")))
 
 
-#: tests run by one pytest-xdist worker, first: those that share the demo DAG run once (local_demo_run, a
+#: test files run by one pytest-xdist worker: those that share the demo DAG run once (local_demo_run, a
 #: session fixture each worker would build again) and the Slurm tests (one test cluster on this host)
-DEMO_GROUP = "demo-dag"
+DEMO_FILES = frozenset({"tests/test_workflow.py", "tests/test_slurm.py"})
 
 
-def pytest_collection_modifyitems(config, items) -> None:
-    """Put DEMO_GROUP's tests in one xdist group (``--dist loadgroup``) and at the front: the longest
-    chain of the suite starts at once, and the other worker takes every other test beside it."""
-    grouped = {id(item) for item in items
-               if item.path.name == "test_slurm.py" or "local_demo_run" in getattr(item, "fixturenames", ())}
-    for item in items:
-        if id(item) in grouped:
-            item.add_marker(pytest.mark.xdist_group(DEMO_GROUP))
-    items.sort(key=lambda item: id(item) not in grouped)  # stable: each part keeps its order
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``-n N``: DEMO_FILES' tests as one unit of work, the longest (a worker starts it at once), every other
+    test a unit of its own that the other workers take beside it. A scheduler rather than ``xdist_group``
+    marks: with pytest 9.2 xdist 3.8 no longer sees a mark's group (pytest-dev/pytest-xdist#1386)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class DemoGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "demo-dag" if nodeid.split("::", 1)[0] in DEMO_FILES else nodeid
+
+    return DemoGroupScheduling(config, log)
 
 
 def missing(tool: str, why: str) -> None:
