@@ -211,19 +211,18 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
             return False
         return True
 
-    if progress.get("finished"):
-        pass
-    elif cfg.elastic and comm.name == "horovod":
-        progress = _fit_elastic(net, optimizer, progress, one_round, plan, comm)
-    else:
-        for r in range(progress["round"] + 1, plan.rounds + 1):
-            if not one_round(r):
-                break
-    if not progress.get("finished") and not progress.get("pruned"):
-        # ended by its last round or an early stop (a pruned trial's run did not end: it was cut short)
-        progress["finished"] = True
-        if comm.rank == 0 and checkpoint is not None:
-            _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size)
+    if not progress.get("finished"):  # an ended run taken from its checkpoint trains nothing
+        if cfg.elastic and comm.name == "horovod":
+            progress = _fit_elastic(net, optimizer, progress, one_round, plan, comm)
+        else:
+            for r in range(progress["round"] + 1, plan.rounds + 1):
+                if not one_round(r):
+                    break
+        if not progress.get("pruned"):
+            # ended by its last round or an early stop (a pruned trial's run did not end: it was cut short)
+            progress["finished"] = True
+            if comm.rank == 0 and checkpoint is not None:
+                _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size)
     if status is not None:
         status["seconds"] = float(progress.get("seconds", 0.0))
     if progress["best_state"] is not None:
