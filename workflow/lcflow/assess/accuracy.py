@@ -16,7 +16,7 @@ from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
 from lcflow.labels.nomenclature import Nomenclature
 from lcflow.train.model_dir import TrainedModel
-from lcflow.train.training import evaluate_table
+from lcflow.train.evaluation import evaluate_table
 
 
 def against_truth(map_path: str | Path, truth_path: str | Path, nomenclature: Nomenclature) -> dict:

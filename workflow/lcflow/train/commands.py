@@ -34,9 +34,9 @@ def cmd_train(a):
 
 
 def cmd_evaluate(a):
-    from lcflow.train import training
+    from lcflow.train import evaluation
 
-    r = training.evaluate(a.model_dir, a.samples, a.out)
+    r = evaluation.evaluate(a.model_dir, a.samples, a.out)
     log.info("OA %.4f, kappa %.4f, macro F1 %.4f on %d samples -> %s", r["overall_accuracy"], r["kappa"],
              r["macro_f1"], r["n_samples"], a.out)
 

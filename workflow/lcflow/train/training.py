@@ -25,6 +25,7 @@ from lcflow.labels import samples_table
 from lcflow.labels.nomenclature import clc_level
 from lcflow.train import hyperparameters
 from lcflow.train.distributed import connect
+from lcflow.train.evaluation import evaluate_table
 from lcflow.train.model_dir import META_FILE, TrainedModel
 from lcflow.train.models import model_class
 from lcflow.train.models.torch_model import TorchModel
@@ -325,32 +326,3 @@ def _write_history(path: Path, rows: list[dict]) -> None:
     writer.writeheader()
     writer.writerows(rows)
     write_text(path, buf.getvalue())
-
-
-def evaluate_table(trained: TrainedModel, table: samples_table.SampleTable) -> dict:
-    """Scores of a trained model on every row of ``table``; rows without any observation count as wrong."""
-    missing = [b for b in trained.bands if b not in table.bands]
-    if missing or table.steps < trained.steps:
-        raise LcflowError(f"samples table lacks what the model needs: bands {missing or trained.bands}, "
-                          f"{trained.steps} time steps (table has {table.bands}, {table.steps} steps)")
-    if trained.model.input_kind == "patch":
-        x = table.patches(trained.bands, trained.steps)
-    else:
-        x = table.features(trained.bands, trained.steps)
-    codes, _, empty = trained.predict(x, table.latlon() if trained.model.uses_position else None)
-    codes = np.where(empty, -1, codes)
-    result = scores(table.frame["label"].to_numpy(), codes, trained.class_names)
-    result["n_without_observation"] = int(empty.sum())
-    return result
-
-
-def evaluate(model_dir: str | Path, sample_paths: list[str], out: str | Path) -> dict:
-    """``lcflow evaluate``: scores on the test split (or the whole table without a split column)."""
-    trained = TrainedModel.load(model_dir)
-    table = samples_table.read(sample_paths)
-    part = table.split("test") if "split" in table.frame.columns else table
-    if len(part.frame) == 0:
-        raise LcflowError(f"samples table(s) {', '.join(map(str, sample_paths))}: no 'test' rows to evaluate")
-    result = {"model_dir": str(model_dir), "split": "test" if part is not table else "all", **evaluate_table(trained, part)}
-    write_text(out, json.dumps(result, indent=1))
-    return result
