@@ -7,6 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+# Before anything loads OpenMP (torch, numba), and inherited by every process the tests start, Slurm jobs
+# too: threads that wait for work sleep instead of spinning. The tests run in three processes on CI's two
+# cores (Makefile), each starting ranks of two threads, and a spinning thread takes the core that the
+# thread it waits for needs: one LSTM training beside two busy processes took 25 CPU-seconds, once 174,
+# against 16 (README, Performance)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import pystac
 import pytest
 import yaml
@@ -18,7 +25,7 @@ from lcflow.synth.demo import make_demo
 
 # Property tests draw the same examples in CI, every run (a red CI is then the code's, not the draw's);
 # locally they draw new and more examples each run. No deadline: an example's time says nothing of its
-# result, and it varies with what runs beside it (the tests run in two processes: Makefile)
+# result, and it varies with what runs beside it (the tests run in three processes: Makefile)
 settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None)
 settings.register_profile("dev", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
