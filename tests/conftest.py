@@ -9,9 +9,9 @@ from pathlib import Path
 
 # Before anything loads OpenMP (torch, numba), and inherited by every process the tests start, Slurm jobs
 # too: threads that wait for work sleep instead of spinning. The tests run in three processes on CI's two
-# cores (Makefile), each starting ranks of two threads, and a spinning thread takes the core that the
-# thread it waits for needs: one LSTM training beside two busy processes took 25 CPU-seconds, once 174,
-# against 16 (README, Performance)
+# cores (Makefile), and a spinning thread takes the core that the thread it waits for needs: beside two
+# busy processes an LSTM training took 22.5 CPU-s spinning against 14.2 sleeping (medians of 3)
+# (benchmarks/openmp_wait_policy.py, README: Running on a Slurm cluster)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pystac
