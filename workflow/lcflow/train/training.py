@@ -18,7 +18,6 @@ import yaml
 
 from lcflow.common.atomic import atomic_path, write_text
 from lcflow.common.features import Standardiser, prepare, prepare_patches, with_position
-from lcflow.common.metrics import scores
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
