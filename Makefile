@@ -37,7 +37,7 @@ demo: setup
 	@column -t -s "$$(printf '\t')" $(RESULTS)/changes.tsv 2>/dev/null || cat $(RESULTS)/changes.tsv
 
 test: setup
-	pytest -rs --durations=25 -n 3
+	pytest -rs --durations=25 -n 4
 
 bench: setup
 	$(BIN)/pip install --quiet -e '.[bench]'
