@@ -2,15 +2,18 @@
 
 import json
 import os
+import pickle
 import re
+import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
 # Before anything loads OpenMP (torch, numba), and inherited by every process the tests start, Slurm jobs
-# too: threads that wait for work sleep instead of spinning. The tests run in three processes on CI's two
+# too: threads that wait for work sleep instead of spinning. The tests run in four processes on CI's two
 # cores (Makefile), and a spinning thread takes the core that the thread it waits for needs: beside two
 # busy processes an LSTM training took 22.5 CPU-s spinning against 14.2 sleeping (medians of 3)
 # (benchmarks/openmp_wait_policy.py, README: Running on a Slurm cluster)
@@ -27,7 +30,7 @@ from lcflow.synth.demo import make_demo
 
 # Property tests draw the same examples in CI, every run (a red CI is then the code's, not the draw's);
 # locally they draw new and more examples each run. No deadline: an example's time says nothing of its
-# result, and it varies with what runs beside it (the tests run in three processes: Makefile)
+# result, and it varies with what runs beside it (the tests run in four processes: Makefile)
 settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None)
 settings.register_profile("dev", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
@@ -35,6 +38,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.enviro
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parents[1]
 SMALL_AOI = {"31UFT": [640000, 5760000, 641280, 5761280], "32ULC": [330000, 5700000, 331280, 5701280]}
+T = TypeVar("T")
 BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 #: tools a run requires (.ci/run installs them and sets LCFLOW_TESTS_REQUIRE=slurm,gdal,chromium): a test
 #: that needs one of them fails where it is missing instead of skipping
@@ -100,46 +104,77 @@ def planetary_items() -> list[pystac.Item]:
     return [pystac.Item.from_dict(f) for f in d["features"]]
 
 
+def session_directory(tmp_path_factory) -> Path:
+    """A directory that every pytest-xdist worker of this session shares (the session's own without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], T]) -> T:
+    """``build(directory)``'s value, built by the first pytest-xdist worker that asks, in a directory every
+    worker shares, and read by the others: a slow session fixture is then built once per session, not once
+    per worker. A worker whose build failed leaves no value, and the next that asks builds again."""
+    from filelock import FileLock
+
+    shared = session_directory(tmp_path_factory)
+    directory, value = shared / name, shared / f"{name}.pickle"
+    with FileLock(str(shared / f"{name}.lock")):
+        if value.exists():
+            return pickle.loads(value.read_bytes())
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir()
+        built = build(directory)
+        value.write_bytes(pickle.dumps(built))
+        return built
+
+
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory) -> Path:
     """A small demo (128 x 128 px per tile, 2018-2019) written once per session."""
-    out = tmp_path_factory.mktemp("demo")
-    make_demo(out, SMALL_AOI, [2018, 2019])
-    return out
+    def build(out: Path) -> Path:
+        make_demo(out, SMALL_AOI, [2018, 2019])
+        return out
+
+    return built_once(tmp_path_factory, "demo", build)
 
 
 @pytest.fixture(scope="session")
 def stages(demo, tmp_path_factory) -> dict[str, Path]:
-    """search -> cube -> labels -> sample for 31UFT 2018 and 2019 on the small demo."""
-    r = tmp_path_factory.mktemp("results")
-    paths = {}
-    for year in (2018, 2019):
-        d = r / "31UFT" / str(year)
-        search.run("31UFT", year, d / "items.json", catalog=str(demo / "catalog" / "catalog.json"))
-        cube.run(d / "items.json", "31UFT", year, d / "cube.tif", d / "cube_valid.tif", bands=BANDS,
-                 bounds=SMALL_AOI["31UFT"], block=64)
-        paths[f"cube{year}"], paths[f"valid{year}"], paths[f"items{year}"] = d / "cube.tif", d / "cube_valid.tif", d / "items.json"
-    labels.run(demo / "corine" / "clc_demo_3035.tif", paths["cube2018"], r / "31UFT" / "labels.tif", nomenclature.clc_level(2))
-    paths["labels"] = r / "31UFT" / "labels.tif"
-    for year in (2018, 2019):
-        out = r / "31UFT" / str(year) / "samples.parquet"
-        sampling.run(paths[f"cube{year}"], paths[f"valid{year}"], paths["labels"], out, tile="31UFT", year=year,
-                     per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16)
-        paths[f"samples{year}"] = out
-    paths["root"] = r
-    return paths
+    """search -> cube -> labels -> sample for 31UFT 2018 and 2019 on the small demo, once per session."""
+    def build(r: Path) -> dict[str, Path]:
+        paths = {}
+        for year in (2018, 2019):
+            d = r / "31UFT" / str(year)
+            search.run("31UFT", year, d / "items.json", catalog=str(demo / "catalog" / "catalog.json"))
+            cube.run(d / "items.json", "31UFT", year, d / "cube.tif", d / "cube_valid.tif", bands=BANDS,
+                     bounds=SMALL_AOI["31UFT"], block=64)
+            paths[f"cube{year}"], paths[f"valid{year}"], paths[f"items{year}"] = d / "cube.tif", d / "cube_valid.tif", d / "items.json"
+        labels.run(demo / "corine" / "clc_demo_3035.tif", paths["cube2018"], r / "31UFT" / "labels.tif", nomenclature.clc_level(2))
+        paths["labels"] = r / "31UFT" / "labels.tif"
+        for year in (2018, 2019):
+            out = r / "31UFT" / str(year) / "samples.parquet"
+            sampling.run(paths[f"cube{year}"], paths[f"valid{year}"], paths["labels"], out, tile="31UFT", year=year,
+                         per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16)
+            paths[f"samples{year}"] = out
+        paths["root"] = r
+        return paths
+
+    return built_once(tmp_path_factory, "results", build)
 
 
 @pytest.fixture(scope="session")
-def patch_samples(stages) -> dict[int, Path]:
-    """The patch variant (11 x 11 px) of the 31UFT samples, per year."""
-    out = {}
-    for year in (2018, 2019):
-        path = stages["root"] / "31UFT" / str(year) / "patches.parquet"
-        sampling.run(stages[f"cube{year}"], stages[f"valid{year}"], stages["labels"], path, tile="31UFT", year=year,
-                     per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16, patch_px=11)
-        out[year] = path
-    return out
+def patch_samples(stages, tmp_path_factory) -> dict[int, Path]:
+    """The patch variant (11 x 11 px) of the 31UFT samples, per year, once per session."""
+    def build(directory: Path) -> dict[int, Path]:
+        out = {}
+        for year in (2018, 2019):
+            path = directory / str(year) / "patches.parquet"
+            sampling.run(stages[f"cube{year}"], stages[f"valid{year}"], stages["labels"], path, tile="31UFT",
+                         year=year, per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16, patch_px=11)
+            out[year] = path
+        return out
+
+    return built_once(tmp_path_factory, "patches", build)
 
 
 def snakemake_command(workdir: Path, *args: str, profile: str = "local", env: dict | None = None,
@@ -199,8 +234,9 @@ class DemoRun:
     def __init__(self, workdir: Path):
         self.workdir = workdir
         self.results = workdir / HOSTILE_RESULTS
-        self.ended = workdir / "snakemake.rc"
-        self.output = workdir / "snakemake.out"
+        # beside the working directory, which holds only what the run made (tests/test_workflow.py)
+        self.ended = workdir.with_name(workdir.name + ".rc")
+        self.output = workdir.with_name(workdir.name + ".out")
 
     def start(self) -> threading.Thread:
         """The run in a thread of this process: its output, then its exit status, written beside it (the
@@ -214,7 +250,7 @@ class DemoRun:
                                             stdin=subprocess.DEVNULL, timeout=self.TIMEOUT).returncode
                 except subprocess.TimeoutExpired:
                     status = 124
-            part = self.ended.with_suffix(".part")
+            part = self.ended.with_name(self.ended.name + ".part")
             part.write_text(str(status))
             part.rename(self.ended)
 
@@ -246,8 +282,7 @@ def demo_run(tmp_path_factory):
     started it waits for its end before leaving, so that no run outlives the session."""
     from filelock import FileLock
 
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # pytest-xdist: one per session
+    shared = session_directory(tmp_path_factory)
     run, thread = DemoRun(shared / "demo-run"), None
     with FileLock(str(shared / "demo-run.lock")):
         if not run.workdir.exists():

@@ -18,6 +18,8 @@ import torch
 from lcflow.train import training
 from lcflow.train.model_dir import TrainedModel
 
+from .conftest import built_once
+
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
 #: six passes in six rounds, no step floor, no early stop, nothing random but the data order
@@ -63,10 +65,14 @@ def samples(stages):
 
 @pytest.fixture(scope="module")
 def two_ranks(samples, tmp_path_factory):
-    out = tmp_path_factory.mktemp("hvd2") / "lstm"
-    log = out.parent / "train.log"
-    horovodrun(2, "--model", "lstm", "--samples", *samples, "--out", str(out), *PARAMS, "--set", "batch_size=64", log=log)
-    return out, log.read_text()
+    """The LSTM trained under horovodrun on two ranks, once per session (its tests run on several workers)."""
+    def build(directory: Path) -> tuple[Path, str]:
+        out, log = directory / "lstm", directory / "train.log"
+        horovodrun(2, "--model", "lstm", "--samples", *samples, "--out", str(out), *PARAMS, "--set", "batch_size=64",
+                   log=log)
+        return out, log.read_text()
+
+    return built_once(tmp_path_factory, "hvd2", build)
 
 
 def test_two_ranks_end_with_identical_weights(two_ranks):
@@ -138,10 +144,14 @@ def test_a_rank_that_fails_names_its_window_and_nothing_is_published(two_ranks, 
 
 @pytest.fixture(scope="module")
 def two_torch_ranks(samples, tmp_path_factory):
-    out = tmp_path_factory.mktemp("torch2") / "lstm"
-    torchrun(2, "--model", "lstm", "--samples", *samples, "--out", str(out), *PARAMS, "--set", "batch_size=64",
-             log=out.parent / "train.log")
-    return out, (out.parent / "train.log").read_text()
+    """The LSTM trained under torchrun on two ranks, once per session."""
+    def build(directory: Path) -> tuple[Path, str]:
+        out, log = directory / "lstm", directory / "train.log"
+        torchrun(2, "--model", "lstm", "--samples", *samples, "--out", str(out), *PARAMS, "--set", "batch_size=64",
+                 log=log)
+        return out, log.read_text()
+
+    return built_once(tmp_path_factory, "torch2", build)
 
 
 def test_torch_backend_trains_the_weights_horovod_trains_into_the_same_files(two_ranks, two_torch_ranks):
@@ -247,7 +257,9 @@ def test_killed_training_resumes_from_its_checkpoint(samples, tmp_path):
 
 @pytest.fixture(scope="module")
 def rf_accuracy(samples, tmp_path_factory) -> float:
-    return training.train("rf", samples, tmp_path_factory.mktemp("rf") / "rf", {})["test"]["overall_accuracy"]
+    """The forest's test accuracy on the module's samples, once per session."""
+    return built_once(tmp_path_factory, "rf",
+                      lambda directory: training.train("rf", samples, directory / "rf", {})["test"]["overall_accuracy"])
 
 
 @pytest.mark.parametrize("model,params", [("lstm", {"hidden_size": 32}), ("tempcnn", {"filters": 32, "dense": 64}),

@@ -1,5 +1,7 @@
 """The patch variant of the samples table and the resnet model that trains on it."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import rasterio
@@ -11,6 +13,8 @@ from lcflow.maps import predict
 from lcflow.retrieve.composite import NODATA
 from lcflow.train import evaluation, training
 from lcflow.train.model_dir import TrainedModel
+
+from .conftest import built_once
 
 
 def test_patch_centres_are_the_samples_own_values(patch_samples, stages):
@@ -82,10 +86,13 @@ def test_resnet_refuses_patches_smaller_than_its_context(patch_samples, tmp_path
 
 @pytest.fixture(scope="module")
 def resnet(patch_samples, tmp_path_factory):
-    out = tmp_path_factory.mktemp("resnet") / "resnet"
-    metrics = training.train("resnet", [str(patch_samples[2018]), str(patch_samples[2019])], out,
-                             {"epochs": 8, "min_steps": 0, "channels": 32, "threads": 2})
-    return out, metrics
+    """The patch ResNet trained on both years, once per session (its tests run on several workers)."""
+    def build(directory: Path) -> tuple[Path, dict]:
+        out = directory / "resnet"
+        return out, training.train("resnet", [str(patch_samples[2018]), str(patch_samples[2019])], out,
+                                   {"epochs": 8, "min_steps": 0, "channels": 32, "threads": 2})
+
+    return built_once(tmp_path_factory, "resnet", build)
 
 
 def test_resnet_beats_the_majority_class_on_demo_samples(resnet):
