@@ -20,6 +20,9 @@ rule hpo_rf:
         model_params=model_params("rf"),
         hpo=hpo_args("rf"),
     threads: max(1, CORES // HPO.get("workers", 1))
+    # the studies head the DAG's longest chain (every product of a tuned model waits on them): started
+    # first, the jobs of untuned models fill the cores beside them
+    priority: 10
     conda:
         ENV
     shell:
@@ -52,6 +55,9 @@ rule hpo:
     resources:
         ranks=1,
         threads_per_rank=max(1, CORES // HPO.get("workers", 1)),
+    # the studies head the DAG's longest chain (every product of a tuned model waits on them): started
+    # first, the jobs of untuned models fill the cores beside them
+    priority: 10
     conda:
         ENV
     shell:
@@ -93,6 +99,7 @@ rule hpo_summary:
     params:
         study=subpath(output.best, parent=True),
         storage=f"--storage {shlex.quote(HPO['storage'])}" if HPO.get("storage") else "",
+    priority: 10
     conda:
         ENV
     shell:
