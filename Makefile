@@ -40,7 +40,7 @@ demo: setup
 	@column -t -s "$$(printf '\t')" $(RESULTS)/changes.tsv 2>/dev/null || cat $(RESULTS)/changes.tsv
 
 test: setup
-	pytest -rs --durations=25 -n 4
+	pytest -rs --durations=25 -n 3
 
 bench: setup
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[bench]'

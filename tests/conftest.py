@@ -7,13 +7,11 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Callable, TypeVar
 
 # Before anything loads OpenMP (torch, numba), and inherited by every process the tests start, Slurm jobs
-# too: threads that wait for work sleep instead of spinning. The tests run in four processes on CI's two
+# too: threads that wait for work sleep instead of spinning. The tests run in three processes on CI's two
 # cores (Makefile), and a spinning thread takes the core that the thread it waits for needs: beside two
 # busy processes an LSTM training took 22.5 CPU-s spinning against 14.2 sleeping (medians of 3)
 # (benchmarks/openmp_wait_policy.py, README: Running on a Slurm cluster)
@@ -30,7 +28,7 @@ from lcflow.synth.demo import make_demo
 
 # Property tests draw the same examples in CI, every run (a red CI is then the code's, not the draw's);
 # locally they draw new and more examples each run. No deadline: an example's time says nothing of its
-# result, and it varies with what runs beside it (the tests run in four processes: Makefile)
+# result, and it varies with what runs beside it (the tests run in three processes: Makefile)
 settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None)
 settings.register_profile("dev", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
@@ -45,24 +43,21 @@ BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 REQUIRED = frozenset(filter(None, os.environ.get("LCFLOW_TESTS_REQUIRE", "").split(",")))
 
 
-#: test files whose tests one pytest-xdist worker runs, in order, each file a unit of work: those that read the
-#: local demo DAG's products (:class:`DemoRun`, one run that every worker shares), and the Slurm tests (one
-#: test cluster on this host, and one Slurm DAG that its tests read)
+#: test files run by one pytest-xdist worker: those that share the demo DAG run once (local_demo_run, a
+#: session fixture each worker would build again) and the Slurm tests (one test cluster on this host)
 DEMO_FILES = frozenset({"tests/test_workflow.py", "tests/test_slurm.py"})
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """``-n N``: each of DEMO_FILES' tests as one unit of work, the longest (workers start them at once),
-    every other test a unit of its own that the other workers take beside them. A scheduler rather than
-    ``xdist_group`` marks: with pytest 9.2 xdist 3.8 no longer sees a mark's group
-    (pytest-dev/pytest-xdist#1386)."""
+    """``-n N``: DEMO_FILES' tests as one unit of work, the longest (a worker starts it at once), every other
+    test a unit of its own that the other workers take beside it. A scheduler rather than ``xdist_group``
+    marks: with pytest 9.2 xdist 3.8 no longer sees a mark's group (pytest-dev/pytest-xdist#1386)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class DemoGroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return path if path in DEMO_FILES else nodeid
+            return "demo-dag" if nodeid.split("::", 1)[0] in DEMO_FILES else nodeid
 
     return DemoGroupScheduling(config, log)
 
@@ -177,25 +172,17 @@ def patch_samples(stages, tmp_path_factory) -> dict[int, Path]:
     return built_once(tmp_path_factory, "patches", build)
 
 
-def snakemake_command(workdir: Path, *args: str, profile: str = "local", env: dict | None = None,
-                      configfile: Path | list[Path] | None = None,
-                      program: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """The command line and environment of :func:`snakemake`."""
+def snakemake(workdir: Path, *args: str, profile: str = "local", env: dict | None = None,
+              timeout: int = 1500, configfile: Path | list[Path] | None = None,
+              program: list[str] | None = None) -> subprocess.CompletedProcess:
+    """The workflow in ``workdir`` under a profile (the demo config unless other files are given, merged
+    in order), with this interpreter's tools on PATH; ``program`` runs instead of ``snakemake``."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}
     # ARGS (targets among them) before --configfile, whose list of files would swallow a target after it
     cmd = [*(program or ["snakemake"]), "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--profile", str(ROOT / "profiles" / profile),
            *args,
            "--configfile", *map(str, configfile if isinstance(configfile, list) else [configfile or ROOT / "config" / "config.yaml"]),
            *(["--cores", "2"] if profile == "local" else [])]
-    return cmd, env
-
-
-def snakemake(workdir: Path, *args: str, profile: str = "local", env: dict | None = None,
-              timeout: int = 1500, configfile: Path | list[Path] | None = None,
-              program: list[str] | None = None) -> subprocess.CompletedProcess:
-    """The workflow in ``workdir`` under a profile (the demo config unless other files are given, merged
-    in order), with this interpreter's tools on PATH; ``program`` runs instead of ``snakemake``."""
-    cmd, env = snakemake_command(workdir, *args, profile=profile, env=env, configfile=configfile, program=program)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -222,80 +209,11 @@ def job_counts(output: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
 
 
-class DemoRun:
-    """The demo DAG run once locally (profiles/local) for a whole session, whichever of its pytest-xdist
-    workers asks first, in a directory they share: the local run's tests read its finished products, and
-    the Slurm run (tests/test_slurm.py) starts from its studies and one tile's samples as soon as they exist,
-    while the local run goes on to its maps."""
-
-    #: how long the run may take: it is stopped past it
-    TIMEOUT = 1500
-
-    def __init__(self, workdir: Path):
-        self.workdir = workdir
-        self.results = workdir / HOSTILE_RESULTS
-        # beside the working directory, which holds only what the run made (tests/test_workflow.py)
-        self.ended = workdir.with_name(workdir.name + ".rc")
-        self.output = workdir.with_name(workdir.name + ".out")
-
-    def start(self) -> threading.Thread:
-        """The run in a thread of this process: its output, then its exit status, written beside it (the
-        status last, by a rename, 124 where it ran past TIMEOUT)."""
-        cmd, env = snakemake_command(self.workdir, configfile=demo_config(self.workdir / "demo.yaml"))
-
-        def run() -> None:
-            with self.output.open("w") as out:
-                try:
-                    status = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, timeout=self.TIMEOUT).returncode
-                except subprocess.TimeoutExpired:
-                    status = 124
-            part = self.ended.with_name(self.ended.name + ".part")
-            part.write_text(str(status))
-            part.rename(self.ended)
-
-        thread = threading.Thread(target=run, name="local demo run", daemon=True)
-        thread.start()
-        return thread
-
-    def wait(self, *outputs: str) -> Path:
-        """Wait until the run has ended, or until each of ``outputs`` (paths in its results directory,
-        each written whole by a rename) exists; its results directory. A failed run fails the test."""
-        deadline = time.monotonic() + self.TIMEOUT + 60
-        while not self.ended.exists():
-            if outputs and all((self.results / o).exists() for o in outputs):
-                return self.results
-            if time.monotonic() > deadline:
-                pytest.fail(f"the local demo run in {self.workdir} has not ended after {self.TIMEOUT + 60} s",
-                            pytrace=False)
-            time.sleep(1)
-        status = int(self.ended.read_text())
-        if status != 0:
-            pytest.fail(f"the local demo run in {self.workdir} exited {status}:\n"
-                        f"{self.output.read_text(errors='replace')[-4000:]}", pytrace=False)
-        return self.results
-
-
 @pytest.fixture(scope="session")
-def demo_run(tmp_path_factory):
-    """The session's :class:`DemoRun`, started here if no other worker has started it. The worker that
-    started it waits for its end before leaving, so that no run outlives the session."""
-    from filelock import FileLock
-
-    shared = session_directory(tmp_path_factory)
-    run, thread = DemoRun(shared / "demo-run"), None
-    with FileLock(str(shared / "demo-run.lock")):
-        if not run.workdir.exists():
-            run.workdir.mkdir()
-            thread = run.start()
-    yield run
-    if thread is not None:
-        thread.join()
-
-
-@pytest.fixture(scope="session")
-def local_demo_run(demo_run) -> Path:
-    """The demo DAG run once locally (:class:`DemoRun`), to its end, with results and demo data in
-    directories whose names hold a space, a quote, a non-ASCII letter, ``$(...)`` and ``;``; its results
-    directory."""
-    return demo_run.wait()
+def local_demo_run(tmp_path_factory) -> Path:
+    """The demo DAG run once locally (profiles/local), with results and demo data in directories whose
+    names hold a space, a quote, a non-ASCII letter, ``$(...)`` and ``;``; its results directory."""
+    workdir = tmp_path_factory.mktemp("demo-run")
+    done = snakemake(workdir, configfile=demo_config(workdir / "demo.yaml"))
+    assert done.returncode == 0, done.stderr[-4000:]
+    return workdir / HOSTILE_RESULTS

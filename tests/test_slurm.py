@@ -125,14 +125,6 @@ def configs(workdir: Path, *more: Path) -> list[Path]:
 SEEDED = "31UFT"
 
 
-def seed_inputs() -> list[str]:
-    """What the Slurm run takes from the local run, in its results directory: each model's tuned parameters
-    and SEEDED's last products, its samples (its labels and cubes came before them)."""
-    years = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["years"]
-    return ([f"hpo/{m}/best_params.yaml" for m in MODELS] +
-            [f"{SEEDED}/{year}/samples.parquet" for year in years])
-
-
 def seed(workdir: Path, local_results: Path) -> None:
     """Give ``workdir`` the local run's demo scenes and SEEDED's cubes, labels and samples, times kept.
 
@@ -144,14 +136,12 @@ def seed(workdir: Path, local_results: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def slurm_run(slurm, side_runs, demo_run, tmp_path_factory) -> Path:
+def slurm_run(slurm, side_runs, local_demo_run, tmp_path_factory) -> Path:
     """The demo DAG (MODELS, no study) through profiles/slurm, from the local run's demo scenes and
-    SEEDED's samples (:func:`seed`) and its studies' parameters (:func:`models_overlay`), as soon as those
-    exist, while the local run goes on to its maps; its working directory."""
-    local = demo_run.wait(*seed_inputs())
+    SEEDED's samples (:func:`seed`); its working directory."""
     workdir = tmp_path_factory.mktemp("slurm-run")
-    models_overlay(workdir, local)
-    seed(workdir, local)
+    models_overlay(workdir, local_demo_run)
+    seed(workdir, local_demo_run)
     done = on_slurm(workdir, env=slurm, configfile=configs(workdir), timeout=2400)
     assert done.returncode == 0, done.stderr[-6000:]
     (workdir / "snakemake.out").write_text(done.stdout + done.stderr)

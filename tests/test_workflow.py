@@ -16,10 +16,9 @@ import yaml
 
 from lcflow.labels import nomenclature
 
-from .conftest import DemoRun, HOSTILE_RESOURCES, HOSTILE_RESULTS, ROOT, corine_polygons, demo_config, job_counts, missing, snakemake
+from .conftest import HOSTILE_RESOURCES, HOSTILE_RESULTS, ROOT, corine_polygons, demo_config, job_counts, missing, snakemake
 
-# a test may wait for the local demo run (DemoRun), as long as it may take, before its own work
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(DemoRun.TIMEOUT + 600)]
+pytestmark = pytest.mark.integration
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
 
