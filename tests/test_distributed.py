@@ -63,16 +63,21 @@ def samples(stages):
     return [str(stages["samples2018"]), str(stages["samples2019"])]
 
 
-@pytest.fixture(scope="module")
-def two_ranks(samples, tmp_path_factory):
-    """The LSTM trained under horovodrun on two ranks, once per session (its tests run on several workers)."""
+def lstm_on_two_ranks(backend: str, samples: list[str], tmp_path_factory) -> tuple[Path, str]:
+    """The LSTM trained on two ranks under ``backend``'s launcher (LAUNCHERS), once per session (its tests run
+    on several workers); its model directory and training log."""
     def build(directory: Path) -> tuple[Path, str]:
         out, log = directory / "lstm", directory / "train.log"
-        horovodrun(2, "--model", "lstm", "--samples", *samples, "--out", str(out), *PARAMS, "--set", "batch_size=64",
-                   log=log)
+        LAUNCHERS[backend](2, "--model", "lstm", "--samples", *samples, "--out", str(out), *PARAMS,
+                           "--set", "batch_size=64", log=log)
         return out, log.read_text()
 
-    return built_once(tmp_path_factory, "hvd2", build)
+    return built_once(tmp_path_factory, f"lstm-{backend}", build)
+
+
+@pytest.fixture(scope="module")
+def two_ranks(samples, tmp_path_factory):
+    return lstm_on_two_ranks("horovod", samples, tmp_path_factory)
 
 
 def test_two_ranks_end_with_identical_weights(two_ranks):
@@ -144,14 +149,7 @@ def test_a_rank_that_fails_names_its_window_and_nothing_is_published(two_ranks, 
 
 @pytest.fixture(scope="module")
 def two_torch_ranks(samples, tmp_path_factory):
-    """The LSTM trained under torchrun on two ranks, once per session."""
-    def build(directory: Path) -> tuple[Path, str]:
-        out, log = directory / "lstm", directory / "train.log"
-        torchrun(2, "--model", "lstm", "--samples", *samples, "--out", str(out), *PARAMS, "--set", "batch_size=64",
-                 log=log)
-        return out, log.read_text()
-
-    return built_once(tmp_path_factory, "torch2", build)
+    return lstm_on_two_ranks("torch", samples, tmp_path_factory)
 
 
 def test_torch_backend_trains_the_weights_horovod_trains_into_the_same_files(two_ranks, two_torch_ranks):
