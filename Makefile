@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml envs/build-horovod.sh envs/system-deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned: pip then takes the CPU build where one is provided locally (uv does not look
 	# there); then the rest through uv, 29 s instead of pip's 108 s (the same versions; 2 cores). Both
-	# compile the byte-code at install: where PYTHONDONTWRITEBYTECODE is set, as on CI, nothing compiled
+	# compile the byte-code at install: where PYTHONDONTWRITEBYTECODE is set, as here, nothing compiled
 	# later is kept, and every job would compile its imports again
 	$(BIN)/pip install --quiet torch==2.13.0 'uv>=0.5'
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[test]'
