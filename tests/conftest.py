@@ -36,7 +36,6 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.enviro
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parents[1]
 SMALL_AOI = {"31UFT": [640000, 5760000, 641280, 5761280], "32ULC": [330000, 5700000, 331280, 5701280]}
-T = TypeVar("T")
 BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
 #: tools a run requires (.ci/run installs them and sets LCFLOW_TESTS_REQUIRE=slurm,gdal,chromium): a test
 #: that needs one of them fails where it is missing instead of skipping
@@ -99,10 +98,7 @@ def planetary_items() -> list[pystac.Item]:
     return [pystac.Item.from_dict(f) for f in d["features"]]
 
 
-def session_directory(tmp_path_factory) -> Path:
-    """A directory that every pytest-xdist worker of this session shares (the session's own without xdist)."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+T = TypeVar("T")
 
 
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], T]) -> T:
@@ -111,7 +107,8 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], T]) -> T:
     per worker. A worker whose build failed leaves no value, and the next that asks builds again."""
     from filelock import FileLock
 
-    shared = session_directory(tmp_path_factory)
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # one directory per session
     directory, value = shared / name, shared / f"{name}.pickle"
     with FileLock(str(shared / f"{name}.lock")):
         if value.exists():
