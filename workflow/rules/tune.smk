@@ -4,6 +4,11 @@
 # The study's journal is not an output: a rerun (a bigger budget, a killed job) continues it.
 
 
+# the studies head the DAG's longest chain (every product of a tuned model waits on them): started
+# before the other ready jobs, whose untuned models' jobs then fill the cores beside them
+STUDY_PRIORITY = 10
+
+
 rule hpo_rf:
     input:
         ALL_SAMPLES,
@@ -20,9 +25,7 @@ rule hpo_rf:
         model_params=model_params("rf"),
         hpo=hpo_args("rf"),
     threads: max(1, CORES // HPO.get("workers", 1))
-    # the studies head the DAG's longest chain (every product of a tuned model waits on them): started
-    # first, the jobs of untuned models fill the cores beside them
-    priority: 10
+    priority: STUDY_PRIORITY
     conda:
         ENV
     shell:
@@ -55,9 +58,7 @@ rule hpo:
     resources:
         ranks=1,
         threads_per_rank=max(1, CORES // HPO.get("workers", 1)),
-    # the studies head the DAG's longest chain (every product of a tuned model waits on them): started
-    # first, the jobs of untuned models fill the cores beside them
-    priority: 10
+    priority: STUDY_PRIORITY
     conda:
         ENV
     shell:
@@ -99,7 +100,7 @@ rule hpo_summary:
     params:
         study=subpath(output.best, parent=True),
         storage=f"--storage {shlex.quote(HPO['storage'])}" if HPO.get("storage") else "",
-    priority: 10
+    priority: STUDY_PRIORITY
     conda:
         ENV
     shell:
