@@ -7,6 +7,7 @@ merged, an error names the file (or ``--config``) that set the value at fault.
 """
 
 import datetime as dt
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -16,7 +17,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from lcflow.common.yaml_files import load_file
+from lcflow.common.yaml_files import SafeLoader, load_file
 from lcflow.defaults import SCHEMA
 from lcflow.errors import LcflowError
 from lcflow.retrieve import indices as spectral_indices
@@ -135,9 +136,16 @@ def check(config: dict[str, Any], schema_path: str | Path, base: str | Path = ".
         raise LcflowError(f"config: {bad.message}" + (f" (set in {source})" if source else "")) from None
 
 
+@functools.lru_cache(maxsize=4)
+def _validator(schema_path: Path, version: int) -> jsonschema.Draft202012Validator:
+    """The schema's validator, parsed once for each ``version`` (modification time) of its file: checking
+    many configs (a test's examples, a workflow's includes) then costs a validation each, not a parse."""
+    return jsonschema.Draft202012Validator(yaml.load(schema_path.read_text(), Loader=SafeLoader))
+
+
 def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: dt.date | None) -> None:
-    schema = yaml.safe_load(Path(schema_path).read_text())
-    validator = jsonschema.Draft202012Validator(schema)
+    schema_path = Path(schema_path).resolve()
+    validator = _validator(schema_path, schema_path.stat().st_mtime_ns)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         raise _Bad(errors[0].absolute_path, _message(errors[0]))
@@ -165,7 +173,7 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
     cube_cfg = config.get("cube") or {}
     for i, name in enumerate(cube_cfg.get("indices") or []):
         try:
-            bands = cube_cfg.get("bands") or schema["properties"]["cube"]["properties"]["bands"]["default"]
+            bands = cube_cfg.get("bands") or validator.schema["properties"]["cube"]["properties"]["bands"]["default"]
             spectral_indices.check([name], bands, where=f"cube.indices[{i}]")
         except LcflowError as exc:
             raise _Bad(("cube", "indices", i), str(exc)) from None

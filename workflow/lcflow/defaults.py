@@ -7,13 +7,15 @@ from typing import Any
 
 import yaml
 
+from lcflow.common.yaml_files import SafeLoader
+
 #: the JSON schema of the workflow configuration (workflow/schemas/, beside the package)
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 
 
 @functools.cache
 def schema() -> dict[str, Any]:
-    return yaml.safe_load(SCHEMA.read_text())
+    return yaml.load(SCHEMA.read_text(), Loader=SafeLoader)
 
 
 def default(key: str) -> Any:
