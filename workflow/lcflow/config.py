@@ -6,15 +6,16 @@ tile, the CORINE codes inside each tile, the local STAC catalog. When several co
 merged, an error names the file (or ``--config``) that set the value at fault.
 """
 
+from __future__ import annotations
+
 import datetime as dt
 import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import yaml
 
 from lcflow.common.yaml_files import SafeLoader, load_file
@@ -25,6 +26,9 @@ from lcflow.retrieve import mgrs
 from lcflow.retrieve.remote import is_url
 from lcflow.train import hyperparameters
 from lcflow.train.models import PATCH as PATCH_MODELS
+
+if TYPE_CHECKING:
+    import jsonschema
 
 DEFAULT_CONFIG = "config/config.yaml"
 
@@ -140,6 +144,8 @@ def check(config: dict[str, Any], schema_path: str | Path, base: str | Path = ".
 def _validator(schema_path: Path, version: int) -> jsonschema.Draft202012Validator:
     """The schema's validator, parsed once for each ``version`` (modification time) of its file: checking
     many configs (a test's examples, a workflow's includes) then costs a validation each, not a parse."""
+    import jsonschema  # here, not at the top: every lcflow command imports this module (cli), few check a config
+
     return jsonschema.Draft202012Validator(yaml.load(schema_path.read_text(), Loader=SafeLoader))
 
 

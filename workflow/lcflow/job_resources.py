@@ -6,13 +6,17 @@ The workflow writes one benchmark file per job as ``benchmarks/{stage}/{job}.tsv
 figures are those of the process Snakemake started (the launcher and the ranks on its own node).
 """
 
+from __future__ import annotations
+
 import logging
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from lcflow.common.atomic import atomic_path, write_text
 from lcflow.errors import LcflowError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger("lcflow")
 
@@ -25,6 +29,8 @@ ORDER = ("synth", "search", "cube", "labels", "sample", "hpo", "train", "learnin
 def read(benchmarks: str | Path) -> pd.DataFrame:
     """One row per job: stage, job, wall_s, cpu_s, max_rss_mb (NaN where Snakemake could not sample the job:
     one faster than its sampling interval)."""
+    import pandas as pd  # here, not at the top: every lcflow command imports this module (cli)
+
     benchmarks = Path(benchmarks)
     rows = []
     for path in sorted(benchmarks.glob("*/*.tsv")) + sorted(benchmarks.glob("*.tsv")):
@@ -47,6 +53,8 @@ def read(benchmarks: str | Path) -> pd.DataFrame:
 
 def by_stage(jobs: pd.DataFrame) -> pd.DataFrame:
     """Per stage: how many jobs, their total and longest wall time, total CPU time and highest peak memory."""
+    import pandas as pd
+
     grouped = jobs.groupby("stage", sort=False)
     table = pd.DataFrame({
         "jobs": grouped.size(),
