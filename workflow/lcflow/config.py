@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from lcflow.common.yaml_files import SafeLoader, load_file
-from lcflow.defaults import SCHEMA
+from lcflow.common.yaml_files import load_file
+from lcflow.defaults import SCHEMA, SafeLoader
 from lcflow.errors import LcflowError
 from lcflow.retrieve import indices as spectral_indices
 from lcflow.retrieve import mgrs

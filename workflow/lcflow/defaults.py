@@ -7,7 +7,9 @@ from typing import Any
 
 import yaml
 
-from lcflow.common.yaml_files import SafeLoader
+#: libyaml's parser where PyYAML was built with it (about ten times faster), else PyYAML's own: for the
+#: file lcflow itself ships and every command reads, the schema
+SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 #: the JSON schema of the workflow configuration (workflow/schemas/, beside the package)
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"

@@ -8,10 +8,6 @@ import yaml
 
 from lcflow.errors import LcflowError
 
-#: libyaml's parser where PyYAML was built with it (about ten times faster), else PyYAML's own: for the
-#: files lcflow itself ships (the schema), read by every command
-SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 
 def load_file(path: str | Path) -> dict[str, Any]:
     """One YAML (or JSON) config file as a mapping, or one line saying why it is not one."""
