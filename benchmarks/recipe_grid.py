@@ -1,0 +1,184 @@
+"""A grid of training recipes on the six 500-row cases of ``models_on_small_tables.py`` (three draws of the
+real Slovenia table, three of the demo's tile-years; 5 spatial folds each), many fits at once: which of a
+deep model's parameters move its mean accuracy past lcflow's forest on the same folds.
+
+The cases are written once (``prepare``, where the real fixtures and the demo's rasters are: each fold's
+samples table, the demo test rows' true classes, lcflow's forest on every fold); ``run`` then trains each
+recipe on every fold in ``--jobs`` processes (which may share one GPU: a 500-row fit is bound by kernel
+launches, not by the GPU), in the grid's order, and starts nothing after ``--deadline`` seconds, so a
+limited lease returns whole recipes; ``summary`` prints each recipe against the forest.
+
+Usage:
+    python benchmarks/recipe_grid.py prepare DIR [--demo-subsets 3]
+    python benchmarks/recipe_grid.py run DIR --grid GRID.json [--jobs 8] [--deadline 600] --out RESULTS.jsonl
+    python benchmarks/recipe_grid.py summary DIR RESULTS.jsonl [RESULTS.jsonl ...] [--reference R1,R2]
+GRID.json: a list of {"name": ..., "model": "lstm", "params": {...}} (parameters over the model's defaults).
+``run`` needs lcflow's training code alone (torch, scikit-learn, pandas): no raster libraries.
+"""
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "workflow"))
+sys.path.insert(0, str(ROOT))
+
+
+def prepare(directory: Path, subsets: int, folds: int) -> None:
+    """Each case's folds as samples tables in ``directory`` (``CASE_FOLD.parquet``), with the demo test
+    rows' true classes (``CASE_FOLD.truth.npy``) and lcflow's forest's scores (``forest.jsonl``)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import models_on_small_tables as small
+    from lcflow.labels import samples_table as samples
+    from tests import real_tables
+
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp, open(directory / "forest.jsonl", "w") as forest:
+        work = Path(tmp)
+        for case in small.cases(("slovenia-500", "demo"), subsets, work):
+            for k, table in enumerate(real_tables.spatial_folds(case.frame, folds, case.block_m, seed=0)):
+                stem = f"{case.name.replace(' ', '_').replace('#', '')}_{k}"
+                path = directory / f"{stem}.parquet"
+                samples.write(table, path, case.meta)
+                test = samples.read(path).split("test")
+                if case.truth:
+                    np.save(directory / f"{stem}.truth.npy", small.truth_of(test.frame.reset_index(drop=True), work))
+                row = score(("forest", "rf", {}), directory, stem, work / stem)
+                forest.write(json.dumps(row) + "\n")
+                print(json.dumps(row), flush=True)
+
+
+def score(task: tuple[str, str, dict], directory: Path, stem: str, out: Path) -> dict:
+    """One recipe trained on one fold: overall accuracy (and against the truth, on the demo), balanced
+    accuracy, macro F1, seconds."""
+    from lcflow.common.metrics import scores
+    from lcflow.labels import samples_table as samples
+    from lcflow.train import training
+    from lcflow.train.model_dir import TrainedModel
+
+    name, model, params = task
+    started = time.perf_counter()
+    path = directory / f"{stem}.parquet"
+    metrics = training.train(model, [str(path)], out, params)
+    test = samples.read(path).split("test")
+    trained = TrainedModel.load(out)
+    proba, empty = trained.probabilities(test.features(trained.bands, trained.steps),
+                                         test.latlon() if trained.model.uses_position else None)
+    codes = np.where(empty, -1, np.asarray(trained.classes)[proba.argmax(axis=1)])
+    labels = test.frame["label"].to_numpy()
+    row = {"recipe": name, "model": model, "case": stem.rsplit("_", 1)[0], "fold": int(stem.rsplit("_", 1)[1]),
+           "oa": float((codes == labels).mean()), "bal": metrics["test"]["balanced_accuracy"],
+           "f1": metrics["test"]["macro_f1"], "s": round(time.perf_counter() - started, 2)}
+    truth = directory / f"{stem}.truth.npy"
+    if truth.exists():
+        row["truth"] = float((codes == np.load(truth)).mean())
+    return row
+
+
+def _work(job: tuple[tuple[str, str, dict], str, str, float, str]) -> dict:
+    task, directory, stem, deadline, scratch = job
+    if time.time() > deadline:
+        return {"recipe": task[0], "skipped": stem}
+    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+        try:
+            return score(task, Path(directory), stem, Path(tmp) / "model")
+        except Exception as exc:  # one failed fit is a result too; the others go on
+            return {"recipe": task[0], "case": stem, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def run(directory: Path, grid: list[dict], jobs: int, deadline_s: float, out: Path) -> None:
+    """Every recipe of ``grid`` on every fold, recipe after recipe, ``jobs`` fits at a time."""
+    stems = sorted(p.name[:-len(".parquet")] for p in directory.glob("*.parquet"))
+    deadline = time.time() + deadline_s
+    todo = [((g["name"], g["model"], {"threads": 1, **g.get("params", {})}), str(directory), stem, deadline,
+             tempfile.gettempdir()) for g in grid for stem in stems]
+    started, done = time.perf_counter(), 0
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool, open(out, "a") as sink:
+        for row in pool.imap(_work, todo):
+            sink.write(json.dumps(row) + "\n")
+            sink.flush()
+            done += "oa" in row
+            if "oa" in row and done % 10 == 0:
+                elapsed = time.perf_counter() - started
+                print(f"{done} of {len(todo)} fits in {elapsed:.0f} s ({done / elapsed:.2f} a second)", flush=True)
+            elif "error" in row:
+                print(row, flush=True)
+
+
+def summary(directory: Path, results: list[Path], reference: list[str]) -> None:
+    """Each recipe's mean OA per case beside lcflow's forest on the same folds, and its mean difference
+    from the forest (and from the mean of the ``reference`` recipes) fold by fold, with the standard error
+    of that mean over the folds: a recipe's gain is real where it is several standard errors wide."""
+    forest = pd.read_json(directory / "forest.jsonl", lines=True)
+    frame = pd.concat([pd.read_json(p, lines=True) for p in results])
+    frame = frame[frame["oa"].notna()] if "oa" in frame else frame.iloc[:0]
+    cases = list(dict.fromkeys(forest["case"]))
+    rf = forest.set_index(["case", "fold"])
+    by_fold = frame.pivot_table(index=["case", "fold"], columns="recipe", values="oa")
+    base = by_fold[reference].mean(axis=1) if reference else None
+
+    def paired(diff: pd.Series) -> str:
+        diff = diff.dropna()
+        return f"{diff.mean():>+8.3f} +- {diff.std(ddof=1) / np.sqrt(len(diff)):.3f}"
+
+    print(f"{'recipe':<44}{'fits':>5}" + "".join(f"{c[-12:]:>13}" for c in cases) + f"{'mean':>8}"
+          f"{'minus forest':>18}{'worst case':>11}{'truth':>8}" + (f"{'minus reference':>19}" if reference else ""))
+    rf_case = rf.groupby("case")["oa"].mean()
+    print(f"{'lcflow forest':<44}{len(forest):>5}" + "".join(f"{rf_case[c]:>13.3f}" for c in cases)
+          + f"{rf_case[cases].mean():>8.3f}")
+    for recipe, part in frame.groupby("recipe", sort=False):
+        means = part.groupby("case")["oa"].mean()
+        have = [c for c in cases if c in means]
+        line = f"{recipe:<44}{len(part):>5}" + "".join(f"{means[c]:>13.3f}" if c in means else f"{'-':>13}"
+                                                      for c in cases)
+        line += f"{means[have].mean():>8.3f}{paired(by_fold[recipe] - rf['oa']):>18}"
+        line += f"{(means[have] - rf_case[have]).min():>+11.3f}"
+        truth = part.dropna(subset=["truth"]) if "truth" in part else part.iloc[:0]
+        gap = (truth.set_index(["case", "fold"])["truth"] - rf["truth"]).dropna()
+        line += f"{gap.mean():>+8.3f}" if len(gap) else f"{'-':>8}"
+        if base is not None:
+            line += f"{paired(by_fold[recipe] - base):>19}"
+        print(line)
+    print("\nmean: over the cases a recipe ran on; minus forest, minus reference: mean difference fold by fold "
+          "+- its standard error; worst case: the case mean furthest under the forest; truth: minus the forest "
+          "against the demo's true classes" + (f"; reference: the mean of {', '.join(reference)}" if reference else ""))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--demo-subsets", type=int, default=3)
+    p.add_argument("--folds", type=int, default=5)
+    r = sub.add_parser("run")
+    r.add_argument("dir", type=Path)
+    r.add_argument("--grid", type=Path, required=True)
+    r.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    r.add_argument("--deadline", type=float, default=600.0, help="seconds after which no fit starts")
+    r.add_argument("--out", type=Path, required=True)
+    s = sub.add_parser("summary")
+    s.add_argument("dir", type=Path)
+    s.add_argument("results", type=Path, nargs="+")
+    s.add_argument("--reference", default="", metavar="R1,R2",
+                   help="recipes whose mean, fold by fold, every recipe is compared with (e.g. the default's seeds)")
+    args = ap.parse_args()
+    if args.command == "prepare":
+        prepare(args.dir, args.demo_subsets, args.folds)
+    elif args.command == "run":
+        run(args.dir, json.loads(args.grid.read_text()), args.jobs, args.deadline, args.out)
+    else:
+        summary(args.dir, args.results, [r for r in args.reference.split(",") if r])
+
+
+if __name__ == "__main__":
+    main()
