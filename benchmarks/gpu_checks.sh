@@ -14,11 +14,7 @@ OUT=${OUT:-/tmp/gpu_checks}
 MODELS=${MODELS:-presto,lstm}
 SIDE=${SIDE:-2048}
 mkdir -p "$OUT"
-if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        || exit 1
-    export PYTHONPATH=/tmp/site
-fi
+source "$(dirname "$0")/_carried_wheels.sh"
 export PYTHONPATH=$PWD/workflow${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 
 echo "## 1. machine"

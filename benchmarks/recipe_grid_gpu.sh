@@ -10,11 +10,7 @@ GRID=${GRID:-benchmarks/grids/lstm_recipes.json}
 JOBS=${JOBS:-12}
 DEADLINE=${DEADLINE:-390}
 mkdir -p "$OUT"
-if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        || exit 1
-    export PYTHONPATH=/tmp/site
-fi
+source "$(dirname "$0")/_carried_wheels.sh"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch, numba; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'numba', numba.__version__, '$(nproc) cores')"
