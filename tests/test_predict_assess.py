@@ -185,3 +185,32 @@ def test_threads_that_prepare_windows_follow_the_device_cores_and_memory():
     # a 4096 px window of 12 x 10 values: 11 GB prepared, so one at a time
     assert predict.preparing_threads(True, 4096 * 4096, 12, 10, cpus=12) == 1
     assert predict.preparing_threads(True, 1024 * 1024, 12, 10, cpus=12) == 2  # 0.8 GB each
+
+
+def test_a_cube_block_becomes_features_in_the_models_band_order_with_gaps_as_nan():
+    """A cube block holds its bands step after step (step t, band b at t * bands + b); the model takes its
+    own bands, in its own order, for each pixel in row-major order (as the map is written), with the
+    cube's nodata as NaN. Checked against the layout spelt out value by value."""
+    from lcflow.retrieve.composite import NODATA
+
+    cube_bands, steps, rows, cols = ["B02", "B03", "B04", "B08"], 3, 2, 5
+    block = np.zeros((steps * len(cube_bands), rows, cols), dtype=np.int16)
+    for t in range(steps):
+        for b in range(len(cube_bands)):
+            for r in range(rows):
+                for c in range(cols):
+                    block[t * len(cube_bands) + b, r, c] = 1000 * t + 100 * b + 10 * r + c
+    block[1 * len(cube_bands) + 2, 1, 3] = NODATA  # B04 at step 1, pixel (1, 3)
+    bands = ["B08", "B04"]
+    x = predict.cube_features(block, steps, bands, cube_bands)
+    assert x.shape == (rows * cols, steps, len(bands))
+    for r in range(rows):
+        for c in range(cols):
+            for t in range(steps):
+                for k, band in enumerate(bands):
+                    got = x[r * cols + c, t, k]
+                    if (t, band, r, c) == (1, "B04", 1, 3):
+                        assert np.isnan(got)
+                    else:
+                        assert got == 1000 * t + 100 * cube_bands.index(band) + 10 * r + c
+    assert np.isnan(x).sum() == 1
