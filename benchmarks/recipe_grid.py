@@ -11,7 +11,8 @@ limited lease returns whole recipes; ``summary`` prints each recipe against the 
 Usage:
     python benchmarks/recipe_grid.py prepare DIR [--demo-subsets 3]
     python benchmarks/recipe_grid.py run DIR --grid GRID.json [--jobs 8] [--deadline 600] --out RESULTS.jsonl
-    python benchmarks/recipe_grid.py summary DIR RESULTS.jsonl [RESULTS.jsonl ...] [--reference R1,R2]
+    python benchmarks/recipe_grid.py summary DIR RESULTS [RESULTS ...] [--reference R1,R2] [--only PREFIX]
+RESULTS: this script's fits, or models_on_small_tables.py's output with --seeds on the same cases and folds.
 GRID.json: a list of {"name": ..., "model": "lstm", "params": {...}} (parameters over the model's defaults).
 ``run`` needs lcflow's training code alone (torch, scikit-learn, pandas): no raster libraries.
 """
@@ -20,6 +21,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import re
 import sys
 import tempfile
 import time
@@ -114,13 +116,35 @@ def run(directory: Path, grid: list[dict], jobs: int, deadline_s: float, out: Pa
                 print(row, flush=True)
 
 
-def summary(directory: Path, results: list[Path], reference: list[str]) -> None:
+def read_results(path: Path) -> pd.DataFrame:
+    """One file of fits: this script's (a row a fit), or the output of ``models_on_small_tables.py --seeds``
+    on the same folds (a row a fold, ``MODEL@SEED`` its runs' accuracies), whose runs become recipes named
+    ``MODEL @SEED (models_on_small_tables)``; lines that are not JSON rows (headers, tables) are skipped."""
+    rows = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("{"):
+            continue
+        row = json.loads(line)
+        if "recipe" in row:
+            rows.append(row)
+            continue
+        case = row["case"].replace(" ", "_").replace("#", "")
+        rows += [{"recipe": f"{key.split('@')[0]} @{key.split('@')[1]} (models_on_small_tables)",
+                  "model": key.split("@")[0], "case": case, "fold": row["fold"], "oa": value}
+                 for key, value in row.items() if re.fullmatch(r"[a-z_]+@\d+", key) and not key.startswith("rf@")]
+    return pd.DataFrame(rows)
+
+
+def summary(directory: Path, results: list[Path], reference: list[str], only: str = "") -> None:
     """Each recipe's mean OA per case beside lcflow's forest on the same folds, and its mean difference
     from the forest (and from the mean of the ``reference`` recipes) fold by fold, with the standard error
-    of that mean over the folds: a recipe's gain is real where it is several standard errors wide."""
+    of that mean over the folds: a recipe's gain is real where it is several standard errors wide. With
+    ``only``, the recipes whose names begin so alone."""
     forest = pd.read_json(directory / "forest.jsonl", lines=True)
-    frame = pd.concat([pd.read_json(p, lines=True) for p in results])
+    frame = pd.concat([read_results(p) for p in results])
     frame = frame[frame["oa"].notna()] if "oa" in frame else frame.iloc[:0]
+    if only:
+        frame = frame[frame["recipe"].str.startswith(only)]
     cases = list(dict.fromkeys(forest["case"]))
     rf = forest.set_index(["case", "fold"])
     by_fold = frame.pivot_table(index=["case", "fold"], columns="recipe", values="oa")
@@ -171,13 +195,14 @@ def main() -> None:
     s.add_argument("results", type=Path, nargs="+")
     s.add_argument("--reference", default="", metavar="R1,R2",
                    help="recipes whose mean, fold by fold, every recipe is compared with (e.g. the default's seeds)")
+    s.add_argument("--only", default="", metavar="PREFIX", help="the recipes whose names begin with PREFIX alone")
     args = ap.parse_args()
     if args.command == "prepare":
         prepare(args.dir, args.demo_subsets, args.folds)
     elif args.command == "run":
         run(args.dir, json.loads(args.grid.read_text()), args.jobs, args.deadline, args.out)
     else:
-        summary(args.dir, args.results, [r for r in args.reference.split(",") if r])
+        summary(args.dir, args.results, [r for r in args.reference.split(",") if r], args.only)
 
 
 if __name__ == "__main__":
