@@ -4,9 +4,9 @@ deep model's parameters move its mean accuracy past lcflow's forest on the same 
 
 The cases are written once (``prepare``, where the real fixtures and the demo's rasters are: each fold's
 samples table, the demo test rows' true classes, lcflow's forest on every fold); ``run`` then trains each
-recipe on every fold in ``--jobs`` processes (which may share one GPU: a 500-row fit is bound by kernel
-launches, not by the GPU), in the grid's order, and starts nothing after ``--deadline`` seconds, so a
-limited lease returns whole recipes; ``summary`` prints each recipe against the forest.
+recipe on every fold in ``--jobs`` processes (which may share one GPU), in the grid's order, and starts
+nothing after ``--deadline`` seconds, so a limited lease returns whole recipes; ``summary`` prints each
+recipe against the forest.
 
 Usage:
     python benchmarks/recipe_grid.py prepare DIR [--demo-subsets 3]
@@ -35,6 +35,11 @@ sys.path.insert(0, str(ROOT / "workflow"))
 sys.path.insert(0, str(ROOT))
 
 
+def case_name(name: str) -> str:
+    """A case's name as its files and rows here spell it ("slovenia 500 #0" -> "slovenia_500_0")."""
+    return name.replace(" ", "_").replace("#", "")
+
+
 def prepare(directory: Path, subsets: int, folds: int) -> None:
     """Each case's folds as samples tables in ``directory`` (``CASE_FOLD.parquet``), with the demo test
     rows' true classes (``CASE_FOLD.truth.npy``) and lcflow's forest's scores (``forest.jsonl``)."""
@@ -48,7 +53,7 @@ def prepare(directory: Path, subsets: int, folds: int) -> None:
         work = Path(tmp)
         for case in small.cases(("slovenia-500", "demo"), subsets, work):
             for k, table in enumerate(real_tables.spatial_folds(case.frame, folds, case.block_m, seed=0)):
-                stem = f"{case.name.replace(' ', '_').replace('#', '')}_{k}"
+                stem = f"{case_name(case.name)}_{k}"
                 path = directory / f"{stem}.parquet"
                 samples.write(table, path, case.meta)
                 test = samples.read(path).split("test")
@@ -128,7 +133,7 @@ def read_results(path: Path) -> pd.DataFrame:
         if "recipe" in row:
             rows.append(row)
             continue
-        case = row["case"].replace(" ", "_").replace("#", "")
+        case = case_name(row["case"])
         rows += [{"recipe": f"{key.split('@')[0]} @{key.split('@')[1]} (models_on_small_tables)",
                   "model": key.split("@")[0], "case": case, "fold": row["fold"], "oa": value}
                  for key, value in row.items() if re.fullmatch(r"[a-z_]+@\d+", key) and not key.startswith("rf@")]
