@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import rasterio
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -42,7 +41,6 @@ from lcflow.train.model_dir import TrainedModel  # noqa: E402
 from tests import real_tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _demo_cube import demo_tiles  # noqa: E402
 
 MODELS = ("plain_rf", "rf", "lstm", "tempcnn", "ltae", "presto")
 CASES = ("slovenia-500", "slovenia", "demo")
@@ -50,6 +48,7 @@ CASES = ("slovenia-500", "slovenia", "demo")
 
 def demo_samples(work: Path) -> list[pd.DataFrame]:
     """The demo's samples tables (600 per class and tile-year, as the demo config draws them)."""
+    from _demo_cube import demo_tiles  # the demo's rasters: imported here, so that training alone needs no rasterio
     from lcflow.labels import sampling
 
     out = []
@@ -63,6 +62,8 @@ def demo_samples(work: Path) -> list[pd.DataFrame]:
 
 def truth_of(frame: pd.DataFrame, work: Path) -> np.ndarray:
     """The demo's true class (level 2, as the labels) of each row: the synthetic truth raster at x/y."""
+    import rasterio
+
     from lcflow.labels import nomenclature
 
     out = np.zeros(len(frame), dtype=np.int64)

@@ -33,6 +33,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 def case_name(name: str) -> str:
@@ -43,7 +44,6 @@ def case_name(name: str) -> str:
 def prepare(directory: Path, subsets: int, folds: int) -> None:
     """Each case's folds as samples tables in ``directory`` (``CASE_FOLD.parquet``), with the demo test
     rows' true classes (``CASE_FOLD.truth.npy``) and lcflow's forest's scores (``forest.jsonl``)."""
-    sys.path.insert(0, str(Path(__file__).parent))
     import models_on_small_tables as small
     from lcflow.labels import samples_table as samples
     from tests import real_tables
@@ -65,26 +65,19 @@ def prepare(directory: Path, subsets: int, folds: int) -> None:
 
 
 def score(task: tuple[str, str, dict], directory: Path, stem: str, out: Path) -> dict:
-    """One recipe trained on one fold: overall accuracy (and against the truth, on the demo), balanced
-    accuracy, macro F1, seconds."""
-    from lcflow.common.metrics import scores
+    """One recipe trained on one fold (as ``models_on_small_tables.py`` trains its models): overall accuracy
+    (and against the truth, on the demo), balanced accuracy, macro F1, seconds."""
+    import models_on_small_tables as small
     from lcflow.labels import samples_table as samples
-    from lcflow.train import training
-    from lcflow.train.model_dir import TrainedModel
 
     name, model, params = task
     started = time.perf_counter()
     path = directory / f"{stem}.parquet"
-    metrics = training.train(model, [str(path)], out, params)
     test = samples.read(path).split("test")
-    trained = TrainedModel.load(out)
-    proba, empty = trained.probabilities(test.features(trained.bands, trained.steps),
-                                         test.latlon() if trained.model.uses_position else None)
-    codes = np.where(empty, -1, np.asarray(trained.classes)[proba.argmax(axis=1)])
-    labels = test.frame["label"].to_numpy()
+    metrics, codes, _ = small.lcflow_model(model, path, out, params, test)
     row = {"recipe": name, "model": model, "case": stem.rsplit("_", 1)[0], "fold": int(stem.rsplit("_", 1)[1]),
-           "oa": float((codes == labels).mean()), "bal": metrics["test"]["balanced_accuracy"],
-           "f1": metrics["test"]["macro_f1"], "s": round(time.perf_counter() - started, 2)}
+           "oa": metrics["overall_accuracy"], "bal": metrics["balanced_accuracy"], "f1": metrics["macro_f1"],
+           "s": round(time.perf_counter() - started, 2)}
     truth = directory / f"{stem}.truth.npy"
     if truth.exists():
         row["truth"] = float((codes == np.load(truth)).mean())
