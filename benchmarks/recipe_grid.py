@@ -126,10 +126,11 @@ def read_results(path: Path) -> pd.DataFrame:
         if "recipe" in row:
             rows.append(row)
             continue
-        case = case_name(row["case"])
-        rows += [{"recipe": f"{key.split('@')[0]} @{key.split('@')[1]} (models_on_small_tables)",
-                  "model": key.split("@")[0], "case": case, "fold": row["fold"], "oa": value}
-                 for key, value in row.items() if re.fullmatch(r"[a-z_]+@\d+", key) and not key.startswith("rf@")]
+        for key, value in row.items():
+            run = re.fullmatch(r"([a-z_]+)@(\d+)", key)
+            if run and run[1] != "rf":
+                rows.append({"recipe": f"{run[1]} @{run[2]} (models_on_small_tables)", "model": run[1],
+                             "case": case_name(row["case"]), "fold": row["fold"], "oa": value})
     return pd.DataFrame(rows)
 
 
