@@ -253,6 +253,26 @@ def test_killed_training_resumes_from_its_checkpoint(samples, tmp_path):
     assert np.allclose(history["val_accuracy"], pd.read_csv(reference / "history.csv")["val_accuracy"])
 
 
+def test_two_ranks_refit_on_train_and_val_rows_and_end_identical(samples, tmp_path):
+    """With refit, every rank runs the selection run and then the refit; both end identical on both
+    ranks, and the model written is the refit's, of the steps metrics.json records."""
+    from lcflow.train.deep import state_checksum
+
+    out = tmp_path / "lstm"
+    horovodrun(2, "--model", "lstm", "--samples", *samples, *PARAMS, "--set", "epochs=2", "--set", "evaluations=2",
+               "--set", "refit=true", "--out", str(out), log=tmp_path / "refit.log")
+    log = (tmp_path / "refit.log").read_text()
+    finals = re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", log)
+    by_rank = {rank: [s for r, s in finals if r == rank] for rank in "01"}
+    assert len(by_rank["0"]) == 2 and by_rank["0"] == by_rank["1"], log[-3000:]  # selection run, then refit
+    assert by_rank["0"][0] != by_rank["0"][1]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["refit"]["n_samples"] == metrics["n_train"] + metrics["val"]["n_samples"]
+    assert f"schedule: {metrics['refit']['steps']} steps" in log
+    assert state_checksum(TrainedModel.load(out).model.net) == by_rank["0"][1]
+    assert not (out / training.REFIT_CHECKPOINT).exists() and not (out / training.CHECKPOINT).exists()
+
+
 @pytest.fixture(scope="module")
 def rf_accuracy(samples, tmp_path_factory) -> float:
     """The forest's test accuracy on the module's samples, once per session."""

@@ -9,7 +9,8 @@ import pytest
 
 from lcflow.labels import samples_table as samples
 from lcflow.train import balance, training
-from lcflow.train.deep import Schedule, TrainConfig
+from lcflow.errors import LcflowError
+from lcflow.train.deep import Schedule, TrainConfig, refit_steps
 from lcflow.train.hyperparameters import check
 from lcflow.train.model_dir import TrainedModel
 
@@ -226,3 +227,70 @@ def test_a_run_with_mixup_learns_repeats_and_records_it(tmp_path):
     # a blend's target is two classes in shares: its loss cannot fall to a clean sample's (0.55 vs 0.34 at
     # the end, measured); without the partners' part the loss would be a share of the clean one, lower
     assert losses[0][-5:].mean() > losses[1][-5:].mean() + 0.1, losses
+
+
+def test_the_refit_takes_as_many_passes_as_the_selection_run_made_to_its_best_round():
+    history = [{"round": 1, "step": 20, "best_round": 0}, {"round": 2, "step": 40, "best_round": 2},
+               {"round": 3, "step": 60, "best_round": 2}]
+    assert refit_steps(history, 80, 100) == 50  # 40 steps on 80 rows: 50 on 100
+    assert refit_steps(history, 100, 100) == 40
+    with pytest.raises(LcflowError, match="trained no round"):
+        refit_steps([], 80, 100)
+    cfg = TrainConfig.from_params(check("lstm", {}))
+    refit = Schedule.plan(cfg, 372, 1, steps=400)  # its length given, not the floor of 1000
+    assert (refit.total_steps, refit.rounds, refit.warmup_steps) == (400, 40, 20)
+
+
+def test_a_refit_learns_from_the_val_rows_too_and_resumes_where_it_was_cut(tmp_path, monkeypatch, caplog):
+    """The selection run is the plain run (same val scores, the same best round); the refit then trains
+    the train and val rows together for the steps that round scaled to them, and ends with other weights.
+    A job cut inside the refit resumes it from its own checkpoint and ends as an uncut one."""
+    import logging
+
+    import torch
+
+    from lcflow.train import deep
+
+    frame = pd.concat([seasonal_table({1: 80, 2: 40, 3: 30}, seed=10, noise=0.2).assign(split="train"),
+                       seasonal_table({1: 40, 2: 20, 3: 15}, seed=11, noise=0.2).assign(split="test")])
+    path = write(frame, tmp_path / "t.parquet")
+    plain = training.train("tempcnn", [path], tmp_path / "plain", FAST_CNN)
+    refit = training.train("tempcnn", [path], tmp_path / "refit", {**FAST_CNN, "refit": True})
+    history = pd.read_csv(tmp_path / "refit" / "history.csv")
+    untimed = [c for c in history.columns if c != "samples_per_s"]
+    assert history[untimed].equals(pd.read_csv(tmp_path / "plain" / "history.csv")[untimed])  # the plain run
+    # scored before the refit, which trains on these rows (after it, it scored 1.0 on them, measured)
+    assert refit["val"] == plain["val"] and refit["val"]["overall_accuracy"] < 1
+    best = int(history["best_round"].iloc[-1])
+    n_all = refit["n_train"] + refit["val"]["n_samples"]
+    selected_step = int(history.loc[history["round"] == best, "step"].iloc[0])
+    assert refit["refit"]["selected_round"] == best and refit["refit"]["n_samples"] == n_all == 150
+    assert refit["refit"]["steps"] == round(selected_step * n_all / refit["n_train"]) > selected_step
+    assert refit["params"]["refit"] is True and "refit" not in plain
+    weights = {d: torch.load(tmp_path / d / "model.pt", weights_only=True) for d in ("plain", "refit")}
+    assert any(not torch.equal(weights["plain"][k], weights["refit"][k]) for k in weights["plain"])
+    assert refit["test"]["overall_accuracy"] > 0.85, refit["test"]  # majority: 0.53
+    assert sorted(p.name for p in (tmp_path / "refit").iterdir()) == ["history.csv", "metrics.json", "model.json",
+                                                                     "model.pt"]  # no checkpoint left
+
+    real_save, saved = deep._save_checkpoint, []
+
+    def cut_in_the_refit(where, *args):
+        real_save(where, *args)
+        saved.append(where.name)
+        if where.name == training.REFIT_CHECKPOINT and saved.count(where.name) == 4:
+            raise KeyboardInterrupt("the job's time is up")
+
+    monkeypatch.setattr(deep, "_save_checkpoint", cut_in_the_refit)
+    with pytest.raises(KeyboardInterrupt):
+        training.train("tempcnn", [path], tmp_path / "cut", {**FAST_CNN, "refit": True})
+    assert {training.CHECKPOINT, training.REFIT_CHECKPOINT} <= {p.name for p in (tmp_path / "cut").iterdir()}
+    assert not (tmp_path / "cut" / "model.pt").exists()
+    monkeypatch.setattr(deep, "_save_checkpoint", real_save)
+    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+        resumed = training.train("tempcnn", [path], tmp_path / "cut", {**FAST_CNN, "refit": True})
+    assert "holds this run ended" in caplog.text and "resumed from checkpoint" in caplog.text
+    assert "round=1 rank=0" not in caplog.text and "round=5 rank=0" in caplog.text  # the refit went on at round 5
+    again = torch.load(tmp_path / "cut" / "model.pt", weights_only=True)
+    assert all(torch.equal(again[k], weights["refit"][k]) for k in again)
+    assert resumed["test"] == refit["test"] and resumed["val"] == refit["val"]

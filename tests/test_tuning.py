@@ -77,6 +77,7 @@ def test_every_default_space_is_valid_and_draws_values_train_accepts():
     ({"dropout": {"low": 0.1, "high": 0.5, "log": "yes"}}, "dropout.log = 'yes': expected true or false"),
     ({"kernel_size": {"choices": [3, 5]}}, "unknown parameter 'kernel_size' for model lstm"),
     ({"seed": {"low": 1, "high": 5}}, "seed says how a job runs"),
+    ({"refit": {"choices": [False, True]}}, "refit trains on the val rows that score a trial"),
     ({"bidirectional": {"choices": [True, True]}}, "a value is listed twice"),
     ({}, "expected a mapping of parameter names to ranges"),
 ])

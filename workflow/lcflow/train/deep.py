@@ -86,10 +86,12 @@ class Schedule:
     global_batch: int
 
     @classmethod
-    def plan(cls, cfg: TrainConfig, n_train: int, size: int) -> "Schedule":
+    def plan(cls, cfg: TrainConfig, n_train: int, size: int, steps: int | None = None) -> "Schedule":
+        """The schedule of ``cfg`` on ``n_train`` samples and ``size`` workers; ``steps``, when given, is
+        the run's length instead of epochs and min_steps (a refit's)."""
         global_batch = cfg.batch_size * size
         per_epoch = max(1, math.ceil(n_train / global_batch))
-        total = max(cfg.epochs * per_epoch, cfg.min_steps)
+        total = max(1, int(steps)) if steps is not None else max(cfg.epochs * per_epoch, cfg.min_steps)
         round_steps = math.ceil(total / min(cfg.evaluations, total))
         return cls(total, round_steps, int(round(cfg.warmup_fraction * total)), per_epoch, global_batch)
 
@@ -127,8 +129,11 @@ def learning_rate(cfg: TrainConfig, plan: Schedule, step: int) -> float:
 def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None,
         n_classes: int, cfg: TrainConfig, comm=None, checkpoint: Path | None = None,
         fingerprint: str = "", on_round: Callable[[dict], bool] | None = None,
-        status: dict | None = None) -> list[dict[str, float]]:
+        status: dict | None = None, steps: int | None = None) -> list[dict[str, float]]:
     """Train ``net`` in place (ending with the best validation round); return the history of rank 0.
+
+    ``steps`` sets the run's length instead of ``cfg``'s epochs and min_steps (a refit, which has no
+    validation rows: it trains every step and ends with its last weights).
 
     ``on_round``, called on every rank with each round's history row, returns True to stop the run
     there (a pruned trial of a study); it must return the same on every rank. ``status``, when given,
@@ -153,7 +158,7 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     loss_fn = nn.CrossEntropyLoss(weight=torch.as_tensor(weights, dtype=torch.float32, device=device),
                                   label_smoothing=cfg.label_smoothing)
     data = _Data(x, y, x_val, y_val, cfg.seed, device)
-    plan = Schedule.plan(cfg, len(x), comm.size)
+    plan = Schedule.plan(cfg, len(x), comm.size, steps)
     use_amp = cfg.amp and bfloat16_runs(net, data.x[:2], device)
     if cfg.amp and not use_amp:
         log.warning("amp: this CPU cannot run the network in bfloat16 (torch reports CPU capability %s); training in "
@@ -230,6 +235,16 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     net.to("cpu")
     log.info("rank=%d size=%d final weights sha256=%s", comm.rank, comm.size, state_checksum(net))
     return progress["history"]
+
+
+def refit_steps(history: list[dict], n_selected: int, n_all: int) -> int:
+    """Steps of a refit on ``n_all`` samples: as many passes over them as the selection run, on
+    ``n_selected`` samples, made up to its best round (that round's steps scaled by n_all / n_selected)."""
+    if not history:
+        raise LcflowError("a refit needs the selection run's history: it trained no round")
+    best_round = int(history[-1].get("best_round") or 0)
+    step = next((int(r["step"]) for r in history if r["round"] == best_round), int(history[-1]["step"]))
+    return max(1, int(round(step * n_all / n_selected)))
 
 
 def _fit_elastic(net, optimizer, progress: dict, one_round, plan: Schedule, comm) -> dict:

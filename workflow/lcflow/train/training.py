@@ -22,7 +22,7 @@ from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
 from lcflow.labels.nomenclature import clc_level
-from lcflow.train import hyperparameters
+from lcflow.train import deep, hyperparameters
 from lcflow.train.distributed import connect
 from lcflow.train.evaluation import evaluate_table
 from lcflow.train.model_dir import META_FILE, TrainedModel
@@ -36,6 +36,7 @@ BLOCK_M, BLOCK_PX = 320.0, 32
 
 
 CHECKPOINT = "checkpoint.pt"
+REFIT_CHECKPOINT = "checkpoint_refit.pt"  # the refit on train and val rows (model_params refit)
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
@@ -171,15 +172,22 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
             _start_from_trial(out / CHECKPOINT, tuned)
     started = time.perf_counter()
     history = model.fit(data.x, data.y, data.x_val, data.y_val)
-    if comm.rank != 0:
-        return {}
+    seconds = time.perf_counter() - started
+    if deep_model and model.run_status.get("resumed_round"):
+        seconds = model.run_status["seconds"]  # the run's rounds, whichever job trained them (a study's trial)
     classes = data.classes
     class_names = table.class_names()
     trained = TrainedModel(model, table.bands, table.steps, classes, {c: class_names.get(c, str(c)) for c in classes},
                            _colors(table, classes), data.standardise, table.meta.get("time_steps"))
-    seconds = time.perf_counter() - started
-    if deep_model and model.run_status.get("resumed_round"):
-        seconds = model.run_status["seconds"]  # the run's rounds, whichever job trained them (a study's trial)
+    val = None
+    if comm.rank == 0 and data.has_val:  # of the selected model, before a refit trains on these rows too
+        val = {**_against_majority(trained, data.x_val, data.y_val, data.counts, "val"), **data.validation}
+    refit = None
+    if deep_model and model.params["refit"] and data.has_val:
+        refit = _refit(model, data, history, out, comm)
+        seconds += refit["seconds"]
+    if comm.rank != 0:
+        return {}
     metrics = {"model": model_name, "n_train": len(data.y), "n_val": int(len(data.y_val) if data.has_val else 0),
                "params": model.params, "world_size": comm.size, "launcher": comm.name, "train_seconds": seconds}
     if tuned:
@@ -192,8 +200,10 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
         if model.run_status.get("resumed_round"):  # a checkpoint's run went on (or had ended: nothing trained)
             metrics["resumed"] = dict(model.run_status)
         metrics["samples_per_s"] = float(np.mean([r["samples_per_s"] for r in history]))
-    if data.has_val:
-        metrics["val"] = {**_against_majority(trained, data.x_val, data.y_val, data.counts, "val"), **data.validation}
+    if refit is not None:
+        metrics["refit"] = refit
+    if val is not None:
+        metrics["val"] = val
     elif hasattr(model, "oob_proba"):  # a forest without val rows: its out-of-bag votes
         metrics["val"] = {**_against_majority(trained, None, data.y, data.counts, "out-of-bag"),
                           "source": "out-of-bag samples"}
@@ -201,8 +211,28 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
     if test_part is not None and len(test_part.frame):
         metrics["test"] = evaluate_table(trained, test_part)
     publish(out, trained, history, metrics)
-    (out / CHECKPOINT).unlink(missing_ok=True)  # finished: a later run starts afresh
+    for done in (CHECKPOINT, REFIT_CHECKPOINT):
+        (out / done).unlink(missing_ok=True)  # finished: a later run starts afresh
     return metrics
+
+
+def _refit(model, data: Prepared, history: list[dict], out: Path, comm) -> dict[str, Any]:
+    """Every rank: train ``model`` afresh on the train and val rows together, as many passes as the
+    selection run made up to its best round (:func:`lcflow.train.deep.refit_steps`). On a small table the
+    val rows are a fifth of what there is to learn from; once they have chosen how long to train, they
+    can teach too. The refit has its own checkpoint, so a job cut short resumes either run."""
+    x = np.concatenate([data.x, data.x_val])
+    y = np.concatenate([data.y, data.y_val])
+    steps = deep.refit_steps(history, len(data.x), len(x))
+    log.info("refit: %d steps on the %d train and %d val rows together (the selection run's best round: %d)",
+             steps, len(data.x), len(data.x_val), history[-1].get("best_round", 0))
+    started = time.perf_counter()
+    rounds = model.refit(x, y, steps, out / REFIT_CHECKPOINT, f"{model.fingerprint}:refit:{steps}")
+    seconds = time.perf_counter() - started
+    if model.refit_status.get("resumed_round"):
+        seconds = model.refit_status["seconds"]
+    return {"steps": steps, "n_samples": int(len(y)), "selected_round": int(history[-1].get("best_round", 0)),
+            "seconds": seconds, "final_loss": float(rounds[-1]["loss"]) if rounds else None}
 
 
 def _start_from_trial(checkpoint: Path, tuned: dict[str, Any] | None) -> None:

@@ -103,6 +103,9 @@ def parse(model: str, space: dict[str, Any] | None, where: str | None = None) ->
         at = f"{where}.{name}"
         if name not in table:
             raise ParamError(f"{at}: unknown parameter {name!r} for model {model}; known: {', '.join(table)}", name)
+        if name == "refit":
+            raise ParamError(f"{at}: refit trains on the val rows that score a trial, so trials cannot compare it; "
+                             "set it in model_params for the final model", name)
         if name in NOT_SEARCHED:
             raise ParamError(f"{at}: {name} says how a job runs, not what it learns, and is not searched", name)
         dims.append(_dimension(name, table[name], spec, at))

@@ -37,6 +37,17 @@ class TorchModel(Model):
                         comm=self.comm, checkpoint=self.checkpoint, fingerprint=self.fingerprint,
                         on_round=self.on_round, status=self.run_status)
 
+    def refit(self, x, y, steps: int, checkpoint: Path | None, fingerprint: str) -> list[dict]:
+        """Train afresh on ``x`` (training and validation rows together) for ``steps`` steps, with the
+        same initial weights and recipe as :meth:`fit`; the last weights are the model's (nothing is left
+        to select on)."""
+        torch.manual_seed(int(self.params["seed"]))
+        self.net = self.network()
+        self.refit_status = {}
+        return deep.fit(self.net, x, y, None, None, self.n_classes, deep.TrainConfig.from_params(self.params),
+                        comm=self.comm, checkpoint=checkpoint, fingerprint=fingerprint, status=self.refit_status,
+                        steps=steps)
+
     #: pixels a forward pass takes when predicting, on a CPU and on a GPU
     predict_batch = {"cpu": 8192, "cuda": 8192}
 
