@@ -287,6 +287,7 @@ def test_a_refit_learns_from_the_val_rows_too_and_resumes_where_it_was_cut(tmp_p
     assert {training.CHECKPOINT, training.REFIT_CHECKPOINT} <= {p.name for p in (tmp_path / "cut").iterdir()}
     assert not (tmp_path / "cut" / "model.pt").exists()
     monkeypatch.setattr(deep, "_save_checkpoint", real_save)
+    caplog.clear()  # the runs above, where an earlier test left the logger at INFO
     with caplog.at_level(logging.INFO, logger="lcflow.train"):
         resumed = training.train("tempcnn", [path], tmp_path / "cut", {**FAST_CNN, "refit": True})
     assert "holds this run ended" in caplog.text and "resumed from checkpoint" in caplog.text
