@@ -232,8 +232,8 @@ def test_a_run_with_mixup_learns_repeats_and_records_it(tmp_path):
 def test_the_refit_takes_as_many_passes_as_the_selection_run_made_to_its_best_round():
     history = [{"round": 1, "step": 20, "best_round": 0}, {"round": 2, "step": 40, "best_round": 2},
                {"round": 3, "step": 60, "best_round": 2}]
-    assert refit_steps(history, 80, 100) == 50  # 40 steps on 80 rows: 50 on 100
-    assert refit_steps(history, 100, 100) == 40
+    assert refit_steps(history, 80, 100) == (50, 2)  # 40 steps on 80 rows: 50 on 100
+    assert refit_steps(history, 100, 100) == (40, 2)
     with pytest.raises(LcflowError, match="trained no round"):
         refit_steps([], 80, 100)
     cfg = TrainConfig.from_params(check("lstm", {}))

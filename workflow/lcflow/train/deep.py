@@ -237,14 +237,15 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     return progress["history"]
 
 
-def refit_steps(history: list[dict], n_selected: int, n_all: int) -> int:
-    """Steps of a refit on ``n_all`` samples: as many passes over them as the selection run, on
-    ``n_selected`` samples, made up to its best round (that round's steps scaled by n_all / n_selected)."""
+def refit_steps(history: list[dict], n_selected: int, n_all: int) -> tuple[int, int]:
+    """Steps of a refit on ``n_all`` samples, and the selection run's best round: as many passes over
+    them as that run, on ``n_selected`` samples, made up to its best round (that round's steps scaled by
+    n_all / n_selected)."""
     if not history:
         raise LcflowError("a refit needs the selection run's history: it trained no round")
     best_round = int(history[-1].get("best_round") or 0)
     step = next((int(r["step"]) for r in history if r["round"] == best_round), int(history[-1]["step"]))
-    return max(1, int(round(step * n_all / n_selected)))
+    return max(1, int(round(step * n_all / n_selected))), best_round
 
 
 def _fit_elastic(net, optimizer, progress: dict, one_round, plan: Schedule, comm) -> dict:

@@ -223,15 +223,15 @@ def _refit(model, data: Prepared, history: list[dict], out: Path, comm) -> dict[
     can teach too. The refit has its own checkpoint, so a job cut short resumes either run."""
     x = np.concatenate([data.x, data.x_val])
     y = np.concatenate([data.y, data.y_val])
-    steps = deep.refit_steps(history, len(data.x), len(x))
+    steps, best_round = deep.refit_steps(history, len(data.x), len(x))
     log.info("refit: %d steps on the %d train and %d val rows together (the selection run's best round: %d)",
-             steps, len(data.x), len(data.x_val), history[-1].get("best_round", 0))
+             steps, len(data.x), len(data.x_val), best_round)
     started = time.perf_counter()
     rounds = model.refit(x, y, steps, out / REFIT_CHECKPOINT, f"{model.fingerprint}:refit:{steps}")
     seconds = time.perf_counter() - started
     if model.refit_status.get("resumed_round"):
         seconds = model.refit_status["seconds"]
-    return {"steps": steps, "n_samples": int(len(y)), "selected_round": int(history[-1].get("best_round", 0)),
+    return {"steps": steps, "n_samples": int(len(y)), "selected_round": best_round,
             "seconds": seconds, "final_loss": float(rounds[-1]["loss"]) if rounds else None}
 
 

@@ -22,31 +22,33 @@ class TorchModel(Model):
     checkpoint: Path | None = None
     fingerprint: str = ""
     on_round = None  # called after each round on every rank; True stops the run (a pruned trial)
-    #: after fit: where the run started (deep.fit's status: resumed_round, finished_before)
+    #: after fit and after refit: where each run started (deep.fit's status: resumed_round, finished_before)
     run_status: dict | None = None
+    refit_status: dict | None = None
     local_rank = 0  # this node's rank whose device the model runs on (place)
 
     @abstractmethod
     def network(self) -> nn.Module: ...
 
     def fit(self, x, y, x_val, y_val):
-        torch.manual_seed(int(self.params["seed"]))  # the same initial weights on every rank
-        self.net = self.network()
         self.run_status = {}
-        return deep.fit(self.net, x, y, x_val, y_val, self.n_classes, deep.TrainConfig.from_params(self.params),
-                        comm=self.comm, checkpoint=self.checkpoint, fingerprint=self.fingerprint,
-                        on_round=self.on_round, status=self.run_status)
+        return self._train(x, y, x_val, y_val, self.checkpoint, self.fingerprint, self.run_status,
+                           on_round=self.on_round)
 
     def refit(self, x, y, steps: int, checkpoint: Path | None, fingerprint: str) -> list[dict]:
         """Train afresh on ``x`` (training and validation rows together) for ``steps`` steps, with the
         same initial weights and recipe as :meth:`fit`; the last weights are the model's (nothing is left
         to select on)."""
+        self.refit_status = {}
+        return self._train(x, y, None, None, checkpoint, fingerprint, self.refit_status, steps=steps)
+
+    def _train(self, x, y, x_val, y_val, checkpoint: Path | None, fingerprint: str, status: dict,
+               **run) -> list[dict]:
+        """A fresh network from the seed (the same initial weights on every rank), trained by deep.fit."""
         torch.manual_seed(int(self.params["seed"]))
         self.net = self.network()
-        self.refit_status = {}
-        return deep.fit(self.net, x, y, None, None, self.n_classes, deep.TrainConfig.from_params(self.params),
-                        comm=self.comm, checkpoint=checkpoint, fingerprint=fingerprint, status=self.refit_status,
-                        steps=steps)
+        return deep.fit(self.net, x, y, x_val, y_val, self.n_classes, deep.TrainConfig.from_params(self.params),
+                        comm=self.comm, checkpoint=checkpoint, fingerprint=fingerprint, status=status, **run)
 
     #: pixels a forward pass takes when predicting, on a CPU and on a GPU
     predict_batch = {"cpu": 8192, "cuda": 8192}
