@@ -71,7 +71,7 @@ def test_every_default_space_is_valid_and_draws_values_train_accepts():
 def test_every_default_space_lets_the_studys_metric_pick_the_class_weighting():
     """Weighting trades overall for balanced accuracy (README, Benchmarks): no one value suits every
     table and metric, so every model's study searches all of it."""
-    for model, space in search_space.DEFAULT_SPACES.items():
+    for model in search_space.DEFAULT_SPACES:
         assert "class_weight" in hyperparameters.table(model), model
         dims = {d.name: d for d in search_space.parse(model, None)}
         assert set(dims["class_weight"].choices) == set(hyperparameters.table(model)["class_weight"].choices), model
