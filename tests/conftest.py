@@ -5,8 +5,11 @@ import os
 import pickle
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -169,17 +172,24 @@ def patch_samples(stages, tmp_path_factory) -> dict[int, Path]:
     return built_once(tmp_path_factory, "patches", build)
 
 
-def snakemake(workdir: Path, *args: str, profile: str = "local", env: dict | None = None,
-              timeout: int = 1500, configfile: Path | list[Path] | None = None,
-              program: list[str] | None = None) -> subprocess.CompletedProcess:
-    """The workflow in ``workdir`` under a profile (the demo config unless other files are given, merged
-    in order), with this interpreter's tools on PATH; ``program`` runs instead of ``snakemake``."""
+def snakemake_command(workdir: Path, *args: str, profile: str = "local", env: dict | None = None,
+                      configfile: Path | list[Path] | None = None,
+                      program: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(command, environment) of the workflow in ``workdir`` under a profile (the demo config unless other
+    files are given, merged in order), with this interpreter's tools on PATH; ``program`` runs instead of
+    ``snakemake``."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {})}
     # ARGS (targets among them) before --configfile, whose list of files would swallow a target after it
     cmd = [*(program or ["snakemake"]), "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--profile", str(ROOT / "profiles" / profile),
            *args,
            "--configfile", *map(str, configfile if isinstance(configfile, list) else [configfile or ROOT / "config" / "config.yaml"]),
            *(["--cores", "2"] if profile == "local" else [])]
+    return cmd, env
+
+
+def snakemake(workdir: Path, *args: str, timeout: int = 1500, **how) -> subprocess.CompletedProcess:
+    """:func:`snakemake_command` run to its end (``how``: its keywords), output captured."""
+    cmd, env = snakemake_command(workdir, *args, **how)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -230,12 +240,78 @@ def others_yield() -> None:
             continue
 
 
+class LocalDemo:
+    """The demo DAG run once locally (profiles/local) in ``workdir``, with results and demo data in
+    directories whose names hold a space, a quote, a non-ASCII letter, ``$(...)`` and ``;``.
+
+    A DAG that builds on some of its products (the Slurm run: the demo's scenes, a tile's samples, the
+    studies' parameters) asks for those first (:meth:`made`): the rest of the DAG then runs in the
+    background beside that DAG, instead of before it, and :meth:`results` waits for it. Both are the
+    same rules on the same files as one run of the whole DAG (the rerun tests see nothing left to do)."""
+
+    TIMEOUT = 1500  # seconds, each of the (at most) two snakemake runs
+
+    def __init__(self, workdir: Path, log: Path):
+        self.workdir, self.log = workdir, log
+        self.config = demo_config(workdir / "demo.yaml")
+        self.results_dir = workdir / HOSTILE_RESULTS
+        self._rest: subprocess.Popen | None = None
+        self._deadline = 0.0
+        self._finished = False
+
+    def made(self, *targets: str) -> Path:
+        """``targets`` (paths in the results directory) made, the rest of the DAG running in the background
+        (unless it ran already); the results directory."""
+        if self._rest is None and not self._finished:
+            done = snakemake(self.workdir, *(f"{HOSTILE_RESULTS}/{t}" for t in targets), configfile=self.config,
+                             timeout=self.TIMEOUT)
+            assert done.returncode == 0, done.stderr[-4000:]
+            cmd, env = snakemake_command(self.workdir, configfile=self.config)
+            with self.log.open("w") as out:
+                self._rest = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self._deadline = time.monotonic() + self.TIMEOUT
+        absent = [t for t in targets if not (self.results_dir / t).exists()]
+        assert not absent, f"the local demo run has not made {absent}"
+        return self.results_dir
+
+    def results(self) -> Path:
+        """The whole DAG made (waiting for the background run, if one runs); the results directory."""
+        if not self._finished:
+            if self._rest is None:
+                done = snakemake(self.workdir, configfile=self.config, timeout=self.TIMEOUT)
+                assert done.returncode == 0, done.stderr[-4000:]
+            else:
+                try:
+                    code = self._rest.wait(timeout=max(1.0, self._deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self.stop()
+                    raise
+                assert code == 0, self.log.read_text(errors="replace")[-4000:]
+            self._finished = True
+        return self.results_dir
+
+    def stop(self) -> None:
+        """End a background run that is still running (a failed test left it), with the jobs it started."""
+        if self._rest is not None and self._rest.poll() is None:
+            os.killpg(self._rest.pid, signal.SIGTERM)
+            try:
+                self._rest.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._rest.pid, signal.SIGKILL)
+                self._rest.wait()
+
+
 @pytest.fixture(scope="session")
-def local_demo_run(tmp_path_factory) -> Path:
-    """The demo DAG run once locally (profiles/local), with results and demo data in directories whose
-    names hold a space, a quote, a non-ASCII letter, ``$(...)`` and ``;``; its results directory."""
+def local_demo(tmp_path_factory) -> Iterator[LocalDemo]:
+    """The demo DAG's local run (:class:`LocalDemo`), not started yet: ask :meth:`LocalDemo.made` for the
+    products another DAG needs first, or take ``local_demo_run``."""
     others_yield()
-    workdir = tmp_path_factory.mktemp("demo-run")
-    done = snakemake(workdir, configfile=demo_config(workdir / "demo.yaml"))
-    assert done.returncode == 0, done.stderr[-4000:]
-    return workdir / HOSTILE_RESULTS
+    demo = LocalDemo(tmp_path_factory.mktemp("demo-run"), tmp_path_factory.mktemp("demo-run-log") / "snakemake.log")
+    yield demo
+    demo.stop()
+
+
+@pytest.fixture(scope="session")
+def local_demo_run(local_demo: LocalDemo) -> Path:
+    """The demo DAG run once locally, to its end (:class:`LocalDemo`); its results directory."""
+    return local_demo.results()

@@ -135,17 +135,34 @@ def seed(workdir: Path, local_results: Path) -> None:
     shutil.copytree(local_results / SEEDED, workdir / "results" / SEEDED)
 
 
+def seeds() -> list[str]:
+    """The local run's products the Slurm run starts from (:func:`models_overlay`, :func:`seed`), in its
+    results directory; the demo's scenes come first in that DAG."""
+    years = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["years"]
+    return [*(f"hpo/{m}/best_params.yaml" for m in MODELS), *(f"{SEEDED}/{y}/samples.parquet" for y in years)]
+
+
 @pytest.fixture(scope="module")
-def slurm_run(slurm, side_runs, local_demo_run, tmp_path_factory) -> Path:
+def slurm_run(slurm, side_runs, local_demo, tmp_path_factory) -> Path:
     """The demo DAG (MODELS, no study) through profiles/slurm, from the local run's demo scenes and
-    SEEDED's samples (:func:`seed`); its working directory."""
+    SEEDED's samples (:func:`seed`); its working directory. It starts once the local run has made those
+    and the studies' parameters, while the rest of the local run goes on beside it."""
+    local_results = local_demo.made(*seeds())
     workdir = tmp_path_factory.mktemp("slurm-run")
-    models_overlay(workdir, local_demo_run)
-    seed(workdir, local_demo_run)
+    models_overlay(workdir, local_results)
+    seed(workdir, local_results)
     done = on_slurm(workdir, env=slurm, configfile=configs(workdir), timeout=2400)
     assert done.returncode == 0, done.stderr[-6000:]
     (workdir / "snakemake.out").write_text(done.stdout + done.stderr)
     return workdir
+
+
+@pytest.fixture(scope="module")
+def local_run(slurm_run, local_demo) -> Path:
+    """The local demo run's results directory, the whole DAG made: after the Slurm run, which starts beside
+    its later part (a test asking for the session's ``local_demo_run`` would have it made first, as pytest
+    sets up wider-scoped fixtures first)."""
+    return local_demo.results()
 
 
 def local_rules() -> set[str]:
@@ -159,12 +176,13 @@ def submitted(output: str) -> dict[str, str]:
     return dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: (\S+)\)", output))
 
 
-# its set-up runs the local demo DAG (the first test of the suite to need it), then the Slurm DAG: each within
-# its own timeout (1500 s, 2400 s), together past pytest's 1200 s for a test
+# its set-up runs the local demo DAG's first part (the first test of the suite to need it), then the Slurm DAG
+# beside the rest of the local DAG: each within its own timeout (1500 s, 2400 s, 1500 s), together past
+# pytest's 1200 s for a test
 @pytest.mark.timeout(4000)
-def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, local_demo_run):
+def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, local_run):
     results = slurm_run / "results"
-    local = {r["map"]: r for r in csv.DictReader((local_demo_run / "accuracy.tsv").open(), delimiter="\t")}
+    local = {r["map"]: r for r in csv.DictReader((local_run / "accuracy.tsv").open(), delimiter="\t")}
     remote = {r["map"]: r for r in csv.DictReader((results / "accuracy.tsv").open(), delimiter="\t")}
     assert set(remote) <= set(local) and len(remote) == 4 * len(MODELS)
     assert {row["model"] for row in remote.values()} == set(MODELS)
@@ -173,7 +191,7 @@ def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, loc
     # parameters (models_overlay), and a two-rank allreduce adds the same two numbers whichever library does
     for name, row in remote.items():
         with rasterio.open(results / "maps" / f"{name}.tif") as a, \
-                rasterio.open(local_demo_run / "maps" / f"{name}.tif") as b:
+                rasterio.open(local_run / "maps" / f"{name}.tif") as b:
             np.testing.assert_array_equal(a.read(1), b.read(1), err_msg=name)
         assert row["truth_OA"] == local[name]["truth_OA"] and float(row["truth_OA"]) >= 0.9, (row, local[name])
     # every job was a Slurm job (their logs are removed once they succeed), but the Snakefile's local rules
@@ -323,13 +341,13 @@ def test_a_cancelled_job_leaves_no_output(side_runs):
     assert not (workdir / "slow.txt").exists()
 
 
-def test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs(slurm_run, slurm, local_demo_run, tmp_path):
+def test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs(slurm_run, slurm, local_run, tmp_path):
     """distributed.backend: torch under profiles/slurm, nothing else changed: a study of lstm by two worker
     jobs of 2 ranks each (one study), its final training and one map, each a Slurm job whose ranks
     srun starts and torch.distributed joins; the same files as Horovod's jobs wrote (the local run's study,
     the Slurm run's model)."""
     results = slurm_run / "results"
-    horovod = {"hpo/lstm": sorted(p.name for p in (local_demo_run / "hpo" / "lstm").iterdir()),
+    horovod = {"hpo/lstm": sorted(p.name for p in (local_run / "hpo" / "lstm").iterdir()),
                "models/lstm": sorted(p.name for p in (results / "models" / "lstm").iterdir())}
     assert not (results / "hpo").exists()  # a new study: the Slurm DAG ran none
     overlay = tmp_path / "torch.yaml"  # a file: --config would pass the nested numbers as text
