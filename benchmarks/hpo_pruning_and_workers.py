@@ -71,11 +71,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         path = table(work)
-        runs = [study(path, work, "asha", args.model, args.trials, 1, "successive_halving"),
-                study(path, work, "no_pruning", args.model, args.trials, 1, "none"),
-                study(path, work, "two_workers", args.model, args.trials, 2, "none")]
-    for r in runs:
-        print(json.dumps(r))
+        runs = []
+        for name, workers, pruner in (("asha", 1, "successive_halving"), ("no_pruning", 1, "none"),
+                                      ("two_workers", 2, "none")):
+            runs.append(study(path, work, name, args.model, args.trials, workers, pruner))
+            print(json.dumps(runs[-1]), flush=True)  # each study as it ends: a run cut short keeps those done
     asha, full, two = runs
     print()
     print(f"{'study':<14}{'workers':>8}{'pruner':>20}{'wall s':>9}{'best val':>10}{'complete':>10}{'pruned':>8}"

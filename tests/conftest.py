@@ -223,10 +223,10 @@ YIELD_NICENESS = 4
 
 def others_yield() -> None:
     """Lower the other pytest-xdist workers' CPU priority by YIELD_NICENESS (their later processes inherit
-    it). This worker's demo group heads the suite's longest chain (the local demo DAG, then the Slurm DAG
-    from it, then the Slurm tests): the other workers' tests fill the cores it leaves, instead of slowing
-    it and then leaving the cores idle at the end. Workers are this process's siblings (Linux /proc); a
-    worker that has ended or cannot be reniced is left as it is."""
+    it). This worker's demo group heads the suite's longest chain (the local demo DAG's first part, then
+    the Slurm DAG beside its rest, then the Slurm tests): the other workers' tests fill the cores it
+    leaves, instead of slowing it and then leaving the cores idle at the end. Workers are this process's
+    siblings (Linux /proc); a worker that has ended or cannot be reniced is left as it is."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     me, parent = os.getpid(), os.getppid()
@@ -268,7 +268,8 @@ class LocalDemo:
             assert done.returncode == 0, done.stderr[-4000:]
             cmd, env = snakemake_command(self.workdir, configfile=self.config)
             with self.log.open("w") as out:
-                self._rest = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                self._rest = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                              start_new_session=True)
             self._deadline = time.monotonic() + self.TIMEOUT
         absent = [t for t in targets if not (self.results_dir / t).exists()]
         assert not absent, f"the local demo run has not made {absent}"
