@@ -13,7 +13,8 @@ Usage:
     python benchmarks/recipe_grid.py run DIR --grid GRID.json [--jobs 8] [--deadline 600] --out RESULTS.jsonl
     python benchmarks/recipe_grid.py summary DIR RESULTS [RESULTS ...] [--reference R1,R2] [--only PREFIX]
 RESULTS: this script's fits, or models_on_small_tables.py's output with --seeds on the same cases and folds.
-GRID.json: a list of {"name": ..., "model": "lstm", "params": {...}} (parameters over the model's defaults).
+GRID.json: a list of {"name": ..., "model": "lstm", "params": {...}} (parameters over the model's defaults),
+optionally with "cases": [PREFIX, ...], the folds whose names begin so alone (["demo"]: the demo's).
 ``run`` needs lcflow's training code alone (torch, scikit-learn, pandas): no raster libraries.
 """
 
@@ -100,7 +101,7 @@ def run(directory: Path, grid: list[dict], jobs: int, deadline_s: float, out: Pa
     stems = sorted(p.name[:-len(".parquet")] for p in directory.glob("*.parquet"))
     deadline = time.time() + deadline_s
     todo = [((g["name"], g["model"], {"threads": 1, **g.get("params", {})}), str(directory), stem, deadline,
-             tempfile.gettempdir()) for g in grid for stem in stems]
+             tempfile.gettempdir()) for g in grid for stem in stems if stem.startswith(tuple(g.get("cases", [""])))]
     started, done = time.perf_counter(), 0
     with multiprocessing.get_context("spawn").Pool(jobs) as pool, open(out, "a") as sink:
         for row in pool.imap(_work, todo):

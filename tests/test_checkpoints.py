@@ -12,6 +12,7 @@ from lcflow.train import deep
 from lcflow.train.hyperparameters import check
 from lcflow.train.models.lstm import Network
 from lcflow.train.models.tempcnn import Network as TempCNN
+from lcflow.train.weight_average import weight_average
 
 PARAMS = {"epochs": 4, "min_steps": 0, "evaluations": 4, "batch_size": 32, "threads": 1, "patience": 100,
           "input_noise": 0, "class_weight": "none"}
@@ -165,3 +166,58 @@ def test_amp_trains_in_float32_where_the_cpu_cannot_run_the_network_in_bfloat16(
     assert "cannot run the network in bfloat16" in caplog.text and "training in float32" in caplog.text
     assert all(torch.equal(a, b) for a, b in zip(_weights(tried), _weights(plain)))
     assert tried_history == [{**row, "samples_per_s": t["samples_per_s"]} for row, t in zip(plain_history, tried_history)]
+
+
+def test_the_weights_average_follows_each_step_with_the_batch_norm_statistics():
+    """weight_ema: after each step the average moves (1 - decay) of the way to the network's weights and
+    buffers; the first step copies them."""
+    torch.manual_seed(0)
+    net = TEMPCNN()
+    averaged = weight_average(net, 0.9)
+    assert weight_average(net, 0.0) is None
+    before = {k: v.clone() for k, v in averaged.module.state_dict().items()}
+    with torch.no_grad():
+        for t in [*net.parameters(), *(b for b in net.buffers() if b.is_floating_point())]:
+            t.add_(1.0)
+    averaged.update_parameters(net)  # the first update: a copy
+    first = averaged.module.state_dict()
+    assert all(torch.equal(first[k], v) for k, v in net.state_dict().items() if v.is_floating_point())
+    with torch.no_grad():
+        for t in [*net.parameters(), *(b for b in net.buffers() if b.is_floating_point())]:
+            t.add_(1.0)
+    averaged.update_parameters(net)
+    for name, value in averaged.module.state_dict().items():
+        if value.is_floating_point():  # 0.9 x (before + 1) + 0.1 x (before + 2)
+            assert torch.allclose(value, before[name] + 1.1, atol=1e-5), name
+    assert any("running_mean" in name for name in before)  # the statistics are averaged too
+
+
+def test_a_run_with_a_weights_average_keeps_it_and_resumes_it(tmp_path):
+    """The average is what the rounds validate and the run keeps (not the last step's weights), the
+    checkpoint holds it, and a run cut after round 2 and started again ends where an uncut run ends;
+    without validation rows (a refit) the run ends with the average too."""
+    uncut, history = _fit(tmp_path / "uncut.pt", "run-e", weight_ema=0.9)
+    saved = torch.load(tmp_path / "uncut.pt", weights_only=True)
+    assert saved["progress"]["best_round"] == 4 == len(history)  # so the kept weights are the last round's average
+    average = {k[len("module."):]: v for k, v in saved["averaged"].items() if k.startswith("module.")}
+    kept = uncut.state_dict()
+    assert all(torch.equal(kept[k], average[k]) for k in kept)
+    assert not all(torch.equal(kept[k], saved["net"][k]) for k in kept)  # not the last step's weights
+    plain, _ = _fit(None, "run-p")
+    assert not all(torch.equal(a, b) for a, b in zip(_weights(uncut), _weights(plain)))
+
+    cut = tmp_path / "cut.pt"
+    cfg = deep.TrainConfig.from_params(check("lstm", {**PARAMS, "weight_ema": 0.9}))
+    torch.manual_seed(0)
+    deep.fit(LSTM(), *_data(), 3, cfg, checkpoint=cut, fingerprint="run-e", on_round=lambda row: row["round"] == 2)
+    resumed, _ = _fit(cut, "run-e", weight_ema=0.9)
+    assert all(torch.equal(a, b) for a, b in zip(_weights(resumed), _weights(uncut)))
+
+    torch.manual_seed(0)
+    net = LSTM()
+    x, y, _, _ = _data()
+    deep.fit(net, x, y, None, None, 3, cfg, checkpoint=tmp_path / "refit.pt", fingerprint="refit", steps=20)
+    saved = torch.load(tmp_path / "refit.pt", weights_only=True)
+    kept = net.state_dict()
+    assert all(torch.equal(kept[k], saved["averaged"]["module." + k]) for k in kept)
+    assert not all(torch.equal(kept[k], saved["net"][k]) for k in kept)

@@ -325,7 +325,8 @@ def test_elastic_training_goes_on_when_a_worker_dies(samples, tmp_path):
     cmd = [str(BIN / "horovodrun"), "-np", "2", "--min-np", "1", "--max-np", "2",
            "--host-discovery-script", str(hosts), "--network-interface", "lo",
            str(BIN / "lcflow"), "train", "--model", "lstm", "--samples", *samples, "--out", str(out),
-           *PARAMS, "--set", "epochs=14", "--set", "evaluations=14", "--set", "batch_size=64", "--set", "elastic=true"]
+           *PARAMS, "--set", "epochs=14", "--set", "evaluations=14", "--set", "batch_size=64", "--set", "elastic=true",
+           "--set", "weight_ema=0.9"]  # the weights' average is part of the state a reset rolls back
     with log.open("w") as fh:
         proc = subprocess.Popen(cmd, env=ENV, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     try:

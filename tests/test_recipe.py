@@ -193,7 +193,7 @@ def test_mixup_blends_each_sample_with_one_partner_of_its_batch():
     partners a permutation of the batch, their targets the partners' own."""
     import torch
 
-    from lcflow.train.deep import mixup
+    from lcflow.train.mixup import mixup
 
     n = 8
     xb = torch.eye(n).reshape(n, 1, n) * 10.0  # sample i: 10 at feature i, else 0

@@ -12,7 +12,10 @@ The recipe is counted in optimizer steps, so it holds from a few hundred samples
   keeps the best weights, rank 0 writes a checkpoint (temporary file, then rename) that a restarted
   job resumes from, and ``patience`` rounds without a better one stop the run. A run that ended (its
   last round, or an early stop) marks its checkpoint finished: the same run started from it trains
-  nothing and ends with its weights (a study's best trial becomes the final model so).
+  nothing and ends with its weights (a study's best trial becomes the final model so);
+- with ``weight_ema`` > 0 an exponential moving average of the weights follows every step
+  (``torch.optim.swa_utils.AveragedModel``); it is what each round validates, what the best round keeps
+  and what a run without validation rows ends with, and the checkpoint holds it.
 Every random draw is seeded from (seed, round, rank), so a resumed run repeats an uninterrupted one.
 """
 
@@ -29,13 +32,16 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.optim.swa_utils import AveragedModel
 
 from lcflow.common.atomic import atomic_path
 from lcflow.errors import LcflowError
 from lcflow.train.balance import class_weights
 from lcflow.train.distributed import Single, node_name
 from lcflow.train.hyperparameters import TRAINING
+from lcflow.train.mixup import mixup
 from lcflow.train.optim import lr_factor, make_optimizer, scaled_lr
+from lcflow.train.weight_average import weight_average
 
 log = logging.getLogger("lcflow.train")
 
@@ -62,6 +68,7 @@ class TrainConfig:
     label_smoothing: float
     input_noise: float  # standard deviation of Gaussian noise on training inputs (standardised units)
     mixup: float  # alpha of mixup's Beta(alpha, alpha); 0: off
+    weight_ema: float  # decay a step of the weights' moving average; 0: off
     val_fraction: float
     seed: int
     threads: int
@@ -193,19 +200,22 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     if status is not None:
         status.update(resumed_round=int(progress["round"]), finished_before=bool(progress.get("finished")))
     comm.broadcast_parameters(net)
+    averaged = weight_average(net, cfg.weight_ema)
+    if averaged is not None and saved is not None:
+        averaged.load_state_dict(saved["averaged"])
     log.info("schedule: %d steps (%d a pass over %d samples, global batch %d) in %d rounds, warm-up %d steps",
              plan.total_steps, plan.steps_per_epoch, len(x), plan.global_batch, plan.rounds, plan.warmup_steps)
 
     def one_round(r: int) -> bool:
         """Train and validate one round on the current world; False once training should stop."""
         started = time.perf_counter()
-        row = _train_round(net, optimizer, loss_fn, data, cfg, plan, comm, device, r, progress, use_amp)
-        _validate(net, data, comm, device, r, row, progress, n_classes, plan)
+        row = _train_round(net, optimizer, loss_fn, data, cfg, plan, comm, device, r, progress, use_amp, averaged)
+        _validate(net if averaged is None else averaged.module, data, comm, device, r, row, progress, n_classes, plan)
         progress["history"].append(row)
         progress["round"] = r
         progress["seconds"] = progress.get("seconds", 0.0) + time.perf_counter() - started
         if comm.rank == 0 and checkpoint is not None:
-            _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size)
+            _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size, averaged)
         if on_round is not None and on_round(row):
             log.info("stopped after round %d of %d (step %d): pruned", r, plan.rounds, progress["step"])
             progress["pruned"] = True
@@ -218,7 +228,7 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
 
     if not progress.get("finished"):  # an ended run taken from its checkpoint trains nothing
         if cfg.elastic and comm.name == "horovod":
-            progress = _fit_elastic(net, optimizer, progress, one_round, plan, comm)
+            progress = _fit_elastic(net, optimizer, progress, one_round, plan, comm, averaged)
         else:
             for r in range(progress["round"] + 1, plan.rounds + 1):
                 if not one_round(r):
@@ -227,11 +237,13 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
             # ended by its last round or an early stop (a pruned trial's run did not end: it was cut short)
             progress["finished"] = True
             if comm.rank == 0 and checkpoint is not None:
-                _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size)
+                _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size, averaged)
     if status is not None:
         status["seconds"] = float(progress.get("seconds", 0.0))
     if progress["best_state"] is not None:
         net.load_state_dict(progress["best_state"])
+    elif averaged is not None:  # no validation rows (a refit): the average of the last steps, not the last step
+        net.load_state_dict(averaged.module.state_dict())
     net.to("cpu")
     log.info("rank=%d size=%d final weights sha256=%s", comm.rank, comm.size, state_checksum(net))
     return progress["history"]
@@ -248,11 +260,14 @@ def refit_steps(history: list[dict], n_selected: int, n_all: int) -> tuple[int, 
     return max(1, int(round(step * n_all / n_selected))), best_round
 
 
-def _fit_elastic(net, optimizer, progress: dict, one_round, plan: Schedule, comm) -> dict:
+def _fit_elastic(net, optimizer, progress: dict, one_round, plan: Schedule, comm,
+                 averaged: AveragedModel | None = None) -> dict:
     """Rounds under ``hvd.elastic``: a worker that dies rolls the others back to the last committed
-    round, the world shrinks (or grows), each global batch is shared by the workers of the moment."""
+    round, the world shrinks (or grows), each global batch is shared by the workers of the moment
+    (the weights' average, where there is one, is rolled back with the weights)."""
     hvd = comm.hvd
-    state = hvd.elastic.TorchState(model=net, optimizer=optimizer, progress=copy.deepcopy(progress))
+    extra = {} if averaged is None else {"averaged": averaged}
+    state = hvd.elastic.TorchState(model=net, optimizer=optimizer, progress=copy.deepcopy(progress), **extra)
     state.register_reset_callbacks([lambda: log.info("elastic reset: now %d workers", hvd.size())])
 
     @hvd.elastic.run
@@ -320,20 +335,10 @@ def bfloat16_runs(net: nn.Module, xb: torch.Tensor, device: torch.device) -> boo
     return True
 
 
-def mixup(xb: torch.Tensor, yb: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """Mixup (Zhang et al. 2018): the batch blended with a permutation of itself by one share drawn from
-    Beta(alpha, alpha), so the network learns straight paths between samples instead of memorising
-    each (and its label noise). Returns the blend, the partners' targets and the samples' own share;
-    the loss is that share of the loss on their targets plus the rest on their partners'."""
-    share = float(torch.distributions.Beta(alpha, alpha).sample())
-    partner = torch.randperm(len(xb), device=xb.device)
-    return share * xb + (1 - share) * xb[partner], yb[partner], share
-
-
 def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: Schedule, comm, device, r: int,
-                 progress: dict, use_amp: bool) -> dict:
+                 progress: dict, use_amp: bool, averaged: AveragedModel | None = None) -> dict:
     """The steps of round ``r``: each takes the next global batch of the stream, this rank its slice;
-    under bfloat16 autocast where ``use_amp``."""
+    under bfloat16 autocast where ``use_amp``; ``averaged`` follows each step."""
     rank, size = comm.rank, comm.size
     net.train()
     torch.manual_seed(_seed(cfg.seed, r, rank))
@@ -361,6 +366,8 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        if averaged is not None:
+            averaged.update_parameters(net)
         totals += (loss.item() * len(batch), int((logits.argmax(1) == yb).sum()), len(batch))
     progress["step"] = last
     log.info("round=%d rank=%d size=%d steps=%d-%d loss_sum=%.6f correct=%d seen=%d", r, rank, size, first + 1, last,
@@ -409,9 +416,12 @@ def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict,
     row["best_round"] = progress.get("best_round", 0)  # the round whose weights the run ends with, so far
 
 
-def _save_checkpoint(path: Path, net, optimizer, progress, fingerprint: str, size: int) -> None:
+def _save_checkpoint(path: Path, net, optimizer, progress, fingerprint: str, size: int,
+                     averaged: AveragedModel | None = None) -> None:
     state = {"net": net.state_dict(), "optimizer": optimizer.state_dict(), "progress": progress,
              "fingerprint": fingerprint, "world_size": size}
+    if averaged is not None:
+        state["averaged"] = averaged.state_dict()
     with atomic_path(path, suffix=".pt") as tmp:
         torch.save(state, tmp)
 
