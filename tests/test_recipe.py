@@ -173,11 +173,11 @@ def test_on_real_slovenian_fields_the_deep_models_beat_the_majority_rate(tmp_pat
 def test_no_round_inside_the_warm_up_is_kept_as_the_best(tmp_path):
     """On a small val set an undertrained model can score best by chance: rounds that end while the
     rate still warms up are no candidates, and the run ends with weights from after the warm-up."""
-    from lcflow.train.deep import _selectable
+    from lcflow.train.selection import selectable
 
     plan = Schedule(total_steps=300, round_steps=20, warmup_steps=100, steps_per_epoch=3, global_batch=128)
-    assert [_selectable(s, plan) for s in (20, 100, 120, 300)] == [False, False, True, True]
-    assert _selectable(40, Schedule(40, 20, 40, 3, 128))  # all warm-up: the last round still counts
+    assert [selectable(s, plan.warmup_steps, plan.total_steps) for s in (20, 100, 120, 300)] == [False, False, True, True]
+    assert selectable(40, 40, 40)  # all warm-up: the last round still counts
     frame = seasonal_table({1: 40, 2: 12, 3: 8}, seed=1).assign(split="train")
     path = write(frame, tmp_path / "t.parquet")
     training.train("tempcnn", [path], tmp_path / "m", {**FAST_CNN, "warmup_fraction": 0.5, "patience": 2})

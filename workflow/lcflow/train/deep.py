@@ -41,6 +41,7 @@ from lcflow.train.distributed import Single, node_name
 from lcflow.train.hyperparameters import TRAINING
 from lcflow.train.mixup import mixup
 from lcflow.train.optim import lr_factor, make_optimizer, scaled_lr
+from lcflow.train.selection import better, selectable
 from lcflow.train.weight_average import weight_average
 
 log = logging.getLogger("lcflow.train")
@@ -69,6 +70,7 @@ class TrainConfig:
     input_noise: float  # standard deviation of Gaussian noise on training inputs (standardised units)
     mixup: float  # alpha of mixup's Beta(alpha, alpha); 0: off
     weight_ema: float  # decay a step of the weights' moving average; 0: off
+    select_by: str  # what picks the best round: val accuracy (ties: lower loss) or val loss
     val_fraction: float
     seed: int
     threads: int
@@ -210,7 +212,8 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
         """Train and validate one round on the current world; False once training should stop."""
         started = time.perf_counter()
         row = _train_round(net, optimizer, loss_fn, data, cfg, plan, comm, device, r, progress, use_amp, averaged)
-        _validate(net if averaged is None else averaged.module, data, comm, device, r, row, progress, n_classes, plan)
+        _validate(net if averaged is None else averaged.module, data, comm, device, r, row, progress, n_classes, plan,
+                  cfg.select_by)
         progress["history"].append(row)
         progress["round"] = r
         progress["seconds"] = progress.get("seconds", 0.0) + time.perf_counter() - started
@@ -221,8 +224,8 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
             progress["pruned"] = True
             return False
         if data.x_val is not None and len(data.x_val) and progress["waited"] >= cfg.patience:
-            log.info("early stop after round %d of %d (step %d; best val accuracy %.4f)", r, plan.rounds,
-                     progress["step"], progress["best"][0])
+            log.info("early stop after round %d of %d (step %d; best val accuracy %.4f, loss %.4f)", r, plan.rounds,
+                     progress["step"], *progress["best"])
             return False
         return True
 
@@ -379,14 +382,8 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
             "workers": size}
 
 
-def _selectable(step: int, plan: Schedule) -> bool:
-    """Whether the weights after ``step`` may become the best: not while the rate still warms up
-    (on a small val set an undertrained model can score best by chance), except at the very end."""
-    return step > plan.warmup_steps or step >= plan.total_steps
-
-
 def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict, n_classes: int,
-              plan: Schedule) -> None:
+              plan: Schedule, select_by: str = "accuracy") -> None:
     """Validation accuracy, balanced accuracy and loss summed over ranks; keeps the best weights in
     ``progress`` (higher accuracy, or the same accuracy at a lower loss) once warm-up is over; patience
     counts from there."""
@@ -406,9 +403,8 @@ def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict,
     present = per_class_seen > 0
     row.update(val_accuracy=float(v_correct / v_seen), val_loss=float(v_nll / v_seen),
                val_balanced_accuracy=float(np.mean(per_class_correct[present] / per_class_seen[present])))
-    if _selectable(row["step"], plan):  # a model still warming up is no candidate, however lucky on a small val set
-        best_accuracy, best_loss = progress["best"]
-        if row["val_accuracy"] > best_accuracy or (row["val_accuracy"] == best_accuracy and row["val_loss"] < best_loss):
+    if selectable(row["step"], plan.warmup_steps, plan.total_steps):  # a model still warming up is no candidate, however lucky on a small val set
+        if better(row, progress["best"], select_by, progress["best_round"] > 0):
             progress.update(best=[row["val_accuracy"], row["val_loss"]], waited=0, best_round=r,
                             best_state={k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
         else:

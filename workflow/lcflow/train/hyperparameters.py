@@ -175,6 +175,8 @@ TRAINING: dict[str, Param] = {
                          "validates and the model keeps (0: off; 0.99 averages about the last 100 steps; on the 500-row "
                          "tables of README 0.99 lifted no model)", 0, 1,
                          high_open=True),
+    "select_by": _choice("accuracy", "what picks the round whose weights the run keeps, and what patience waits "
+                         "for: val accuracy (ties: the lower loss) or val loss", "accuracy", "loss"),
     "val_fraction": _float(0.2, "share of the training rows set aside for validation when the table has no "
                            "val rows (stratified, in spatial blocks where x/y or row/col are given)", 0, 0.5,
                            low_open=True),
