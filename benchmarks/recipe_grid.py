@@ -12,6 +12,9 @@ Usage:
     python benchmarks/recipe_grid.py prepare DIR [--demo-subsets 3]
     python benchmarks/recipe_grid.py run DIR --grid GRID.json [--jobs 8] [--deadline 600] --out RESULTS.jsonl
     python benchmarks/recipe_grid.py summary DIR RESULTS [RESULTS ...] [--reference R1,R2] [--only PREFIX]
+    python benchmarks/recipe_grid.py blend DIR --recipes R1,R2[,...] --name NAME --out BLEND.jsonl
+``run --keep-proba`` keeps each fit's test probabilities (``DIR/proba/RECIPE/CASE_FOLD.npz``); ``blend`` scores the
+mean of several recipes' probabilities fold by fold (an ensemble of models), as rows ``summary`` reads.
 RESULTS: this script's fits, or models_on_small_tables.py's output with --seeds on the same cases and folds.
 GRID.json: a list of {"name": ..., "model": "lstm", "params": {...}} (parameters over the model's defaults),
 optionally with "cases": [PREFIX, ...], the folds whose names begin so alone (["demo"]: the demo's).
@@ -65,11 +68,13 @@ def prepare(directory: Path, subsets: int, folds: int) -> None:
                 print(json.dumps(row), flush=True)
 
 
-def score(task: tuple[str, str, dict], directory: Path, stem: str, out: Path) -> dict:
+def score(task: tuple[str, str, dict], directory: Path, stem: str, out: Path, keep_proba: bool = False) -> dict:
     """One recipe trained on one fold (as ``models_on_small_tables.py`` trains its models): overall accuracy
-    (and against the truth, on the demo), balanced accuracy, macro F1, seconds."""
+    (and against the truth, on the demo), balanced accuracy, macro F1, seconds. With ``keep_proba`` the
+    test rows' probabilities are kept for :func:`blend`."""
     import models_on_small_tables as small
     from lcflow.labels import samples_table as samples
+    from lcflow.train.model_dir import TrainedModel
 
     name, model, params = task
     started = time.perf_counter()
@@ -82,26 +87,66 @@ def score(task: tuple[str, str, dict], directory: Path, stem: str, out: Path) ->
     truth = directory / f"{stem}.truth.npy"
     if truth.exists():
         row["truth"] = float((codes == np.load(truth)).mean())
+    if keep_proba:
+        trained = TrainedModel.load(out)
+        proba, empty = trained.probabilities(test.features(trained.bands, trained.steps),
+                                             test.latlon() if trained.model.uses_position else None)
+        kept = directory / "proba" / case_name(name) / f"{stem}.npz"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(kept, proba=proba, empty=empty, classes=np.asarray(trained.classes))
     return row
 
 
-def _work(job: tuple[tuple[str, str, dict], str, str, float, str]) -> dict:
-    task, directory, stem, deadline, scratch = job
+def blend(directory: Path, recipes: list[str], name: str, out: Path) -> None:
+    """The mean of ``recipes``' kept test probabilities on every fold all of them ran on, scored as one
+    recipe ``name``: overall accuracy against the labels (a row without any observation counts as wrong)
+    and, on the demo, against the truth."""
+    from lcflow.labels import samples_table as samples
+
+    stems = sorted(p.name[:-len(".parquet")] for p in directory.glob("*.parquet"))
+    with open(out, "a") as sink:
+        for stem in stems:
+            kept = [directory / "proba" / case_name(r) / f"{stem}.npz" for r in recipes]
+            if not all(k.exists() for k in kept):
+                continue
+            parts = [np.load(k) for k in kept]
+            classes = parts[0]["classes"]
+            if any(not np.array_equal(p["classes"], classes) for p in parts):
+                raise SystemExit(f"{stem}: the recipes learnt other classes")
+            mean = np.mean([p["proba"] for p in parts], axis=0)
+            empty = np.any([p["empty"] for p in parts], axis=0)
+            codes = np.where(empty, -1, classes[mean.argmax(axis=1)])
+            labels = samples.read(directory / f"{stem}.parquet").split("test").frame["label"].to_numpy()
+            row = {"recipe": name, "model": "+".join(recipes), "case": stem.rsplit("_", 1)[0],
+                   "fold": int(stem.rsplit("_", 1)[1]), "oa": float((codes == labels).mean())}
+            truth = directory / f"{stem}.truth.npy"
+            if truth.exists():
+                row["truth"] = float((codes == np.load(truth)).mean())
+            sink.write(json.dumps(row) + "\n")
+
+
+def _work(job: tuple[tuple[str, str, dict], str, str, float, str, bool]) -> dict:
+    task, directory, stem, deadline, scratch, keep_proba = job
     if time.time() > deadline:
         return {"recipe": task[0], "skipped": stem}
     with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         try:
-            return score(task, Path(directory), stem, Path(tmp) / "model")
+            return score(task, Path(directory), stem, Path(tmp) / "model", keep_proba)
         except Exception as exc:  # one failed fit is a result too; the others go on
             return {"recipe": task[0], "case": stem, "error": f"{type(exc).__name__}: {exc}"}
 
 
-def run(directory: Path, grid: list[dict], jobs: int, deadline_s: float, out: Path) -> None:
+def one_core(model: str) -> dict:
+    """The parameter that keeps a fit on one core, so that ``--jobs`` fits share the cores evenly."""
+    return {"n_jobs": 1} if model == "rf" else {"threads": 1}
+
+
+def run(directory: Path, grid: list[dict], jobs: int, deadline_s: float, out: Path, keep_proba: bool = False) -> None:
     """Every recipe of ``grid`` on every fold, recipe after recipe, ``jobs`` fits at a time."""
     stems = sorted(p.name[:-len(".parquet")] for p in directory.glob("*.parquet"))
     deadline = time.time() + deadline_s
-    todo = [((g["name"], g["model"], {"threads": 1, **g.get("params", {})}), str(directory), stem, deadline,
-             tempfile.gettempdir()) for g in grid for stem in stems if stem.startswith(tuple(g.get("cases", [""])))]
+    todo = [((g["name"], g["model"], {**one_core(g["model"]), **g.get("params", {})}), str(directory), stem, deadline,
+             tempfile.gettempdir(), keep_proba) for g in grid for stem in stems if stem.startswith(tuple(g.get("cases", [""])))]
     started, done = time.perf_counter(), 0
     with multiprocessing.get_context("spawn").Pool(jobs) as pool, open(out, "a") as sink:
         for row in pool.imap(_work, todo):
@@ -190,6 +235,12 @@ def main() -> None:
     r.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     r.add_argument("--deadline", type=float, default=600.0, help="seconds after which no fit starts")
     r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--keep-proba", action="store_true", help="keep each fit's test probabilities, for blend")
+    b = sub.add_parser("blend")
+    b.add_argument("dir", type=Path)
+    b.add_argument("--recipes", required=True, metavar="R1,R2", help="recipes run with --keep-proba")
+    b.add_argument("--name", required=True)
+    b.add_argument("--out", type=Path, required=True)
     s = sub.add_parser("summary")
     s.add_argument("dir", type=Path)
     s.add_argument("results", type=Path, nargs="+")
@@ -200,7 +251,9 @@ def main() -> None:
     if args.command == "prepare":
         prepare(args.dir, args.demo_subsets, args.folds)
     elif args.command == "run":
-        run(args.dir, json.loads(args.grid.read_text()), args.jobs, args.deadline, args.out)
+        run(args.dir, json.loads(args.grid.read_text()), args.jobs, args.deadline, args.out, args.keep_proba)
+    elif args.command == "blend":
+        blend(args.dir, args.recipes.split(","), args.name, args.out)
     else:
         summary(args.dir, args.results, [r for r in args.reference.split(",") if r], args.only)
 
