@@ -86,11 +86,23 @@ def plain_forest(table: samples.SampleTable) -> tuple[dict, np.ndarray]:
     return scores(test.frame["label"].to_numpy(), codes), codes
 
 
+@dataclass
+class Fitted:
+    """What :func:`lcflow_model` found on the test rows."""
+
+    metrics: dict  # overall and balanced accuracy, macro F1, ...
+    codes: np.ndarray  # the class of each row, -1 where it had no observation
+    by_seed: dict[int, float]  # each seed's own overall accuracy (with seeds)
+    proba: np.ndarray  # the (mean) probability of every class, in the order of ``classes``
+    classes: np.ndarray
+    empty: np.ndarray  # rows without any observation
+
+
 def lcflow_model(model: str, path: Path, out: Path, given: dict, test: samples.SampleTable,
-                 seeds: tuple[int, ...] = ()) -> tuple[dict, np.ndarray, dict[int, float]]:
-    """lcflow's ``model`` trained on the table at ``path``: its scores and classes on the ``test`` rows
-    (a row without any observation counts as wrong). With ``seeds``, one run for each seed, scored by
-    the mean of their probabilities (an ensemble), and each run's own overall accuracy by seed."""
+                 seeds: tuple[int, ...] = ()) -> Fitted:
+    """lcflow's ``model`` trained on the table at ``path``: its scores, classes and probabilities on the
+    ``test`` rows (a row without any observation counts as wrong). With ``seeds``, one run for each seed,
+    scored by the mean of their probabilities (an ensemble), and each run's own overall accuracy by seed."""
     probabilities, by_seed = [], {}
     for seed in seeds or (None,):
         where = out if seed is None else out / f"seed{seed}"
@@ -101,9 +113,10 @@ def lcflow_model(model: str, path: Path, out: Path, given: dict, test: samples.S
         probabilities.append(proba)
         if seed is not None:
             by_seed[seed] = metrics["test"]["overall_accuracy"]
-    codes = np.where(empty, -1, np.asarray(trained.classes)[np.mean(probabilities, axis=0).argmax(axis=1)])
-    return (scores(test.frame["label"].to_numpy(), codes, trained.class_names) if seeds else metrics["test"]), \
-        codes, by_seed
+    classes, mean = np.asarray(trained.classes), np.mean(probabilities, axis=0)
+    codes = np.where(empty, -1, classes[mean.argmax(axis=1)])
+    return Fitted(scores(test.frame["label"].to_numpy(), codes, trained.class_names) if seeds else metrics["test"],
+                  codes, by_seed, mean, classes, empty)
 
 
 def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: float, work: Path,
@@ -128,8 +141,9 @@ def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: fl
                 t, codes = plain_forest(written)
             else:
                 given = ({"threads": 2} if model != "rf" else {}) | (params or {}).get(model, {})
-                t, codes, by_seed = lcflow_model(model, path, work / f"{name}_{k}_{model}", given, part, seeds)
-                row |= {f"{model}@{seed}": accuracy for seed, accuracy in by_seed.items()}
+                fitted = lcflow_model(model, path, work / f"{name}_{k}_{model}", given, part, seeds)
+                t, codes = fitted.metrics, fitted.codes
+                row |= {f"{model}@{seed}": accuracy for seed, accuracy in fitted.by_seed.items()}
             row |= {model: t["overall_accuracy"], f"{model}_bal": t["balanced_accuracy"], f"{model}_f1": t["macro_f1"],
                     f"{model}_s": time.perf_counter() - started}
             if truth:

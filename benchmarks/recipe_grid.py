@@ -45,6 +45,21 @@ def case_name(name: str) -> str:
     return name.replace(" ", "_").replace("#", "")
 
 
+def fold_stems(directory: Path) -> list[str]:
+    """The prepared folds' names (``CASE_FOLD``), in order."""
+    return sorted(p.name[:-len(".parquet")] for p in directory.glob("*.parquet"))
+
+
+def fold_row(recipe: str, model: str, stem: str, codes: np.ndarray, directory: Path) -> dict:
+    """A result row of ``recipe`` on fold ``stem``, with the accuracy of ``codes`` against the demo's true
+    classes where the fold has them."""
+    row = {"recipe": recipe, "model": model, "case": stem.rsplit("_", 1)[0], "fold": int(stem.rsplit("_", 1)[1])}
+    truth = directory / f"{stem}.truth.npy"
+    if truth.exists():
+        row["truth"] = float((codes == np.load(truth)).mean())
+    return row
+
+
 def prepare(directory: Path, subsets: int, folds: int) -> None:
     """Each case's folds as samples tables in ``directory`` (``CASE_FOLD.parquet``), with the demo test
     rows' true classes (``CASE_FOLD.truth.npy``) and lcflow's forest's scores (``forest.jsonl``)."""
@@ -74,26 +89,20 @@ def score(task: tuple[str, str, dict], directory: Path, stem: str, out: Path, ke
     test rows' probabilities are kept for :func:`blend`."""
     import models_on_small_tables as small
     from lcflow.labels import samples_table as samples
-    from lcflow.train.model_dir import TrainedModel
 
     name, model, params = task
     started = time.perf_counter()
     path = directory / f"{stem}.parquet"
     test = samples.read(path).split("test")
-    metrics, codes, _ = small.lcflow_model(model, path, out, params, test)
-    row = {"recipe": name, "model": model, "case": stem.rsplit("_", 1)[0], "fold": int(stem.rsplit("_", 1)[1]),
-           "oa": metrics["overall_accuracy"], "bal": metrics["balanced_accuracy"], "f1": metrics["macro_f1"],
-           "s": round(time.perf_counter() - started, 2)}
-    truth = directory / f"{stem}.truth.npy"
-    if truth.exists():
-        row["truth"] = float((codes == np.load(truth)).mean())
+    fitted = small.lcflow_model(model, path, out, params, test)
+    metrics = fitted.metrics
+    row = fold_row(name, model, stem, fitted.codes, directory) | {
+        "oa": metrics["overall_accuracy"], "bal": metrics["balanced_accuracy"], "f1": metrics["macro_f1"],
+        "s": round(time.perf_counter() - started, 2)}
     if keep_proba:
-        trained = TrainedModel.load(out)
-        proba, empty = trained.probabilities(test.features(trained.bands, trained.steps),
-                                             test.latlon() if trained.model.uses_position else None)
         kept = directory / "proba" / case_name(name) / f"{stem}.npz"
         kept.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(kept, proba=proba, empty=empty, classes=np.asarray(trained.classes))
+        np.savez(kept, proba=fitted.proba, empty=fitted.empty, classes=fitted.classes)
     return row
 
 
@@ -103,9 +112,8 @@ def blend(directory: Path, recipes: list[str], name: str, out: Path) -> None:
     and, on the demo, against the truth."""
     from lcflow.labels import samples_table as samples
 
-    stems = sorted(p.name[:-len(".parquet")] for p in directory.glob("*.parquet"))
     with open(out, "a") as sink:
-        for stem in stems:
+        for stem in fold_stems(directory):
             kept = [directory / "proba" / case_name(r) / f"{stem}.npz" for r in recipes]
             if not all(k.exists() for k in kept):
                 continue
@@ -117,11 +125,7 @@ def blend(directory: Path, recipes: list[str], name: str, out: Path) -> None:
             empty = np.any([p["empty"] for p in parts], axis=0)
             codes = np.where(empty, -1, classes[mean.argmax(axis=1)])
             labels = samples.read(directory / f"{stem}.parquet").split("test").frame["label"].to_numpy()
-            row = {"recipe": name, "model": "+".join(recipes), "case": stem.rsplit("_", 1)[0],
-                   "fold": int(stem.rsplit("_", 1)[1]), "oa": float((codes == labels).mean())}
-            truth = directory / f"{stem}.truth.npy"
-            if truth.exists():
-                row["truth"] = float((codes == np.load(truth)).mean())
+            row = fold_row(name, "+".join(recipes), stem, codes, directory) | {"oa": float((codes == labels).mean())}
             sink.write(json.dumps(row) + "\n")
 
 
@@ -143,7 +147,7 @@ def one_core(model: str) -> dict:
 
 def run(directory: Path, grid: list[dict], jobs: int, deadline_s: float, out: Path, keep_proba: bool = False) -> None:
     """Every recipe of ``grid`` on every fold, recipe after recipe, ``jobs`` fits at a time."""
-    stems = sorted(p.name[:-len(".parquet")] for p in directory.glob("*.parquet"))
+    stems = fold_stems(directory)
     deadline = time.time() + deadline_s
     todo = [((g["name"], g["model"], {**one_core(g["model"]), **g.get("params", {})}), str(directory), stem, deadline,
              tempfile.gettempdir(), keep_proba) for g in grid for stem in stems if stem.startswith(tuple(g.get("cases", [""])))]

@@ -385,7 +385,7 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
 def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict, n_classes: int,
               plan: Schedule, select_by: str = "accuracy") -> None:
     """Validation accuracy, balanced accuracy and loss summed over ranks; keeps the best weights in
-    ``progress`` (higher accuracy, or the same accuracy at a lower loss) once warm-up is over; patience
+    ``progress`` by ``select_by`` (:func:`lcflow.train.selection.better`) once warm-up is over; patience
     counts from there."""
     if data.x_val is None or not len(data.x_val):
         return
