@@ -1,9 +1,11 @@
 """config/attention.yaml, the documented config of the attention models: ltae and presto are tuned (presto),
-trained on the local profile's two ranks, map, are assessed and compared beside the forest."""
+trained on the local profile's two ranks, map, are assessed and compared beside the forest, and the blend
+of the forest and ltae is made, mapped from their probabilities, assessed and compared too."""
 
 import csv
 import json
 
+import pytest
 import rasterio
 import yaml
 
@@ -29,6 +31,7 @@ def test_the_attention_config_tunes_trains_maps_and_assesses_ltae_and_presto(tmp
     assert done.returncode == 0, done.stderr[-4000:]
     counts = job_counts(done.stdout + done.stderr)
     assert counts["hpo"] == 1 and counts["train"] == 2 and counts["predict"] == 2 and counts["predict_rf"] == 1, counts
+    assert counts["blend"] == 1 and counts["predict_blend"] == 1, counts
     best = yaml.safe_load((results / "hpo" / "presto" / "best_params.yaml").read_text())
     assert best["trials"]["complete"] + best["trials"]["pruned"] == 2 and best["world_size"] == 2, best
     for model in ("ltae", "presto"):
@@ -46,3 +49,14 @@ def test_the_attention_config_tunes_trains_maps_and_assesses_ltae_and_presto(tmp
     assert [r["model"] for r in compared] == cfg["models"] and all(float(r["predict_px_s"]) > 0 for r in compared)
     with rasterio.open(results / "maps" / "31UFT_2019_presto.tif") as src:
         assert (src.width, src.height) == (128, 128)
+    # the blend: its members' training time, and its map's time includes theirs
+    blended = json.loads((results / "models" / "blend" / "metrics.json").read_text())
+    trained = {m: json.loads((results / "models" / m / "metrics.json").read_text()) for m in ("rf", "ltae")}
+    assert blended["members"] == ["rf", "ltae"] and blended["test"]["n_samples"] > 0
+    assert blended["train_seconds"] == pytest.approx(sum(t["train_seconds"] for t in trained.values()))
+    timing = json.loads((results / "maps" / "raw" / "31UFT_2019_blend_timing.json").read_text())
+    assert timing["members_seconds"] == pytest.approx(sum(
+        json.loads((results / "maps" / "raw" / f"31UFT_2019_{m}_timing.json").read_text())["seconds"] for m in ("rf", "ltae")),
+        abs=1e-5)
+    row = {r["model"]: r for r in compared}["blend"]
+    assert float(row["predict_px_s"]) < min(float(r["predict_px_s"]) for r in compared if r["model"] in ("rf", "ltae"))

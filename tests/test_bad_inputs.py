@@ -174,6 +174,15 @@ CONFIG_CASES = [
              "hpo.workers = 0 is outside [1, 1000]"),
     cfg_case("hpo: a tuned model that is not trained", lambda c, x: c.update(hpo={"models": ["resnet"]}),
              "hpo.models[0] = 'resnet' is not one of models"),
+    cfg_case("blend of a model that is not trained",
+             lambda c, x: c.update(models=["rf", "lstm", "blend"], blend={"members": ["rf", "tempcnn"]}),
+             "blend.members[1] = 'tempcnn' is not one of models"),
+    cfg_case("blend of its default members, one not trained", lambda c, x: c.update(models=["rf", "lstm", "blend"]),
+             "blend.members[1] = 'tempcnn' (by default) is not one of models"),
+    cfg_case("blend of one member", lambda c, x: c.update(blend={"members": ["rf"]}),
+             "blend.members = ['rf'] has 1 item(s): at least 2"),
+    cfg_case("blend of a patch model", lambda c, x: c.update(blend={"members": ["rf", "resnet"]}),
+             "blend.members[1] = 'resnet' is not one of"),
     cfg_case("hpo: an unknown pruner", lambda c, x: c.update(hpo={"models": ["lstm"], "pruner": "asha"}),
              "hpo.pruner = 'asha' is not one of"),
     cfg_case("CORINE level 4", lambda c, x: c["labels"].update(level=4), "labels.level = 4 is not one of"),
@@ -314,10 +323,10 @@ def _train(ctx: Ctx, table: Path, *extra, model: str = "rf") -> tuple[int, list[
     return ctx.lcflow("train", "--model", model, "--samples", table, "--out", ctx.out / model, *fast, *extra)
 
 
-def _trained_rf(ctx: Ctx) -> Path:
+def _trained_rf(ctx: Ctx, name: str = "model") -> Path:
     from lcflow.train import training
 
-    model = ctx.tmp / "model"
+    model = ctx.tmp / name
     training.train("rf", [str(ctx.stages["samples2018"])], model, {"n_estimators": 10})
     return model
 
@@ -540,6 +549,9 @@ COMMAND_CASES = [
          lambda x: ((x.tmp / "best.yaml").write_text("model: rf\nparams: {n_estimators: 0}\n"),
                     _train(x, x.stages["samples2018"], "--tuned", x.tmp / "best.yaml"))[1],
          "{tmp}/best.yaml.n_estimators = 0: expected an integer in [1, 10000]"),
+    Case("blend: two forests", lambda x: x.lcflow(
+        "blend", "--members", _trained_rf(x), _trained_rf(x, "other"), "--samples", x.stages["samples2018"],
+        "--out", x.out / "blend"), "{tmp}/model and {tmp}/other are both rf models"),
     Case("evaluate: a single-class table", lambda x: x.lcflow(
         "evaluate", "--model-dir", _trained_rf(x), "--samples", _table(x, lambda d: d.assign(label=21)),
         "--out", x.out / "m.json"), "{tmp}/t.parquet: only 1 class (21); at least 2 needed"),

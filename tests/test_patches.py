@@ -11,7 +11,7 @@ from lcflow.errors import LcflowError
 from lcflow.labels import sampling, samples_table as samples
 from lcflow.maps import predict
 from lcflow.retrieve.composite import NODATA
-from lcflow.train import evaluation, training
+from lcflow.train import saved_models, training
 from lcflow.train.model_dir import TrainedModel
 
 from .conftest import built_once
@@ -117,7 +117,7 @@ def test_resnet_map_equals_classifying_each_patch(resnet, patch_samples, stages,
 
 def test_evaluate_scores_a_patch_model_on_its_table(resnet, patch_samples, stages, tmp_path):
     """evaluate's scores are those of the model's own maps at the test samples, counted here."""
-    result = evaluation.evaluate(resnet[0], [str(patch_samples[2018]), str(patch_samples[2019])], tmp_path / "e.json")
+    result = saved_models.evaluate(resnet[0], [str(patch_samples[2018]), str(patch_samples[2019])], tmp_path / "e.json")
     truth, mapped = [], []
     for year in (2018, 2019):
         out_map = tmp_path / f"map{year}.tif"

@@ -7,7 +7,7 @@ import pytest
 from lcflow.cli import main
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table as samples
-from lcflow.train import evaluation, training
+from lcflow.train import saved_models, training
 from lcflow.train.model_dir import TrainedModel
 
 FAST = {"rf": {"n_estimators": 50}, "lstm": {"epochs": 8, "min_steps": 0, "hidden_size": 32},
@@ -45,7 +45,7 @@ def test_train_evaluate_and_reload(model, toy_table, tmp_path):
     assert metrics["test"]["overall_accuracy"] > majority + 0.5
     history = pd.read_csv(out / "history.csv")
     assert len(history) >= 1 and "val_accuracy" in history
-    result = evaluation.evaluate(out, [str(toy_table)], tmp_path / "m.json")
+    result = saved_models.evaluate(out, [str(toy_table)], tmp_path / "m.json")
     written = json.loads((tmp_path / "m.json").read_text())
     assert written["overall_accuracy"] == result["overall_accuracy"] == metrics["test"]["overall_accuracy"]
     assert {"overall_accuracy", "kappa", "macro_f1", "per_class", "confusion_matrix"} <= set(written)
@@ -89,7 +89,7 @@ def test_table_without_split_trains_on_everything(toy_table, tmp_path):
     df.to_parquet(path)
     metrics = training.train("rf", [str(path)], tmp_path / "rf", FAST["rf"])
     assert metrics["n_train"] == len(df) and "test" not in metrics
-    assert evaluation.evaluate(tmp_path / "rf", [str(path)], tmp_path / "m.json")["n_samples"] == len(df)
+    assert saved_models.evaluate(tmp_path / "rf", [str(path)], tmp_path / "m.json")["n_samples"] == len(df)
 
 
 def test_training_errors(toy_table, tmp_path):
@@ -102,7 +102,7 @@ def test_training_errors(toy_table, tmp_path):
     assert training.parse_overrides(["epochs=3", "dropout=0.1", "bidirectional=false", "max_depth=null"]) == \
         {"epochs": 3, "dropout": 0.1, "bidirectional": False, "max_depth": None}
     with pytest.raises(LcflowError, match="not a trained model directory"):
-        evaluation.evaluate(tmp_path, [str(toy_table)], tmp_path / "m.json")
+        saved_models.evaluate(tmp_path, [str(toy_table)], tmp_path / "m.json")
 
 
 def test_evaluate_refuses_table_without_model_bands(toy_table, tmp_path):
@@ -111,7 +111,7 @@ def test_evaluate_refuses_table_without_model_bands(toy_table, tmp_path):
     path = tmp_path / "b04.parquet"
     df.to_parquet(path)
     with pytest.raises(LcflowError, match="lacks what the model needs: bands \\['B08'\\]"):
-        evaluation.evaluate(tmp_path / "rf", [str(path)], tmp_path / "m.json")
+        saved_models.evaluate(tmp_path / "rf", [str(path)], tmp_path / "m.json")
     assert not (tmp_path / "m.json").exists()
 
 

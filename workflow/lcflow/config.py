@@ -108,6 +108,9 @@ def _message(error: jsonschema.ValidationError) -> str:
         return f"{where} = {value!r} is not a valid {kind} (pattern {error.validator_value})"
     if error.validator == "enum":
         return f"{where} = {value!r} is not one of {error.validator_value}"
+    if error.validator in ("minItems", "maxItems") and value:  # an empty list: jsonschema's "should be non-empty"
+        bound = "at least" if error.validator == "minItems" else "at most"
+        return f"{where} = {value!r} has {len(value)} item(s): {bound} {error.validator_value}"
     if error.validator == "required":
         return f"{where}: {error.message}"
     if error.validator == "oneOf":
@@ -176,6 +179,7 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
         except hyperparameters.ParamError as exc:
             raise _Bad(("model_params", model) + ((exc.key,) if exc.key else ()), str(exc)) from None
     _check_hpo(config)
+    _check_blend(config, validator.schema)
     cube_cfg = config.get("cube") or {}
     for i, name in enumerate(cube_cfg.get("indices") or []):
         try:
@@ -253,6 +257,19 @@ def _check_hpo(config: dict[str, Any]) -> None:
             search_space.parse(model, space, where=f"hpo.space.{model}")
         except hyperparameters.ParamError as exc:
             raise _Bad(("hpo", "space", model) + ((exc.key,) if exc.key else ()), str(exc)) from None
+
+
+def _check_blend(config: dict[str, Any], schema: dict[str, Any]) -> None:
+    """A blend's members are trained and mapped models."""
+    if "blend" not in config["models"]:
+        return
+    given = (config.get("blend") or {}).get("members")
+    members = given or schema["properties"]["blend"]["properties"]["members"]["default"]
+    for i, model in enumerate(members):
+        if model not in config["models"]:
+            key = ("blend", "members", i) if given else ("models",)
+            raise _Bad(key, f"blend.members[{i}] = {model!r}{'' if given else ' (by default)'} is not one of models "
+                       f"{config['models']} (a blend averages the maps of trained models)")
 
 
 def _check_catalog(path: Path) -> None:

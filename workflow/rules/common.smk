@@ -12,7 +12,10 @@ R = config["results"]
 TILES = config["tiles"]
 YEARS = config["years"]
 MODELS = config["models"]
-DEEP_MODELS = [m for m in MODELS if m != "rf"]
+DEEP_MODELS = [m for m in MODELS if m not in ("rf", "blend")]
+# a blend (lcflow.train.blend) averages its members' probabilities: it trains nothing, and its maps are
+# made from the members' stored probabilities
+BLEND_MEMBERS = (config.get("blend") or {}).get("members") or ["rf", "tempcnn"]
 ENV = "../../envs/lcflow.yaml"
 LABELS = config["labels"]
 LABEL_YEAR = int(LABELS.get("year") or YEARS[0])

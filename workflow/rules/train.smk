@@ -62,6 +62,29 @@ rule train:
         " > {log:q} 2>&1"
 
 
+# A blend's directory (lcflow.train.blend): its members named and checksummed, scored together on the val and
+# test rows. It reads the members' weights (a forest can be gigabytes), so it is a job like a training.
+rule blend:
+    input:
+        members=expand(f"{R}/models/{{member}}/model.json", member=BLEND_MEMBERS),
+        samples=ALL_SAMPLES,
+    output:
+        meta=f"{R}/models/blend/model.json",
+        members=f"{R}/models/blend/members.json",
+        metrics=f"{R}/models/blend/metrics.json",
+    log:
+        f"{R}/logs/train/blend.log",
+    benchmark:
+        f"{R}/benchmarks/train/blend.tsv"
+    params:
+        members=lambda wc, input: [str(Path(m).parent) for m in input.members],
+        out=subpath(output.meta, parent=True),
+    conda:
+        ENV
+    shell:
+        "lcflow -v blend --members {params.members:q} --samples {input.samples:q} --out {params.out:q} > {log:q} 2>&1"
+
+
 rule learning_curve:
     input:
         f"{R}/models/{{model}}/model.json",

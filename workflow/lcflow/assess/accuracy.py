@@ -15,7 +15,7 @@ from lcflow.common.raster import Grid, read_tag
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
 from lcflow.labels.nomenclature import Nomenclature
-from lcflow.train.model_dir import TrainedModel
+from lcflow.train import saved_models
 from lcflow.train.evaluation import evaluate_table
 
 
@@ -125,7 +125,7 @@ def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: s
         truth: str | Path | None = None, nomenclature: Nomenclature | None = None,
         figure: str | Path | None = None, reference: str | Path | None = None,
         reference_column: str = "reference", areas: str | Path | None = None) -> dict:
-    trained = TrainedModel.load(model_dir)
+    trained = saved_models.load(model_dir)
     table = samples_table.read(samples, min_classes=1)
     test = table.split("test")
     result: dict = {"map": str(map_path), "model": trained.model.name}

@@ -66,7 +66,7 @@ def register(command) -> None:
     p.set_defaults(func=cmd_design_sample)
 
     p = command("assess", "accuracy of a map: reference sample, test samples, truth")
-    p.add_argument("--model-dir", required=True, help="directory written by lcflow train")
+    p.add_argument("--model-dir", required=True, help="directory written by lcflow train or lcflow blend")
     p.add_argument("--samples", required=True, help="samples table of the map's tile-year")
     p.add_argument("--map", required=True, help="class map written by lcflow predict")
     p.add_argument("--reference", help="labelled reference points (lcflow design-sample, labelled; any CRS): "

@@ -21,6 +21,15 @@ def cmd_predict(a):
              f", probabilities -> {a.probabilities}" if a.probabilities else "")
 
 
+def cmd_blend_maps(a):
+    from lcflow.maps import blend_maps
+
+    blend_maps.run(a.model_dir, a.member_probabilities, a.out, a.confidence, out_probabilities=a.probabilities,
+                   member_timings=a.member_timings, out_timing=a.timing, block=a.block)
+    log.info("blended map -> %s, confidence -> %s%s", a.out, a.confidence,
+             f", probabilities -> {a.probabilities}" if a.probabilities else "")
+
+
 def cmd_consistent_maps(a):
     from lcflow.maps import consistent
 
@@ -80,7 +89,7 @@ def cmd_stac_catalog(a):
 def register(command) -> None:
     """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
     p = command("predict", "map a whole cube")
-    p.add_argument("--model-dir", required=True, help="directory written by lcflow train")
+    p.add_argument("--model-dir", required=True, help="directory written by lcflow train or lcflow blend")
     p.add_argument("--cube", required=True, help="cube written by lcflow cube")
     p.add_argument("--out", required=True, help="class map (COG) to write")
     p.add_argument("--confidence", required=True, help="confidence map (COG, percent) to write")
@@ -91,6 +100,21 @@ def register(command) -> None:
                                     "(read by compare-models)")
     backend_option(p)
     p.set_defaults(func=cmd_predict)
+
+    p = command("blend-maps", "a blend's map of one tile-year from its members' probabilities (lcflow predict "
+                              "--probabilities), without mapping the cube again")
+    p.add_argument("--model-dir", required=True, help="directory written by lcflow blend")
+    p.add_argument("--member-probabilities", nargs="+", required=True,
+                   help="each member's probabilities raster of the tile-year (any order)")
+    p.add_argument("--out", required=True, help="class map (COG) to write")
+    p.add_argument("--confidence", required=True, help="confidence map (COG, percent) to write")
+    p.add_argument("--probabilities", help="also write the blend's probabilities, as lcflow predict does")
+    p.add_argument("--member-timings", nargs="+", help="each member's timing file of the tile-year (lcflow predict "
+                                                       "--timing): the blend's timing adds them to its own")
+    p.add_argument("--timing", help="JSON to write (with --member-timings): what the blend's map took, members included")
+    p.add_argument("--block", type=cli_args.int_at_least(16), default=default("predict.block_px"),
+                   help="window, pixels a side")
+    p.set_defaults(func=cmd_blend_maps)
 
     p = command("consistent-maps", "consistent annual maps of one tile and model from every year's probabilities, "
                                    "with change maps")

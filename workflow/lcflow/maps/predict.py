@@ -30,6 +30,7 @@ from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.retrieve.composite import NODATA
 from lcflow.train import distributed
+from lcflow.train import saved_models
 from lcflow.train.model_dir import TrainedModel
 
 log = logging.getLogger("lcflow.maps.predict")
@@ -81,7 +82,7 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
             raise LcflowError(f"the {seen[Path(path).resolve()]} and the {what} would be the same file {path}: "
                               "name different files")
         seen[Path(path).resolve()] = what
-    trained = TrainedModel.load(model_dir)
+    trained = saved_models.load(model_dir)
     cube_bands, steps = cube_layout(cube)
     missing = [b for b in trained.bands if b not in cube_bands]
     if missing or steps != trained.steps:
@@ -98,7 +99,7 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
         log.info("on %s: %d thread(s) read and prepare windows ahead of the model", trained.model.device, threads)
     started = time.perf_counter()
     if comm.size == 1:
-        _publish(trained, grid, mapper.windows(windows, range(len(windows)), "", grid.width * grid.height),
+        publish(trained, grid, mapper.windows(windows, range(len(windows)), "", grid.width * grid.height),
                  out_map, out_confidence, out_probabilities)
         _write_timing(out_timing, trained, grid, time.perf_counter() - started, 1, on_gpu)
         return
@@ -117,7 +118,7 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
     if done != len(windows):
         raise RuntimeError(f"predict {cube}: the ranks mapped {done} of {len(windows)} windows")
     if comm.rank == 0:
-        _publish(trained, grid, _from_parts(parts, windows), out_map, out_confidence, out_probabilities)
+        publish(trained, grid, _from_parts(parts, windows), out_map, out_confidence, out_probabilities)
         shutil.rmtree(parts, ignore_errors=True)
         _write_timing(out_timing, trained, grid, time.perf_counter() - started, comm.size, on_gpu)
 
@@ -167,7 +168,6 @@ class _Mapper:
                  probabilities: bool, threads: int = 1):
         self.trained, self.cube, self.steps, self.cube_bands = trained, cube, steps, cube_bands
         self.probabilities, self.threads = probabilities, threads
-        self.dtype, self.nodata = map_type(trained.classes)
 
     def windows(self, windows: list, indices: Iterable[int], who: str, pixels: int
                 ) -> Iterator[tuple[int, object, dict[str, np.ndarray]]]:
@@ -210,15 +210,22 @@ class _Mapper:
                             f"{type(exc).__name__}: {exc}")
 
     def classify(self, prepared: np.ndarray, empty: np.ndarray, shape: tuple[int, int]) -> dict[str, np.ndarray]:
-        trained = self.trained
-        proba = trained.input_probabilities(prepared)
-        codes, confidence = np.asarray(trained.classes)[proba.argmax(axis=1)], proba.max(axis=1)
-        arrays = {"map": np.where(empty, self.nodata, codes).astype(self.dtype).reshape(shape),
-                  "confidence": np.where(empty, 255, np.round(confidence * 100)).astype(np.uint8).reshape(shape)}
-        if self.probabilities:
-            stored = np.where(empty[:, None], PROBABILITY_NODATA, np.round(proba * PROBABILITY_SCALE))
-            arrays["probabilities"] = stored.T.astype(np.uint8).reshape(-1, *shape)
-        return arrays
+        return stored_arrays(self.trained.input_probabilities(prepared), empty, shape, self.trained.classes,
+                             self.probabilities)
+
+
+def stored_arrays(proba: np.ndarray, empty: np.ndarray, shape: tuple[int, int], classes: list[int],
+                  probabilities: bool) -> dict[str, np.ndarray]:
+    """A window's class probabilities (pixels, classes) and no-data mask -> the map, confidence and (if
+    asked) probability arrays as the published files store them."""
+    dtype, nodata = map_type(classes)
+    codes, confidence = np.asarray(classes)[proba.argmax(axis=1)], proba.max(axis=1)
+    arrays = {"map": np.where(empty, nodata, codes).astype(dtype).reshape(shape),
+              "confidence": np.where(empty, 255, np.round(confidence * 100)).astype(np.uint8).reshape(shape)}
+    if probabilities:
+        stored = np.where(empty[:, None], PROBABILITY_NODATA, np.round(proba * PROBABILITY_SCALE))
+        arrays["probabilities"] = stored.T.astype(np.uint8).reshape(-1, *shape)
+    return arrays
 
 
 def _from_parts(parts: Path, windows: list) -> Iterator[tuple[int, object, dict[str, np.ndarray]]]:
@@ -228,8 +235,8 @@ def _from_parts(parts: Path, windows: list) -> Iterator[tuple[int, object, dict[
             yield i, win, {k: saved[k] for k in saved.files}
 
 
-def _publish(trained: TrainedModel, grid: Grid, mapped: Iterable[tuple[int, object, dict[str, np.ndarray]]],
-             out_map: str | Path, out_confidence: str | Path, out_probabilities: str | Path | None) -> None:
+def publish(trained: TrainedModel, grid: Grid, mapped: Iterable[tuple[int, object, dict[str, np.ndarray]]],
+            out_map: str | Path, out_confidence: str | Path, out_probabilities: str | Path | None) -> None:
     """The mapped windows written into staging COGs, published together once every window is in."""
     dtype, nodata = map_type(trained.classes)
     tags = {"model": trained.model.name, "class_names": {str(k): v for k, v in trained.class_names.items()},

@@ -33,10 +33,19 @@ def cmd_train(a):
              f"; test OA {test['overall_accuracy']:.4f}, kappa {test['kappa']:.4f}" if test else "")
 
 
-def cmd_evaluate(a):
-    from lcflow.train import evaluation
+def cmd_blend(a):
+    from lcflow.train import blend
 
-    r = evaluation.evaluate(a.model_dir, a.samples, a.out)
+    metrics = blend.make(a.members, a.out, a.samples)
+    test = metrics.get("test")
+    log.info("blend of %s -> %s%s", ", ".join(metrics["members"]), a.out,
+             f"; test OA {test['overall_accuracy']:.4f}, kappa {test['kappa']:.4f}" if test else "")
+
+
+def cmd_evaluate(a):
+    from lcflow.train import saved_models
+
+    r = saved_models.evaluate(a.model_dir, a.samples, a.out)
     log.info("OA %.4f, kappa %.4f, macro F1 %.4f on %d samples -> %s", r["overall_accuracy"], r["kappa"],
              r["macro_f1"], r["n_samples"], a.out)
 
@@ -71,8 +80,17 @@ def register(command) -> None:
     backend_option(p)
     p.set_defaults(func=cmd_train)
 
+    p = command("blend", "a model that averages the class probabilities of trained models (a forest and a network "
+                         "err on different pixels)")
+    p.add_argument("--members", required=True, nargs="+", help="model directories written by lcflow train, "
+                                                               "trained on the same samples")
+    p.add_argument("--samples", nargs="+", help="samples table(s) the members trained on: the blend is scored on "
+                                                "their val and test rows (metrics.json)")
+    p.add_argument("--out", required=True, help="the blend's model directory")
+    p.set_defaults(func=cmd_blend)
+
     p = command("evaluate", "score a trained model on samples table(s)")
-    p.add_argument("--model-dir", required=True, help="directory written by lcflow train")
+    p.add_argument("--model-dir", required=True, help="directory written by lcflow train or lcflow blend")
     p.add_argument("--samples", required=True, nargs="+", help="samples table(s): the test rows, or all without a split")
     p.add_argument("--out", required=True, help="metrics JSON to write")
     p.set_defaults(func=cmd_evaluate)

@@ -1,12 +1,8 @@
-"""A trained model scored on a samples table: the test rows of a training, ``lcflow evaluate``, and an
-assessment's held-out samples. Apart from training so that scoring a forest never imports torch."""
-
-import json
-from pathlib import Path
+"""A trained model scored on a samples table: the test rows of a training or a blend, ``lcflow evaluate``,
+and an assessment's held-out samples. Apart from training so that scoring a forest never imports torch."""
 
 import numpy as np
 
-from lcflow.common.atomic import write_text
 from lcflow.common.metrics import scores
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
@@ -27,16 +23,4 @@ def evaluate_table(trained: TrainedModel, table: samples_table.SampleTable) -> d
     codes = np.where(empty, -1, codes)
     result = scores(table.frame["label"].to_numpy(), codes, trained.class_names)
     result["n_without_observation"] = int(empty.sum())
-    return result
-
-
-def evaluate(model_dir: str | Path, sample_paths: list[str], out: str | Path) -> dict:
-    """``lcflow evaluate``: scores on the test split (or the whole table without a split column)."""
-    trained = TrainedModel.load(model_dir)
-    table = samples_table.read(sample_paths)
-    part = table.split("test") if "split" in table.frame.columns else table
-    if len(part.frame) == 0:
-        raise LcflowError(f"samples table(s) {', '.join(map(str, sample_paths))}: no 'test' rows to evaluate")
-    result = {"model_dir": str(model_dir), "split": "test" if part is not table else "all", **evaluate_table(trained, part)}
-    write_text(out, json.dumps(result, indent=1))
     return result

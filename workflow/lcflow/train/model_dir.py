@@ -129,6 +129,8 @@ class TrainedModel:
             raise LcflowError(f"{directory} is not a trained model directory (no {META_FILE})")
         try:
             meta: dict[str, Any] = json.loads(meta_path.read_text())
+            if meta.get("model") == "blend":
+                raise LcflowError(f"{directory} is a blend of models: lcflow.train.saved_models.load reads it")
             model = model_class(meta["model"])(meta["params"], len(meta["bands"]) + 1, meta["steps"], len(meta["classes"]),
                                                meta["bands"], Standardiser.from_dict(meta["standardisation"]),
                                                meta.get("time_steps"))
