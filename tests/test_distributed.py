@@ -1,6 +1,7 @@
 """Data-parallel training under horovodrun (Gloo) on this machine: 2 ranks against 1, kill and resume;
 and the same under torchrun with the torch.distributed backend."""
 
+import contextlib
 import json
 import os
 import re
@@ -236,8 +237,18 @@ def test_killed_training_resumes_from_its_checkpoint(samples, tmp_path):
             break
         time.sleep(0.05)
     assert proc.poll() is None, "training ended before it could be killed"
+    # the ranks run in sessions of their own: killed with horovodrun, and gone before the checkpoint is read
+    # (a rank outliving horovodrun by a moment could still write the next round)
+    workers = _workers(proc.pid)
+    assert len(workers) == 2, workers
     os.killpg(proc.pid, signal.SIGKILL)
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     proc.wait()
+    gone = time.time() + 30
+    while any(Path(f"/proc/{pid}").exists() and _running(pid) for pid in workers) and time.time() < gone:
+        time.sleep(0.05)
     done_rounds = torch.load(checkpoint, weights_only=True)["progress"]["round"]
     assert 2 <= done_rounds < 8 and not (out / "metrics.json").exists()
     horovodrun(2, *args, log=tmp_path / "second.log")
@@ -314,6 +325,14 @@ def _workers(root: int) -> list[int]:
 
     return [pid for pid, cmd in command.items()
             if len(cmd) > 2 and cmd[1].endswith(b"/lcflow") and cmd[2] == b"train" and below_root(pid)]
+
+
+def _running(pid: int) -> bool:
+    """Not ended: alive, or not yet a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_elastic_training_goes_on_when_a_worker_dies(samples, tmp_path):
