@@ -98,6 +98,11 @@ def test_a_model_without_assessment_and_broken_files_are_named(run, tmp_path):
     files[0].write_text("{not json")
     with pytest.raises(LcflowError, match=r"T1_2018_rf\.json is not an assessment written by lcflow assess"):
         comparison.write(files, models, timings, tmp_path / "cmp.tsv")
+    (models[1] / "metrics.json").write_text(json.dumps({"model": "lstm", "world_size": 2}))
+    with pytest.raises(LcflowError, match=r"lstm/metrics\.json is not the metrics of a model trained by lcflow "
+                                          r"train \(KeyError: 'train_seconds'\)"):
+        comparison.collect(files[1:], models, timings)
+    (models[1] / "metrics.json").write_text(json.dumps({"model": "lstm", "train_seconds": 1.0}))
     timings[0].write_text(json.dumps({"model": "rf"}))
     with pytest.raises(LcflowError, match=r"T1_2018_rf_timing\.json: no 'px_per_s' \(not a timing file"):
         comparison.collect(files[1:], models, timings)

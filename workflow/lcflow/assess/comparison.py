@@ -19,6 +19,7 @@ import numpy as np
 
 from lcflow.common.atomic import atomic_path, write_text
 from lcflow.errors import LcflowError
+from lcflow.train.model_dir import read_metrics
 
 log = logging.getLogger("lcflow")
 
@@ -97,12 +98,9 @@ def collect(assessments: list[str | Path], model_dirs: list[str | Path], timings
     (``metrics.json`` of its directory) and the mapping speed of each of its maps."""
     rows: dict[str, ModelRow] = {}
     for d in map(Path, model_dirs):
-        metrics = _read_json(d / "metrics.json", "the metrics of a model trained by lcflow train")
-        try:
-            rows[metrics["model"]] = ModelRow(metrics["model"], train_s=float(metrics["train_seconds"]),
-                                              ranks=int(metrics.get("world_size", 1)))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise LcflowError(f"{d / 'metrics.json'}: no {exc} (not written by lcflow train)") from None
+        metrics = read_metrics(d)
+        rows[metrics["model"]] = ModelRow(metrics["model"], train_s=float(metrics["train_seconds"]),
+                                          ranks=int(metrics.get("world_size", 1)))
     for p in sorted(map(Path, assessments)):
         model, score = map_score(p)
         if model not in rows:

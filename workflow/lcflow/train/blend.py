@@ -25,7 +25,8 @@ from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
 from lcflow.train.evaluation import evaluate_table
-from lcflow.train.model_dir import META_FILE, TrainedModel, sha256
+from lcflow.train.model_dir import (META_FILE, METRICS_FILE, TrainedModel, legend_from_json, legend_to_json,
+                                    read_metrics, sha256)
 
 log = logging.getLogger("lcflow.train")
 
@@ -126,9 +127,8 @@ def make(member_dirs: list[str | Path], out: str | Path, sample_paths: list[str]
     members = _load_members(dirs, f"blend {out}")
     table = samples_table.read(sample_paths, min_classes=1) if sample_paths else None
     first = members[0]
-    blended = BlendedModel(Blend(members), first.bands, first.steps, first.classes, first.class_names,
-                           first.class_colors, first.standardise, first.time_steps, members=members)
-    member_metrics = [_metrics(d) for d in dirs]
+    blended = _blended(members)
+    member_metrics = [read_metrics(d) for d in dirs]
     metrics: dict[str, Any] = {
         "model": NAME, "members": [m.model.name for m in members],
         "train_seconds": float(sum(m["train_seconds"] for m in member_metrics)),
@@ -146,29 +146,26 @@ def make(member_dirs: list[str | Path], out: str | Path, sample_paths: list[str]
     listed = {"members": [{"model": m.model.name, "dir": os.path.relpath(d.resolve(), out.resolve()),
                            "model_json_sha256": sha256(d / META_FILE)} for m, d in zip(members, dirs)]}
     write_text(out / MEMBERS_FILE, json.dumps(listed, indent=1))
-    write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    write_text(out / METRICS_FILE, json.dumps(metrics, indent=1))
     meta = {"model": NAME, "params": {"members": metrics["members"]}, "bands": first.bands, "steps": first.steps,
-            "classes": first.classes, "class_names": {str(k): v for k, v in first.class_names.items()},
-            "class_colors": {str(k): list(v) for k, v in first.class_colors.items()}, "time_steps": first.time_steps,
+            "classes": first.classes, **legend_to_json(first.class_names, first.class_colors),
+            "time_steps": first.time_steps,
             "weights": {"file": MEMBERS_FILE, "sha256": sha256(out / MEMBERS_FILE)}}
     write_text(out / META_FILE, json.dumps(meta, indent=1))
     return metrics
 
 
-def _metrics(directory: Path) -> dict[str, Any]:
-    path = directory / "metrics.json"
-    try:
-        metrics = json.loads(path.read_text())
-        float(metrics["train_seconds"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise LcflowError(f"{path} is not the metrics of a model trained by lcflow train ({type(exc).__name__}: "
-                          f"{exc})") from None
-    return metrics
+def _blended(members: list[TrainedModel]) -> BlendedModel:
+    """The blend of ``members`` (checked by :func:`_shared`): their shared classes, bands and steps."""
+    first = members[0]
+    return BlendedModel(Blend(members), first.bands, first.steps, first.classes, first.class_names,
+                        first.class_colors, first.standardise, first.time_steps, members=members)
 
 
-def listed_members(directory: str | Path) -> list[dict[str, str]]:
+def listed_members(directory: str | Path) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """The members ``members.json`` names, each checked against the checksum ``model.json`` recorded for the
-    file and the member's ``model.json`` against the one the blend was made from; their directories resolved."""
+    file and the member's ``model.json`` against the one the blend was made from; their directories resolved.
+    Also the blend's ``model.json``, which was read to check the list."""
     directory = Path(directory)
     try:
         meta = json.loads((directory / META_FILE).read_text())
@@ -188,29 +185,23 @@ def listed_members(directory: str | Path) -> list[dict[str, str]]:
         if sha256(meta_path) != member["model_json_sha256"]:
             raise LcflowError(f"blend {directory}: member {member['dir']} was trained again after the blend was made "
                               f"(its {META_FILE} differs): run lcflow blend again")
-    return resolved
+    return resolved, meta
 
 
 def load(directory: str | Path) -> BlendedModel:
     """The blend in ``directory`` with its members loaded (each checked as :func:`listed_members` says)."""
     directory = Path(directory)
-    listed = listed_members(directory)
-    dirs = [Path(m["dir"]) for m in listed]
-    members = _load_members(dirs, f"blend {directory}")
-    first = members[0]
-    return BlendedModel(Blend(members), first.bands, first.steps, first.classes, first.class_names,
-                        first.class_colors, first.standardise, first.time_steps, members=members)
+    listed, _ = listed_members(directory)
+    return _blended(_load_members([Path(m["dir"]) for m in listed], f"blend {directory}"))
 
 
 def described(directory: str | Path) -> BlendedModel:
     """The blend as its ``model.json`` describes it, its members checked but not loaded: what publishing a
     map averaged from the members' stored probabilities needs (a forest's weights can take gigabytes)."""
     directory = Path(directory)
-    listed = listed_members(directory)
-    meta = json.loads((directory / META_FILE).read_text())
+    listed, meta = listed_members(directory)
     try:
         return BlendedModel(Blend([], [m["model"] for m in listed]), meta["bands"], meta["steps"], meta["classes"],
-                            {int(k): v for k, v in meta["class_names"].items()},
-                            {int(k): tuple(v) for k, v in meta["class_colors"].items()}, None, meta.get("time_steps"))
+                            *legend_from_json(meta), None, meta.get("time_steps"))
     except (KeyError, TypeError, ValueError) as exc:
         raise LcflowError(f"{directory / META_FILE} is not a blend written by lcflow blend ({exc!r})") from None

@@ -18,6 +18,32 @@ from lcflow.errors import LcflowError
 from lcflow.train.models import Model, model_class
 
 META_FILE = "model.json"
+METRICS_FILE = "metrics.json"
+
+
+def legend_to_json(class_names: dict[int, str], class_colors: dict[int, tuple[int, int, int]]) -> dict[str, Any]:
+    """The classes' names and colours as ``model.json`` records them (JSON keys are strings)."""
+    return {"class_names": {str(k): v for k, v in class_names.items()},
+            "class_colors": {str(k): list(v) for k, v in class_colors.items()}}
+
+
+def legend_from_json(meta: dict[str, Any]) -> tuple[dict[int, str], dict[int, tuple[int, int, int]]]:
+    """The classes' names and colours from a ``model.json``, keyed by class code again."""
+    return ({int(k): v for k, v in meta["class_names"].items()},
+            {int(k): tuple(v) for k, v in meta["class_colors"].items()})
+
+
+def read_metrics(directory: str | Path) -> dict[str, Any]:
+    """A model directory's ``metrics.json`` (a trained model's or a blend's), checked for the model's name
+    and training time that comparisons and blends read from it."""
+    path = Path(directory) / METRICS_FILE
+    try:
+        metrics = json.loads(path.read_text())
+        str(metrics["model"]), float(metrics["train_seconds"]), int(metrics.get("world_size", 1))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise LcflowError(f"{path} is not the metrics of a model trained by lcflow train ({type(exc).__name__}: "
+                          f"{exc})") from None
+    return metrics
 
 
 def sha256(path: Path) -> str:
@@ -115,8 +141,7 @@ class TrainedModel:
         with atomic_path(weights) as tmp:
             self.model.save_weights(tmp)
         meta = {"model": self.model.name, "params": self.model.params, "bands": self.bands, "steps": self.steps,
-                "classes": self.classes, "class_names": {str(k): v for k, v in self.class_names.items()},
-                "class_colors": {str(k): list(v) for k, v in self.class_colors.items()},
+                "classes": self.classes, **legend_to_json(self.class_names, self.class_colors),
                 "standardisation": self.standardise.to_dict(), "time_steps": self.time_steps,
                 "weights": {"file": weights.name, "sha256": sha256(weights)}}
         write_text(directory / META_FILE, json.dumps(meta, indent=1))
@@ -144,7 +169,5 @@ class TrainedModel:
             raise LcflowError(f"model {directory}: {weights.name} is not the weights {META_FILE} was written with "
                               "(checksum differs): retrain the model")
         model.load_weights(weights)
-        return cls(model, meta["bands"], meta["steps"], meta["classes"],
-                   {int(k): v for k, v in meta["class_names"].items()},
-                   {int(k): tuple(v) for k, v in meta["class_colors"].items()},
+        return cls(model, meta["bands"], meta["steps"], meta["classes"], *legend_from_json(meta),
                    Standardiser.from_dict(meta["standardisation"]), meta.get("time_steps"))
