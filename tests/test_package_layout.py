@@ -120,3 +120,19 @@ def test_each_stage_owns_its_commands():
     assert not handlers
     for stage in ("retrieve", "labels", "train", "tune", "maps", "assess", "synth"):
         assert f"lcflow.{stage}.commands" in MODULES
+
+
+@pytest.mark.parametrize("module", ["lcflow.maps.predict", "lcflow.maps.blend_maps", "lcflow.maps.consistent",
+                                    "lcflow.maps.commands", "lcflow.assess.comparison", "lcflow.cli"])
+def test_map_jobs_import_neither_scikit_learn_nor_torch_until_a_model_needs_them(module):
+    """Every tile-year's map, consistency and comparison is a job of its own (a Slurm job on a cluster):
+    importing scikit-learn costs about 2 CPU-s and torch as much, which such a job paid even for a model
+    that needs neither. They are imported where a model is loaded or a score computed."""
+    import subprocess
+    import sys
+
+    code = (f"import sys, {module}\n"
+            "print(sorted(m for m in ('sklearn', 'torch', 'skops') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", f"importing {module} imports {out.stdout.strip()}"

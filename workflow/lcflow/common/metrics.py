@@ -3,11 +3,14 @@
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_recall_fscore_support
 
 
 def scores(truth: np.ndarray, predicted: np.ndarray, names: dict[int, str] | None = None) -> dict[str, Any]:
     """The accuracy report of ``predicted`` against ``truth`` (integer class codes)."""
+    # imported here: scikit-learn's import takes about 2 CPU-s (SciPy's statistics), which every process
+    # importing this module paid, the maps' too (they score nothing)
+    from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_recall_fscore_support
+
     truth, predicted = np.asarray(truth).astype(int), np.asarray(predicted).astype(int)
     labels = sorted(set(truth.tolist()) | set(predicted.tolist()))
     names = names or {}
