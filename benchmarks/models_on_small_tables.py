@@ -13,11 +13,13 @@ The demo's test rows carry CORINE labels, wrong for some of them as real CORINE 
 also scored against the synthetic truth at the same points.
 
 Usage: python benchmarks/models_on_small_tables.py [--cases slovenia,demo] [--folds 5] [--demo-subsets 2] [--subset I]
-       [--models plain_rf,rf,lstm,tempcnn,ltae,presto] [--undated] [--seeds 42,43,44] [--set MODEL.KEY=VALUE ...]
+       [--models plain_rf,rf,lstm,tempcnn,ltae,presto,blend] [--undated] [--seeds 42,43,44] [--set MODEL.KEY=VALUE ...]
 (``--set presto.min_steps=300`` gives one model a parameter other than its default, e.g. a CPU's budget;
 the run prints every parameter so set before it starts. ``--seeds`` trains each of lcflow's models once per
 seed: the table then holds the ensemble of those runs (the mean of their probabilities) and, below it,
-each seed alone, which shows how far a case's mean moves with the seed.)
+each seed alone, which shows how far a case's mean moves with the seed. ``blend`` is lcflow's blend of its
+default members, the forest and tempcnn, made by ``lcflow.train.blend`` from the fold's two models: list it
+after them, without ``--seeds``.)
 """
 
 import argparse
@@ -36,13 +38,14 @@ sys.path.insert(0, str(ROOT))
 
 from lcflow.common.metrics import scores  # noqa: E402
 from lcflow.labels import samples_table as samples  # noqa: E402
-from lcflow.train import hyperparameters, training  # noqa: E402
+from lcflow.train import blend, hyperparameters, saved_models, training  # noqa: E402
 from lcflow.train.model_dir import TrainedModel  # noqa: E402
 from tests import real_tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-MODELS = ("plain_rf", "rf", "lstm", "tempcnn", "ltae", "presto")
+MODELS = ("plain_rf", "rf", "lstm", "tempcnn", "ltae", "presto", "blend")
+BLEND_MEMBERS = ("rf", "tempcnn")
 CASES = ("slovenia-500", "slovenia", "demo")
 
 
@@ -119,6 +122,14 @@ def lcflow_model(model: str, path: Path, out: Path, given: dict, test: samples.S
                   codes, by_seed, mean, classes, empty)
 
 
+def blended(path: Path, members: list[Path], out: Path, test: samples.SampleTable) -> tuple[dict, np.ndarray]:
+    """lcflow's blend of the fold's fitted ``members``: its scores and classes on the ``test`` rows."""
+    metrics = blend.make(members, out, [str(path)])
+    trained = saved_models.load(out)
+    codes, _, empty = trained.predict(test.features(trained.bands, trained.steps))
+    return metrics["test"], np.where(empty, -1, codes)
+
+
 def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: float, work: Path,
              models: tuple[str, ...], truth: bool = False, params: dict[str, dict] | None = None,
              seeds: tuple[int, ...] = ()) -> list[dict]:
@@ -139,6 +150,8 @@ def run_case(name: str, frame: pd.DataFrame, meta: dict, folds: int, block_m: fl
             started = time.perf_counter()
             if model == "plain_rf":
                 t, codes = plain_forest(written)
+            elif model == "blend":
+                t, codes = blended(path, [work / f"{name}_{k}_{m}" for m in BLEND_MEMBERS], work / f"{name}_{k}_blend", part)
             else:
                 given = ({"threads": 2} if model != "rf" else {}) | (params or {}).get(model, {})
                 fitted = lcflow_model(model, path, work / f"{name}_{k}_{model}", given, part, seeds)
@@ -257,8 +270,8 @@ def main() -> None:
     params: dict[str, dict] = {}
     for pair in args.set:
         model, dot, assignment = pair.partition(".")
-        if not dot or model not in MODELS or model == "plain_rf":
-            ap.error(f"--set {pair!r}: expected MODEL.KEY=VALUE with MODEL one of {', '.join(MODELS[1:])}")
+        if not dot or model not in MODELS or model in ("plain_rf", "blend"):
+            ap.error(f"--set {pair!r}: expected MODEL.KEY=VALUE with MODEL one of {', '.join(MODELS[1:-1])}")
         params.setdefault(model, {}).update(training.parse_overrides([assignment]))
     for model, given in params.items():  # a typo fails here, not after an hour of other models
         try:
@@ -273,6 +286,10 @@ def main() -> None:
         unknown = sorted(set(given) - set(known))
         if unknown:
             ap.error(f"{option}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    if "blend" in models:
+        before = models[:models.index("blend")]
+        if seeds or any(m not in before for m in BLEND_MEMBERS):
+            ap.error(f"--models blend: list {', '.join(BLEND_MEMBERS)} before it, and give no --seeds")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
