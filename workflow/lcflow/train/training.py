@@ -25,7 +25,7 @@ from lcflow.labels.nomenclature import clc_level
 from lcflow.train import deep, hyperparameters
 from lcflow.train.distributed import connect
 from lcflow.train.evaluation import evaluate_table
-from lcflow.train.model_dir import META_FILE, TrainedModel
+from lcflow.train.model_dir import META_FILE, METRICS_FILE, TrainedModel
 from lcflow.train.models import model_class
 from lcflow.train.models.torch_model import TorchModel
 
@@ -334,7 +334,7 @@ def publish(out: Path, trained: TrainedModel, history: list[dict], metrics: dict
     sign of a finished model) is removed first and written last, and records the weights' checksum."""
     (out / META_FILE).unlink(missing_ok=True)
     _write_history(out / "history.csv", history)
-    write_text(out / "metrics.json", json.dumps(metrics, indent=1))
+    write_text(out / METRICS_FILE, json.dumps(metrics, indent=1))
     trained.save(out)
 
 
