@@ -99,8 +99,8 @@ def collect(assessments: list[str | Path], model_dirs: list[str | Path], timings
     rows: dict[str, ModelRow] = {}
     for d in map(Path, model_dirs):
         metrics = read_metrics(d)
-        rows[metrics["model"]] = ModelRow(metrics["model"], train_s=float(metrics["train_seconds"]),
-                                          ranks=int(metrics.get("world_size", 1)))
+        rows[metrics["model"]] = ModelRow(metrics["model"], train_s=metrics["train_seconds"],
+                                          ranks=metrics["world_size"])
     for p in sorted(map(Path, assessments)):
         model, score = map_score(p)
         if model not in rows:

@@ -131,9 +131,9 @@ def make(member_dirs: list[str | Path], out: str | Path, sample_paths: list[str]
     member_metrics = [read_metrics(d) for d in dirs]
     metrics: dict[str, Any] = {
         "model": NAME, "members": [m.model.name for m in members],
-        "train_seconds": float(sum(m["train_seconds"] for m in member_metrics)),
-        "world_size": max(int(m.get("world_size", 1)) for m in member_metrics),
-        "member_train_seconds": {m.model.name: float(mm["train_seconds"]) for m, mm in zip(members, member_metrics)}}
+        "train_seconds": sum(m["train_seconds"] for m in member_metrics),
+        "world_size": max(m["world_size"] for m in member_metrics),
+        "member_train_seconds": {m.model.name: mm["train_seconds"] for m, mm in zip(members, member_metrics)}}
     if table is not None and "split" in table.frame.columns:
         for split in ("val", "test"):
             part = table.split(split)

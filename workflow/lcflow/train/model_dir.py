@@ -34,16 +34,16 @@ def legend_from_json(meta: dict[str, Any]) -> tuple[dict[int, str], dict[int, tu
 
 
 def read_metrics(directory: str | Path) -> dict[str, Any]:
-    """A model directory's ``metrics.json`` (a trained model's or a blend's), checked for the model's name
-    and training time that comparisons and blends read from it."""
+    """A model directory's ``metrics.json`` (a trained model's or a blend's), with the model's name, training
+    time and ranks that comparisons and blends read from it checked and typed (``world_size`` 1 where absent)."""
     path = Path(directory) / METRICS_FILE
     try:
         metrics = json.loads(path.read_text())
-        str(metrics["model"]), float(metrics["train_seconds"]), int(metrics.get("world_size", 1))
+        return {**metrics, "model": str(metrics["model"]), "train_seconds": float(metrics["train_seconds"]),
+                "world_size": int(metrics.get("world_size", 1))}
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise LcflowError(f"{path} is not the metrics of a model trained by lcflow train ({type(exc).__name__}: "
                           f"{exc})") from None
-    return metrics
 
 
 def sha256(path: Path) -> str:
