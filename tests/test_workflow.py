@@ -396,6 +396,11 @@ def test_corine_polygons_and_a_change_layer_relabel_a_tile(run, tmp_path):
     assert record["change_layer"]["excluded_pixels"] == int(((after == nodata) & (before != nodata)).sum()) >= 2500
 
 
+#: true once the page shows a decoded PNG (the report embeds its pictures as data URIs)
+SHOWN_PNG = ("() => [...document.images].some(i => i.src.startsWith('data:image/png') && i.complete"
+             " && i.naturalWidth > 0 && i.getClientRects().length > 0)")
+
+
 def test_the_report_shows_its_pictures_in_a_browser(run, tmp_path):
     """The report as a user sees it: headless Chromium (Debian's) driven by Playwright opens it, and for a
     map, its class areas and a learning curve, clicking through the menu shows the picture, decoded at
@@ -423,7 +428,8 @@ def test_the_report_shows_its_pictures_in_a_browser(run, tmp_path):
                 if subcategory:
                     page.get_by_text(subcategory, exact=True).click()
                 page.locator("tr", has_text=row).locator("a[iconname=eye]").first.click()
-                page.wait_for_timeout(500)
+                # the picture is decoded when it is: a fixed 500 ms wait missed a learning curve on a loaded CI host
+                page.wait_for_function(SHOWN_PNG, timeout=30_000)
                 shown = [im.evaluate("e => [e.naturalWidth, e.complete, e.src.slice(0, 22)]")
                          for im in page.locator("img").all() if im.is_visible()]
                 pictures = [s for s in shown if s[2].startswith("data:image/png") and s[1]]
