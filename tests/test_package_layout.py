@@ -129,15 +129,16 @@ MAP_JOBS = ["lcflow.cli", "lcflow.maps.commands", "lcflow.maps.predict", "lcflow
 def test_map_jobs_import_neither_scikit_learn_nor_torch_until_a_model_needs_them():
     """Every tile-year's map, consistency and comparison is a job of its own (a Slurm job on a cluster):
     importing scikit-learn costs about 2 CPU-s and torch as much, which such a job paid even for a model
-    that needs neither. They are imported where a model is loaded or a score computed. (One process imports
-    the modules in turn and names the first that brings one in.)"""
+    that needs neither, and pandas 0.4 CPU-s, which a map never needs (samples tables are read where a
+    model is trained or scored). They are imported where a model is loaded or a score computed. (One
+    process imports the modules in turn and names the first that brings one in.)"""
     import subprocess
     import sys
 
     code = ("import importlib, sys\n"
             f"for name in {MAP_JOBS!r}:\n"
             "    importlib.import_module(name)\n"
-            "    heavy = sorted(m for m in ('sklearn', 'torch', 'skops') if m in sys.modules)\n"
+            "    heavy = sorted(m for m in ('sklearn', 'torch', 'skops', 'pandas') if m in sys.modules)\n"
             "    if heavy:\n"
             "        sys.exit(f'importing {name} imports {heavy}')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

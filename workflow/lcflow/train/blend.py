@@ -23,8 +23,6 @@ import numpy as np
 
 from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
-from lcflow.labels import samples_table
-from lcflow.train.evaluation import evaluate_table
 from lcflow.train.model_dir import (META_FILE, METRICS_FILE, TrainedModel, legend_from_json, legend_to_json,
                                     read_metrics, sha256)
 
@@ -125,6 +123,9 @@ def make(member_dirs: list[str | Path], out: str | Path, sample_paths: list[str]
     if out.resolve() in {d.resolve() for d in dirs}:
         raise LcflowError(f"the blend {out} would replace its member {out}: name another directory")
     members = _load_members(dirs, f"blend {out}")
+    from lcflow.labels import samples_table  # pandas: making a blend reads a table, loading one does not
+    from lcflow.train.evaluation import evaluate_table
+
     table = samples_table.read(sample_paths, min_classes=1) if sample_paths else None
     first = members[0]
     blended = _blended(members)

@@ -6,9 +6,7 @@ from pathlib import Path
 
 from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
-from lcflow.labels import samples_table
 from lcflow.train import blend
-from lcflow.train.evaluation import evaluate_table
 from lcflow.train.model_dir import META_FILE, TrainedModel
 
 
@@ -27,6 +25,9 @@ def load(directory: str | Path) -> TrainedModel:
 
 def evaluate(model_dir: str | Path, sample_paths: list[str], out: str | Path) -> dict:
     """``lcflow evaluate``: scores on the test split (or the whole table without a split column)."""
+    from lcflow.labels import samples_table  # pandas: scoring reads a table; a map job only loads the model
+    from lcflow.train.evaluation import evaluate_table
+
     trained = load(model_dir)
     table = samples_table.read(sample_paths)
     part = table.split("test") if "split" in table.frame.columns else table
