@@ -214,16 +214,23 @@ def test_mixup_blends_each_sample_with_one_partner_of_its_batch():
     assert again[2] == share and torch.equal(again[0], blend)  # the round's seed fixes the draw
 
 
-def test_a_run_with_mixup_learns_repeats_and_records_it(tmp_path):
+@pytest.fixture(scope="module")
+def augmented_case(tmp_path_factory):
+    """A table with gaps and a TempCNN trained on it without augmentation, for the augmentations to differ from."""
+    tmp = tmp_path_factory.mktemp("augmented")
     frame = pd.concat([seasonal_table({1: 80, 2: 40, 3: 30}, seed=10).assign(split="train"),
                        seasonal_table({1: 40, 2: 20, 3: 15}, seed=11).assign(split="test")])
-    path = write(frame, tmp_path / "t.parquet")
+    path = write(frame, tmp / "t.parquet")
+    return path, tmp / "plain", training.train("tempcnn", [path], tmp / "plain", FAST_CNN)
+
+
+def test_a_run_with_mixup_learns_repeats_and_records_it(augmented_case, tmp_path):
+    path, plain_dir, plain = augmented_case
     runs = [training.train("tempcnn", [path], tmp_path / f"m{k}", {**FAST_CNN, "mixup": 0.4}) for k in range(2)]
-    plain = training.train("tempcnn", [path], tmp_path / "plain", FAST_CNN)
     assert runs[0]["params"]["mixup"] == 0.4 and plain["params"]["mixup"] == 0.0
     assert runs[0]["test"]["overall_accuracy"] > 0.85, runs[0]["test"]  # majority: 0.53
     assert runs[0]["test"] == runs[1]["test"]  # seeded: the same blends, the same model
-    losses = [pd.read_csv(tmp_path / d / "history.csv")["loss"].to_numpy() for d in ("m0", "plain")]
+    losses = [pd.read_csv(d / "history.csv")["loss"].to_numpy() for d in (tmp_path / "m0", plain_dir)]
     # a blend's target is two classes in shares: its loss cannot fall to a clean sample's (0.55 vs 0.34 at
     # the end, measured); without the partners' part the loss would be a share of the clean one, lower
     assert losses[0][-5:].mean() > losses[1][-5:].mean() + 0.1, losses
@@ -295,3 +302,71 @@ def test_a_refit_learns_from_the_val_rows_too_and_resumes_where_it_was_cut(tmp_p
     again = torch.load(tmp_path / "cut" / "model.pt", weights_only=True)
     assert all(torch.equal(again[k], weights["refit"][k]) for k in again)
     assert resumed["test"] == refit["test"] and resumed["val"] == refit["val"]
+
+
+def test_observation_dropout_is_the_series_prepared_with_those_steps_missing():
+    """The hidden steps' flags are 0 and every value is what ``prepare`` makes of the raw series with those
+    steps missing (an independent path: numba's gap filling in numpy); a series that would lose every
+    observation keeps them, one never observed stays as it was, the features after the flag are kept."""
+    import torch
+
+    from lcflow.common.features import Standardiser, prepare, with_position
+    from lcflow.train.observation_dropout import drop_observations
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 20, 3)).astype(np.float32)
+    x[rng.random((400, 20)) < 0.4] = np.nan
+    x[5] = np.nan  # never observed
+    x[6] = np.nan
+    x[6, 7] = 1.0  # one observation
+    plain = Standardiser(np.zeros(3, np.float32), np.ones(3, np.float32), clip=1e9)
+    prepared = with_position(prepare(x, plain)[0], rng.uniform(-60, 60, (400, 2)))
+    torch.manual_seed(1)
+    out = drop_observations(torch.from_numpy(prepared), 0.5, 3).numpy()
+    kept, observed = out[:, :, 3] > 0.5, prepared[:, :, 3] > 0.5
+    assert not (kept & ~observed).any() and 0.4 < kept.sum() / observed.sum() < 0.6
+    hidden = x.copy()
+    hidden[~kept] = np.nan
+    np.testing.assert_allclose(out[:, :, :4], prepare(hidden, plain)[0], atol=1e-6)
+    np.testing.assert_array_equal(out[:, :, 4:], prepared[:, :, 4:])
+    np.testing.assert_array_equal(out[5], prepared[5])
+    np.testing.assert_array_equal(out[6], prepared[6])
+    assert torch.equal(drop_observations(torch.from_numpy(prepared), 0.0, 3), torch.from_numpy(prepared))
+
+
+def test_a_run_with_observation_dropout_learns_repeats_and_records_it(augmented_case, tmp_path):
+    import torch
+
+    path, plain_dir, plain = augmented_case
+    given = {**FAST_CNN, "drop_observations": 0.5}
+    runs = [training.train("tempcnn", [path], tmp_path / f"m{k}", given) for k in range(2)]
+    assert runs[0]["params"]["drop_observations"] == 0.5 and plain["params"]["drop_observations"] == 0.0
+    assert runs[0]["test"]["overall_accuracy"] > 0.85, runs[0]["test"]  # majority: 0.53
+    weights = [torch.load(d / "model.pt", weights_only=True) for d in (tmp_path / "m0", tmp_path / "m1", plain_dir)]
+    same = [all(torch.equal(w[k], weights[0][k]) for k in w) for w in weights[1:]]
+    assert same == [True, False]  # seeded draws, and they changed the training
+
+
+def test_patches_have_no_observed_steps_to_hide():
+    with pytest.raises(LcflowError, match="unknown parameter 'drop_observations' for model resnet"):
+        check("resnet", {"drop_observations": 0.3})
+
+
+@pytest.mark.parametrize("name", ["lstm", "tempcnn", "ltae", "presto"])
+def test_each_series_model_names_the_feature_that_flags_an_observed_step(name, tmp_path):
+    """The feature observation dropout hides steps by is the observed flag of the model's own input (presto's
+    input carries each row's position after it)."""
+    from lcflow.common.features import Standardiser
+    from lcflow.train.models import model_class
+    from lcflow.train.training import model_input
+
+    frame = seasonal_table({1: 10, 2: 10}, missing=0.3).assign(x=lambda f: f["x"] + 500000,
+                                                                 y=lambda f: f["y"] + 5000000)
+    samples.write(frame, tmp_path / "t.parquet", {"class_names": {"1": "crop", "2": "forest"}, "crs": "EPSG:32633"})
+    table = samples.read([str(tmp_path / "t.parquet")])
+    cls = model_class(name)
+    model = cls({}, len(table.bands) + 1, table.steps, 2, table.bands, None, None)
+    x = model_input(cls, table, Standardiser.fit(table.features()))
+    observed = np.isfinite(table.features()).all(axis=2)
+    assert 0.5 < observed.mean() < 0.9
+    np.testing.assert_array_equal(x[:, :, model.observed_flag], observed)

@@ -40,6 +40,7 @@ from lcflow.train.balance import class_weights
 from lcflow.train.distributed import Single, node_name
 from lcflow.train.hyperparameters import TRAINING
 from lcflow.train.mixup import mixup
+from lcflow.train.observation_dropout import drop_observations
 from lcflow.train.optim import lr_factor, make_optimizer, scaled_lr
 from lcflow.train.selection import better, selectable
 from lcflow.train.weight_average import weight_average
@@ -69,6 +70,7 @@ class TrainConfig:
     label_smoothing: float
     input_noise: float  # standard deviation of Gaussian noise on training inputs (standardised units)
     mixup: float  # alpha of mixup's Beta(alpha, alpha); 0: off
+    drop_observations: float  # share of observed steps hidden from each training series; 0: off
     weight_ema: float  # decay a step of the weights' moving average; 0: off
     select_by: str  # what picks the best round: val accuracy (ties: lower loss) or val loss
     val_fraction: float
@@ -138,11 +140,13 @@ def learning_rate(cfg: TrainConfig, plan: Schedule, step: int) -> float:
 def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None,
         n_classes: int, cfg: TrainConfig, comm=None, checkpoint: Path | None = None,
         fingerprint: str = "", on_round: Callable[[dict], bool] | None = None,
-        status: dict | None = None, steps: int | None = None) -> list[dict[str, float]]:
+        status: dict | None = None, steps: int | None = None, observed_flag: int | None = None
+        ) -> list[dict[str, float]]:
     """Train ``net`` in place (ending with the best validation round); return the history of rank 0.
 
     ``steps`` sets the run's length instead of ``cfg``'s epochs and min_steps (a refit, which has no
-    validation rows: it trains every step and ends with its last weights).
+    validation rows: it trains every step and ends with its last weights). ``observed_flag``: the feature
+    that flags a step as observed in pixel series (``cfg.drop_observations`` needs it).
 
     ``on_round``, called on every rank with each round's history row, returns True to stop the run
     there (a pruned trial of a study); it must return the same on every rank. ``status``, when given,
@@ -151,6 +155,9 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     job that trained them.
     """
     comm = comm or Single()
+    if cfg.drop_observations > 0 and observed_flag is None:
+        raise LcflowError("drop_observations hides observed steps of pixel series: this network's input has no "
+                          "observed flag (patches); set drop_observations=0")
     if cfg.elastic and comm.name == "torch":
         raise LcflowError("elastic training is Horovod's (hvd.elastic): set distributed.backend: horovod, or "
                           "elastic=false")
@@ -211,7 +218,8 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     def one_round(r: int) -> bool:
         """Train and validate one round on the current world; False once training should stop."""
         started = time.perf_counter()
-        row = _train_round(net, optimizer, loss_fn, data, cfg, plan, comm, device, r, progress, use_amp, averaged)
+        row = _train_round(net, optimizer, loss_fn, data, cfg, plan, comm, device, r, progress, use_amp, averaged,
+                           observed_flag)
         _validate(net if averaged is None else averaged.module, data, comm, device, r, row, progress, n_classes, plan,
                   cfg.select_by)
         progress["history"].append(row)
@@ -339,7 +347,8 @@ def bfloat16_runs(net: nn.Module, xb: torch.Tensor, device: torch.device) -> boo
 
 
 def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: Schedule, comm, device, r: int,
-                 progress: dict, use_amp: bool, averaged: AveragedModel | None = None) -> dict:
+                 progress: dict, use_amp: bool, averaged: AveragedModel | None = None,
+                 observed_flag: int | None = None) -> dict:
     """The steps of round ``r``: each takes the next global batch of the stream, this rank its slice;
     under bfloat16 autocast where ``use_amp``; ``averaged`` follows each step."""
     rank, size = comm.rank, comm.size
@@ -357,6 +366,8 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
         progress["position"] += cfg.batch_size * size
         bi = torch.from_numpy(batch).to(device)
         xb, yb = data.x[bi], data.y[bi]
+        if cfg.drop_observations > 0:
+            xb = drop_observations(xb, cfg.drop_observations, observed_flag)
         if cfg.input_noise > 0:
             xb = xb + cfg.input_noise * torch.randn_like(xb)
         if cfg.mixup > 0:

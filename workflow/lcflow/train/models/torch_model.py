@@ -48,7 +48,14 @@ class TorchModel(Model):
         torch.manual_seed(int(self.params["seed"]))
         self.net = self.network()
         return deep.fit(self.net, x, y, x_val, y_val, self.n_classes, deep.TrainConfig.from_params(self.params),
-                        comm=self.comm, checkpoint=checkpoint, fingerprint=fingerprint, status=status, **run)
+                        comm=self.comm, checkpoint=checkpoint, fingerprint=fingerprint, status=status,
+                        observed_flag=self.observed_flag, **run)
+
+    @property
+    def observed_flag(self) -> int | None:
+        """The input feature that flags a step as observed: the last of ``n_features`` (the bands, then the flag;
+        a position, where the model uses one, follows them), or None for patches."""
+        return self.n_features - 1 if self.input_kind == "series" else None
 
     #: pixels a forward pass takes when predicting, on a CPU and on a GPU
     predict_batch = {"cpu": 8192, "cuda": 8192}
