@@ -25,13 +25,14 @@ def drop_observations(xb: torch.Tensor, share: float, flag: int) -> torch.Tensor
     before = torch.where(keep, steps, -1).cummax(dim=1).values
     after = torch.where(keep, steps, n_steps).flip(1).cummin(dim=1).values.flip(1)
     before, after = torch.where(before < 0, after, before), torch.where(after >= n_steps, before, after)
-    unobserved = ~keep.any(dim=1, keepdim=True)  # nothing observed at all: left as it is
+    # nothing observed at all: each step its own neighbour, so the series is left as it is
+    unobserved = ~keep.any(dim=1, keepdim=True)
     before, after = torch.where(unobserved, steps, before), torch.where(unobserved, steps, after)
     weight = ((steps - before) / (after - before).clamp(min=1)).to(xb.dtype)[:, :, None]
     values = xb[:, :, :flag]
     start = values.gather(1, before[:, :, None].expand_as(values))
     end = values.gather(1, after[:, :, None].expand_as(values))
     out = xb.clone()
-    out[:, :, :flag] = torch.where(unobserved[:, :, None], values, start + weight * (end - start))
+    out[:, :, :flag] = start + weight * (end - start)
     out[:, :, flag] = keep.to(xb.dtype)
     return out
