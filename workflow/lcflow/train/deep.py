@@ -37,10 +37,9 @@ from torch.optim.swa_utils import AveragedModel
 from lcflow.common.atomic import atomic_path
 from lcflow.errors import LcflowError
 from lcflow.train.balance import class_weights
+from lcflow.train.batch_augmentation import augment
 from lcflow.train.distributed import Single, node_name
 from lcflow.train.hyperparameters import TRAINING
-from lcflow.train.mixup import mixup
-from lcflow.train.observation_dropout import drop_observations
 from lcflow.train.optim import lr_factor, make_optimizer, scaled_lr
 from lcflow.train.selection import better, selectable
 from lcflow.train.weight_average import weight_average
@@ -365,24 +364,16 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
         batch = data.take(progress["position"] + rank * cfg.batch_size, cfg.batch_size)
         progress["position"] += cfg.batch_size * size
         bi = torch.from_numpy(batch).to(device)
-        xb, yb = data.x[bi], data.y[bi]
-        if cfg.drop_observations > 0:
-            xb = drop_observations(xb, cfg.drop_observations, observed_flag)
-        if cfg.input_noise > 0:
-            xb = xb + cfg.input_noise * torch.randn_like(xb)
-        if cfg.mixup > 0:
-            xb, y_partner, share = mixup(xb, yb, cfg.mixup)
+        batch_in = augment(data.x[bi], data.y[bi], cfg.drop_observations, cfg.input_noise, cfg.mixup, observed_flag)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
-            logits = net(xb).float()
-            loss = loss_fn(logits, yb)
-            if cfg.mixup > 0:
-                loss = share * loss + (1 - share) * loss_fn(logits, y_partner)
+            logits = net(batch_in.x).float()
+            loss = batch_in.loss(loss_fn, logits)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         if averaged is not None:
             averaged.update_parameters(net)
-        totals += (loss.item() * len(batch), int((logits.argmax(1) == yb).sum()), len(batch))
+        totals += (loss.item() * len(batch), int((logits.argmax(1) == batch_in.y).sum()), len(batch))
     progress["step"] = last
     log.info("round=%d rank=%d size=%d steps=%d-%d loss_sum=%.6f correct=%d seen=%d", r, rank, size, first + 1, last,
              *totals)
