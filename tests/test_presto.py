@@ -132,7 +132,13 @@ def test_the_encoder_gets_reflectance_ndvi_months_and_the_pixels_position():
     net = presto.Network(BANDS, standardise.center, standardise.scale, 12, 3, 0.0, False).eval()
     seen = {}
     net.encoder.register_forward_pre_hook(lambda m, args: seen.update(zip(("groups", "months", "observed", "latlon"), args)))
-    net(torch.from_numpy(with_position(prepared, latlon)))
+    encoded = {}
+    net.encoder.register_forward_hook(lambda m, args, out: encoded.update(out=out))
+    x = torch.from_numpy(with_position(prepared, latlon))
+    scores = net(x)
+    with torch.no_grad():  # embed: the encoder's output, which the head classifies
+        assert torch.equal(net.embed(x), encoded["out"]) and net.embed(x).shape == (5, 128)
+        assert torch.equal(net.head(net.embed(x)), scores)
     filled = prepared[..., :len(BANDS)] * standardise.scale + standardise.center  # gaps filled in time
     assert list(seen["groups"]) == ["S2_RGB", "S2_Red_Edge", "S2_NIR_10m", "S2_NIR_20m", "S2_SWIR", "NDVI"]
     assert np.allclose(seen["groups"]["S2_RGB"].numpy(), filled[..., :3] / 10000, atol=1e-6)

@@ -231,6 +231,11 @@ class Network(nn.Module):
         return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(x))
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """The encoder's output (b, 128) for lcflow's prepared input: what the head classifies, and what
+        Presto's authors fit forests and linear models on (benchmarks/presto_embeddings.py)."""
         nb = self.n_bands
         values = torch.einsum("kt,btc->bkc", self.pool, x[..., :nb] * self.scale + self.center)
         observed = torch.einsum("kt,bt->bk", self.pool, x[..., nb]) > 0
@@ -241,7 +246,7 @@ class Network(nn.Module):
             total = nir + red
             groups["NDVI"] = torch.where(total > 0, (nir - red) / total.clamp_min(1e-6), 0.0)[..., None]
         groups = {g: groups[g] for g in GROUPS if g in groups}  # the encoder's order
-        return self.head(self.encoder(groups, self.months, observed, latlon))
+        return self.encoder(groups, self.months, observed, latlon)
 
 
 class Model(TorchModel):
