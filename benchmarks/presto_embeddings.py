@@ -5,7 +5,7 @@ Slovenia table, three of the demo's tile-years, 5 spatial folds each).
 
 Each fold's train rows go through lcflow's preparation (gap filling, the observed flags, each pixel's
 position) and through the encoder (``presto.Network.embed``, the 128 values its head classifies); the
-forests are lcflow's default forest (300 trees, ``sqrt`` features, seed 42); "random encoder" is the same
+forests are lcflow's ``rf`` model at its defaults (300 trees, ``sqrt`` features, seed 42); "random encoder" is the same
 encoder from its seeded initial weights, what the published weights are measured against. Test rows
 without any observation count as wrong, as lcflow scores every model. Prints a row a fit (read by
 ``recipe_grid.py summary DIR THIS_OUTPUT``, which sets each against lcflow's forest fold by fold) and the
@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -31,7 +30,7 @@ from sklearn.preprocessing import StandardScaler
 from lcflow.common.features import prepare, with_position
 from lcflow.labels import samples_table as samples
 from lcflow.train import hyperparameters, training
-from lcflow.train.models import presto
+from lcflow.train.models import presto, rf
 
 sys.path.insert(0, str(Path(__file__).parent))
 from recipe_grid import fold_row, fold_stems  # noqa: E402
@@ -53,10 +52,17 @@ def embeddings(net: torch.nn.Module, x: np.ndarray, batch: int = 256) -> np.ndar
         return np.concatenate([net.embed(torch.from_numpy(x[i:i + batch])).numpy() for i in range(0, len(x), batch)])
 
 
-def forest() -> RandomForestClassifier:
-    p = hyperparameters.defaults("rf")
-    return RandomForestClassifier(int(p["n_estimators"]), max_features=p["max_features"], random_state=int(p["seed"]),
-                                  n_jobs=1)
+class Forest:
+    """lcflow's forest model at its defaults on one core, on whatever columns it is given (each a step of
+    one feature: the forest flattens its input)."""
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> "Forest":
+        self.model = rf.Model(hyperparameters.defaults("rf") | {"n_jobs": 1}, 1, x.shape[1], int(y.max()) + 1)
+        self.model.fit(x[:, :, None], y, None, None)
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.model.predict_proba(x[:, :, None]).argmax(axis=1)
 
 
 def fold(directory: Path, stem: str) -> list[dict]:
@@ -75,13 +81,13 @@ def fold(directory: Path, stem: str) -> list[dict]:
         net = encoder(data, pretrained)
         encoded[name] = embeddings(net, data.x), embeddings(net, x_test)
     encode_s = time.perf_counter() - started
-    fits = [("forest", "forest on lcflow's input", forest(), flat(data.x), flat(x_test)),
-            ("forest", "forest on the embeddings", forest(), *encoded["published"]),
-            ("forest", "forest on lcflow's input and the embeddings", forest(),
+    fits = [("forest", "forest on lcflow's input", Forest(), flat(data.x), flat(x_test)),
+            ("forest", "forest on the embeddings", Forest(), *encoded["published"]),
+            ("forest", "forest on lcflow's input and the embeddings", Forest(),
              np.hstack([flat(data.x), encoded["published"][0]]), np.hstack([flat(x_test), encoded["published"][1]])),
             ("logistic regression", "logistic regression on the embeddings",
              make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)), *encoded["published"]),
-            ("forest", "forest on a random encoder's embeddings", forest(), *encoded["random"])]
+            ("forest", "forest on a random encoder's embeddings", Forest(), *encoded["random"])]
     for model, recipe, estimator, train_x, test_x in fits:
         start = time.perf_counter()
         estimator.fit(train_x, data.y)
