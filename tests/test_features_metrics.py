@@ -58,6 +58,28 @@ def test_prepare_standardises_and_flags_observations():
     assert abs(float(out[2:, :, :3].mean())) < 0.2 and np.isfinite(out).all()
 
 
+def test_a_step_with_some_bands_is_observed_and_its_missing_bands_are_filled_in_time():
+    """A table's own gaps may be per band (a value missing from a field campaign's export, a band another
+    mask left out): a step with any band observed is observed, its missing bands filled from the same
+    band's other steps, and a row with no complete step still has data (as the samples table counts it)."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(100, 10, (6, 4, 3)).astype(np.float32)
+    x[0, 1, 2] = np.nan  # one band missing at one step
+    x[1, :, 0] = np.nan  # one band missing at every step: no step is complete
+    x[2, :2] = np.nan  # whole steps missing: as a cloud leaves them
+    x[3] = np.nan
+    s = Standardiser.fit(x)
+    out, empty = prepare(x, s)
+    assert empty.tolist() == [False, False, False, True, False, False]
+    assert out[0, :, 3].tolist() == [1, 1, 1, 1] and out[1, :, 3].tolist() == [1, 1, 1, 1]
+    assert out[2, :, 3].tolist() == [0, 0, 1, 1]
+    filled = (x[0, 0, 2] + x[0, 2, 2]) / 2  # midway between its neighbours in time
+    assert np.isclose(out[0, 1, 2], s(np.full((1, 1, 3), filled))[0, 0, 2], atol=1e-5)
+    assert np.array_equal(out[0, :, :2], s(x[0:1])[0, :, :2])  # the step's observed bands are its own
+    assert (out[1, :, 0] == 0).all()  # a band never observed in a series: the centre of its scale
+    assert np.array_equal(out[1, :, 1:3], s(x[1:2])[0, :, 1:3])
+
+
 def test_standardisation_is_robust_to_outliers():
     """Clouds the mask missed (reflectance far above 10000) neither set the scale nor dominate a series."""
     rng = np.random.default_rng(1)

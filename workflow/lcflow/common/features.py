@@ -61,14 +61,16 @@ PREPARE_CHUNK = 1 << 16
 def prepare(x: np.ndarray, standardise: Standardiser) -> tuple[np.ndarray, np.ndarray]:
     """Model input (samples, steps, bands + 1): standardised gap-filled values plus an observed flag.
 
-    Also returns which samples have no observation at all (they get no prediction).
+    A step is observed where any band has a value (a cube's masks leave all or none; a table's own gaps
+    may be per band, each band then filled from its own steps). Also returns which samples have no
+    value at all (they get no prediction), as :meth:`SampleTable.observed` counts rows.
     """
     n, t, b = x.shape
     out = np.empty((n, t, b + 1), dtype=np.float32)
     empty = np.empty(n, dtype=bool)
     for start in range(0, n, PREPARE_CHUNK):
         part = x[start:start + PREPARE_CHUNK]
-        observed = np.isfinite(part).all(axis=2)
+        observed = np.isfinite(part).any(axis=2)
         empty[start:start + len(part)] = ~observed.any(axis=1)
         out[start:start + len(part), :, :b] = np.nan_to_num(standardise(fill_gaps(part)), nan=0.0)
         out[start:start + len(part), :, b] = observed
