@@ -27,7 +27,6 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from lcflow.common.features import prepare, with_position
 from lcflow.labels import samples_table as samples
 from lcflow.train import hyperparameters, training
 from lcflow.train.models import presto, rf
@@ -69,8 +68,8 @@ def fold(directory: Path, stem: str) -> list[dict]:
     path = directory / f"{stem}.parquet"
     data = training.prepare_data(presto.Model, "presto", [str(path)], hyperparameters.defaults("presto"), carve=False)
     test = samples.read(path).split("test")
-    x_test, empty = prepare(test.features(data.table.bands, data.table.steps), data.standardise)
-    x_test = with_position(x_test, test.latlon())
+    x_test = training.model_input(presto.Model, test, data.standardise, stem)  # as the model's own rows
+    empty = ~test.observed()
     flat = lambda x: x[..., :-2].reshape(len(x), -1)  # lcflow's forest input: the series without the position
     labels = np.asarray(data.classes)
     truth_labels = test.frame["label"].to_numpy()
