@@ -12,7 +12,8 @@ def drop_observations(xb: torch.Tensor, share: float, flag: int) -> torch.Tensor
     A hidden step's flag becomes 0 and the values of every step are interpolated again, linearly in
     steps, from the steps still observed (ends take the nearest), as :func:`lcflow.common.features.prepare`
     fills the gaps of a series with those steps missing; standardisation is linear, so filling the
-    standardised values is filling the raw ones (values clipped by the standardiser excepted). A series
+    standardised values is filling the raw ones (values clipped by the standardiser excepted, and bands a
+    kept step lacked, whose fill came from steps now hidden). A series
     that would lose every observation keeps all of them; features after ``flag`` (a position) are kept.
     """
     if share <= 0:
