@@ -83,6 +83,33 @@ def test_lstm_runs_repeat(toy_table, tmp_path):
     assert a["test"]["overall_accuracy"] == b["test"]["overall_accuracy"]
 
 
+def test_lstm_attention_pooling_trains_and_weighs_the_steps(toy_table, tmp_path):
+    """pooling=attention: a weighted sum of the LSTM's outputs, the weights a softmax over the steps; it learns
+    the toy classes, reloads to the same predictions, and with a flat score it is the plain mean."""
+    import torch
+
+    from lcflow.train.models.lstm import Network
+
+    out = tmp_path / "lstm"
+    metrics = training.train("lstm", [str(toy_table)], out, FAST["lstm"] | {"pooling": "attention"})
+    assert metrics["test"]["overall_accuracy"] > 1 / 3 + 0.5
+    trained = TrainedModel.load(out)
+    assert trained.model.params["pooling"] == "attention" and trained.model.net.score is not None
+    features = samples.read(toy_table).features()
+    assert np.array_equal(trained.predict(features)[0], TrainedModel.load(out).predict(features)[0])
+
+    net = Network(n_features=3, n_classes=4, hidden_size=8, num_layers=1, bidirectional=True, dropout=0.0,
+                  pooling="attention").eval()
+    x = torch.randn(5, 7, 3)
+    lstm_out, _ = net.lstm(x)
+    weights = torch.softmax(net.score(lstm_out), dim=1)
+    assert weights.shape == (5, 7, 1) and torch.allclose(weights.sum(dim=1), torch.ones(5, 1))
+    assert not torch.allclose(weights, torch.full_like(weights, 1 / 7))  # each series weighs its own steps
+    assert torch.allclose(net(x), net.head((weights * lstm_out).sum(dim=1)), atol=1e-6)
+    torch.nn.init.zeros_(net.score[2].weight)  # every step scored alike: the plain mean over time
+    assert torch.allclose(net(x), net.head(lstm_out.mean(dim=1)), atol=1e-6)
+
+
 def test_table_without_split_trains_on_everything(toy_table, tmp_path):
     df = pd.read_parquet(toy_table).drop(columns=["split"])
     path = tmp_path / "nosplit.parquet"

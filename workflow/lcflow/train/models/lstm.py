@@ -1,7 +1,8 @@
 """LSTM over pixel time series (after Sedona et al. 2022).
 
-Input per time step: standardised band values and an "observed" flag; the mean and the last output of
-the (optionally bidirectional) LSTM stack feed a linear classifier.
+Input per time step: standardised band values and an "observed" flag; the outputs of the (optionally
+bidirectional) LSTM stack over time, pooled (their mean plus the last, or an attention-weighted sum), feed a
+linear classifier.
 """
 
 import torch
@@ -11,20 +12,28 @@ from lcflow.train.models.torch_model import TorchModel
 
 
 class Network(nn.Module):
-    def __init__(self, n_features: int, n_classes: int, hidden_size: int, num_layers: int, bidirectional: bool, dropout: float):
+    def __init__(self, n_features: int, n_classes: int, hidden_size: int, num_layers: int, bidirectional: bool,
+                 dropout: float, pooling: str = "mean_last"):
         super().__init__()
         self.lstm = nn.LSTM(n_features, hidden_size, num_layers=num_layers, batch_first=True,
                             bidirectional=bidirectional, dropout=dropout if num_layers > 1 else 0.0)
         width = hidden_size * (2 if bidirectional else 1)
+        self.pooling = pooling
+        # additive attention (Bahdanau): a step's weight from its own output, softmax over the steps
+        self.score = (nn.Sequential(nn.Linear(width, width), nn.Tanh(), nn.Linear(width, 1))
+                      if pooling == "attention" else None)
         self.head = nn.Sequential(nn.LayerNorm(width), nn.Dropout(dropout), nn.Linear(width, n_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out, _ = self.lstm(x)
-        return self.head(out.mean(dim=1) + out[:, -1])
+        if self.score is None:
+            return self.head(out.mean(dim=1) + out[:, -1])
+        weights = torch.softmax(self.score(out), dim=1)
+        return self.head((weights * out).sum(dim=1))
 
 
 class Model(TorchModel):
     def network(self) -> nn.Module:
         p = self.params
         return Network(self.n_features, self.n_classes, int(p["hidden_size"]), int(p["num_layers"]),
-                       bool(p["bidirectional"]), float(p["dropout"]))
+                       bool(p["bidirectional"]), float(p["dropout"]), str(p["pooling"]))
