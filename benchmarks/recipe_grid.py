@@ -215,8 +215,9 @@ def summary(directory: Path, results: list[Path], reference: list[str], only: st
                                                       for c in cases)
         line += f"{means[have].mean():>8.3f}{paired(by_fold[recipe] - rf['oa']):>18}"
         line += f"{(means[have] - rf_case[have]).min():>+11.3f}"
-        truth = part.dropna(subset=["truth"]) if "truth" in part else part.iloc[:0]
-        gap = (truth.set_index(["case", "fold"])["truth"] - rf["truth"]).dropna()
+        # results of cases without a true class (the real tables' alone) have no truth column
+        gap = ((part.set_index(["case", "fold"])["truth"] - rf["truth"]).dropna() if "truth" in part
+               else pd.Series(dtype=float))
         line += f"{gap.mean():>+8.3f}" if len(gap) else f"{'-':>8}"
         if base is not None:
             line += f"{paired(by_fold[recipe] - base):>19}"

@@ -1,0 +1,46 @@
+"""benchmarks/recipe_grid.py's summary: the figures README quotes from it (a recipe against lcflow's forest,
+fold by fold) computed from the fits, for a grid on every case and for one on the real tables alone."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def recipe_grid():
+    spec = importlib.util.spec_from_file_location("recipe_grid", ROOT / "benchmarks" / "recipe_grid.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_rows(path: Path, rows: list[dict], header: str = "# a header, which a results file may have\n") -> Path:
+    path.write_text(header + "".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_summary_pairs_each_recipe_with_the_forest_fold_by_fold(recipe_grid, tmp_path, capsys):
+    forest = [{"recipe": "forest", "model": "rf", "case": "slovenia_500_0", "fold": f, "oa": oa}
+              for f, oa in enumerate([0.80, 0.90])]
+    forest += [{"recipe": "forest", "model": "rf", "case": "demo_31UFT_2018_0", "fold": f, "oa": oa, "truth": t}
+               for f, (oa, t) in enumerate([(0.90, 0.70), (0.80, 0.80)])]
+    write_rows(tmp_path / "forest.jsonl", forest, header="")
+    fits = [{"recipe": "a", "model": "lstm", "case": "slovenia_500_0", "fold": f, "oa": oa}
+            for f, oa in enumerate([0.82, 0.86])]
+    fits += [{"recipe": "a", "model": "lstm", "case": "demo_31UFT_2018_0", "fold": f, "oa": oa, "truth": t}
+             for f, (oa, t) in enumerate([(0.94, 0.80), (0.84, 0.90)])]
+    real_only = [{"recipe": "b", "model": "presto", "case": "slovenia_500_0", "fold": f, "oa": oa}
+                 for f, oa in enumerate([0.70, 0.90])]
+    recipe_grid.summary(tmp_path, [write_rows(tmp_path / "a.jsonl", fits)], [])
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("a "))
+    # case means 0.840 and 0.890; differences +0.02, -0.04, +0.04, +0.04: mean +0.015, s.e. 0.019;
+    # worst case -0.010 (Slovenia); against the truth +0.10 on both demo folds
+    assert line.split()[1:] == ["4", "0.840", "0.890", "0.865", "+0.015", "+-", "0.019", "-0.010", "+0.100"]
+    # a grid on the real tables alone has no true classes: its truth column is a dash
+    recipe_grid.summary(tmp_path, [write_rows(tmp_path / "b.jsonl", real_only)], [])
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("b "))
+    assert line.split()[1:] == ["2", "0.800", "-", "0.800", "-0.050", "+-", "0.050", "-0.050", "-"]
