@@ -110,6 +110,27 @@ def test_lstm_attention_pooling_trains_and_weighs_the_steps(toy_table, tmp_path)
     assert torch.allclose(net(x), net.head(lstm_out.mean(dim=1)), atol=1e-6)
 
 
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_lstm_final_pooling_takes_each_directions_state_after_the_whole_series(bidirectional):
+    """pooling=final: the forward direction's output at the last step and the backward one's at the first,
+    which are the states PyTorch returns as h_n of the top layer; mean_final adds the mean over time."""
+    import torch
+
+    from lcflow.train.models.lstm import Network
+
+    x = torch.randn(5, 7, 3)
+    for pooling in ("final", "mean_final"):
+        torch.manual_seed(0)
+        net = Network(n_features=3, n_classes=4, hidden_size=8, num_layers=2, bidirectional=bidirectional,
+                      dropout=0.0, pooling=pooling).eval()
+        out, (h_n, _) = net.lstm(x)
+        top = torch.cat(list(h_n[-2:] if bidirectional else h_n[-1:]), dim=1)
+        pooled = top if pooling == "final" else out.mean(dim=1) + top
+        assert torch.allclose(net(x), net.head(pooled), atol=1e-6)
+        if bidirectional:  # the backward state at the last step has read one step only: not the same
+            assert not torch.allclose(top, out[:, -1], atol=1e-3)
+
+
 def test_table_without_split_trains_on_everything(toy_table, tmp_path):
     df = pd.read_parquet(toy_table).drop(columns=["split"])
     path = tmp_path / "nosplit.parquet"

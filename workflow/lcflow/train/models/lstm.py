@@ -1,8 +1,8 @@
 """LSTM over pixel time series (after Sedona et al. 2022).
 
 Input per time step: standardised band values and an "observed" flag; the outputs of the (optionally
-bidirectional) LSTM stack over time, pooled (their mean plus the last, or an attention-weighted sum), feed a
-linear classifier.
+bidirectional) LSTM stack over time, pooled (their mean plus the last; or an attention-weighted sum; or each
+direction's state after the whole series, with or without the mean), feed a linear classifier.
 """
 
 import torch
@@ -26,6 +26,11 @@ class Network(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out, _ = self.lstm(x)
+        if self.pooling in ("final", "mean_final"):
+            # each direction's state after it has read the whole series: the backward one's is at step 0
+            half = out.shape[2] // 2 if self.lstm.bidirectional else out.shape[2]
+            final = torch.cat([out[:, -1, :half], out[:, 0, half:]], dim=1)
+            return self.head(final if self.pooling == "final" else out.mean(dim=1) + final)
         if self.score is None:
             return self.head(out.mean(dim=1) + out[:, -1])
         weights = torch.softmax(self.score(out), dim=1)
