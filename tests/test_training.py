@@ -112,8 +112,8 @@ def test_lstm_attention_pooling_trains_and_weighs_the_steps(toy_table, tmp_path)
 
 @pytest.mark.parametrize("bidirectional", [True, False])
 def test_lstm_final_pooling_takes_each_directions_state_after_the_whole_series(bidirectional):
-    """pooling=final: the forward direction's output at the last step and the backward one's at the first,
-    which are the states PyTorch returns as h_n of the top layer; mean_final adds the mean over time."""
+    """pooling=final: the top layer's final states (PyTorch's h_n), which are the forward direction's output at
+    the last step and the backward one's at the first; mean_final adds the mean over time."""
     import torch
 
     from lcflow.train.models.lstm import Network
@@ -123,8 +123,8 @@ def test_lstm_final_pooling_takes_each_directions_state_after_the_whole_series(b
         torch.manual_seed(0)
         net = Network(n_features=3, n_classes=4, hidden_size=8, num_layers=2, bidirectional=bidirectional,
                       dropout=0.0, pooling=pooling).eval()
-        out, (h_n, _) = net.lstm(x)
-        top = torch.cat(list(h_n[-2:] if bidirectional else h_n[-1:]), dim=1)
+        out, _ = net.lstm(x)
+        top = torch.cat([out[:, -1, :8], out[:, 0, 8:]], dim=1)  # 8 units a direction
         pooled = top if pooling == "final" else out.mean(dim=1) + top
         assert torch.allclose(net(x), net.head(pooled), atol=1e-6)
         if bidirectional:  # the backward state at the last step has read one step only: not the same

@@ -25,16 +25,14 @@ class Network(nn.Module):
         self.head = nn.Sequential(nn.LayerNorm(width), nn.Dropout(dropout), nn.Linear(width, n_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out, _ = self.lstm(x)
-        if self.pooling in ("final", "mean_final"):
-            # each direction's state after it has read the whole series: the backward one's is at step 0
-            half = out.shape[2] // 2 if self.lstm.bidirectional else out.shape[2]
-            final = torch.cat([out[:, -1, :half], out[:, 0, half:]], dim=1)
-            return self.head(final if self.pooling == "final" else out.mean(dim=1) + final)
-        if self.score is None:
+        out, (h_n, _) = self.lstm(x)
+        if self.pooling == "mean_last":
             return self.head(out.mean(dim=1) + out[:, -1])
-        weights = torch.softmax(self.score(out), dim=1)
-        return self.head((weights * out).sum(dim=1))
+        if self.pooling == "attention":
+            return self.head((torch.softmax(self.score(out), dim=1) * out).sum(dim=1))
+        # h_n: the top layer's state of each direction after it has read the whole series
+        final = torch.cat(list(h_n[-(2 if self.lstm.bidirectional else 1):]), dim=1)
+        return self.head(final if self.pooling == "final" else out.mean(dim=1) + final)
 
 
 class Model(TorchModel):
