@@ -363,3 +363,14 @@ def test_a_trial_keeps_its_heartbeat_until_it_is_told(table, tmp_path, monkeypat
                 worker="w0")
     assert seen == [True, True]
     assert not list((tmp_path / "rf" / study.HEARTBEAT_DIR).glob("trial-*"))  # gone once told
+
+
+def test_a_study_may_search_how_much_a_forest_teaches(table, tmp_path, caplog):
+    """``distill`` in the space: each trial that draws a share trains on the forest's targets at that share."""
+    base = {"min_steps": 30, "evaluations": 3, "patience": 3, "threads": 1, "hidden_size": 8}
+    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+        summary = tuning.tune("lstm", [table], tmp_path / "lstm", 2, base=base, space={"distill": {"low": 0.2, "high": 0.9}},
+                              worker="w0", pruner="none")
+    shares = sorted(round(t["params"]["distill"], 2) for t in summary["trials"])
+    taught = sorted(float(m.split(" take ")[1].split()[0]) for m in caplog.messages if m.startswith("distill:"))
+    assert len(shares) == 2 and taught == shares

@@ -38,15 +38,24 @@ class Cleaning:
         return self.min_label_probability > 0
 
 
-def out_of_fold_probability(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, trees: int,
-                            seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(probability of each sample's own label, the most likely class) from forests that were trained
-    on the other groups only. x: (samples, features) without NaN."""
+def out_of_fold_proba(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, trees: int, seed: int,
+                      n_jobs: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """(class probabilities of each sample, the classes of their columns: ``np.unique(y)``) from forests
+    that were trained on the other groups only; a class missing from those has probability 0.
+    x: (samples, features) without NaN."""
     classes = np.unique(y)
     proba = np.zeros((len(y), classes.size))
     for train, held in GroupKFold(n_splits=folds).split(x, y, groups):
-        forest = RandomForestClassifier(trees, n_jobs=-1, random_state=seed).fit(x[train], y[train])
+        forest = RandomForestClassifier(trees, n_jobs=n_jobs, random_state=seed).fit(x[train], y[train])
         proba[np.ix_(held, np.searchsorted(classes, forest.classes_))] = forest.predict_proba(x[held])
+    return proba, classes
+
+
+def out_of_fold_probability(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, trees: int,
+                            seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(probability of each sample's own label, the most likely class) from forests that were trained
+    on the other groups only (:func:`out_of_fold_proba`)."""
+    proba, classes = out_of_fold_proba(x, y, groups, folds, trees, seed)
     own = proba[np.arange(len(y)), np.searchsorted(classes, y)]
     return own, classes[proba.argmax(axis=1)]
 

@@ -72,6 +72,7 @@ class TrainConfig:
     drop_observations: float  # share of observed steps hidden from each training series; 0: off
     weight_ema: float  # decay a step of the weights' moving average; 0: off
     select_by: str  # what picks the best round: val accuracy (ties: lower loss) or val loss
+    distill: float  # share of the targets taken from a forest teacher's probabilities (lcflow.train.forest_teacher)
     val_fraction: float
     seed: int
     threads: int
@@ -139,13 +140,14 @@ def learning_rate(cfg: TrainConfig, plan: Schedule, step: int) -> float:
 def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None,
         n_classes: int, cfg: TrainConfig, comm=None, checkpoint: Path | None = None,
         fingerprint: str = "", on_round: Callable[[dict], bool] | None = None,
-        status: dict | None = None, steps: int | None = None, observed_flag: int | None = None
-        ) -> list[dict[str, float]]:
+        status: dict | None = None, steps: int | None = None, observed_flag: int | None = None,
+        targets: np.ndarray | None = None) -> list[dict[str, float]]:
     """Train ``net`` in place (ending with the best validation round); return the history of rank 0.
 
     ``steps`` sets the run's length instead of ``cfg``'s epochs and min_steps (a refit, which has no
     validation rows: it trains every step and ends with its last weights). ``observed_flag``: the feature
-    that flags a step as observed in pixel series (``cfg.drop_observations`` needs it).
+    that flags a step as observed in pixel series (``cfg.drop_observations`` needs it). ``targets``: the
+    training rows' class probabilities to learn instead of their labels ``y`` (a teacher's, ``distill``).
 
     ``on_round``, called on every rank with each round's history row, returns True to stop the run
     there (a pruned trial of a study); it must return the same on every rank. ``status``, when given,
@@ -172,7 +174,7 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     weights = class_weights(y.astype(np.int64), n_classes, cfg.class_weight)
     loss_fn = nn.CrossEntropyLoss(weight=torch.as_tensor(weights, dtype=torch.float32, device=device),
                                   label_smoothing=cfg.label_smoothing)
-    data = _Data(x, y, x_val, y_val, cfg.seed, device)
+    data = _Data(x, y, x_val, y_val, cfg.seed, device, targets)
     plan = Schedule.plan(cfg, len(x), comm.size, steps)
     use_amp = cfg.amp and bfloat16_runs(net, data.x[:2], device)
     if cfg.amp and not use_amp:
@@ -299,10 +301,12 @@ def _fit_elastic(net, optimizer, progress: dict, one_round, plan: Schedule, comm
 class _Data:
     """The samples on their device, the stream of their order, and the validation samples."""
 
-    def __init__(self, x, y, x_val, y_val, seed: int, device: torch.device):
+    def __init__(self, x, y, x_val, y_val, seed: int, device: torch.device, targets: np.ndarray | None = None):
         self.n, self.seed = len(x), seed
         self.x = torch.from_numpy(np.ascontiguousarray(x)).to(device)
         self.y = torch.from_numpy(y.astype(np.int64)).to(device)
+        # what the loss trains towards: the labels, or class probabilities per row
+        self.targets = self.y if targets is None else torch.from_numpy(targets.astype(np.float32)).to(device)
         self.x_val, self.y_val = x_val, y_val
         self._orders: dict[int, np.ndarray] = {}
 
@@ -364,7 +368,8 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
         batch = data.take(progress["position"] + rank * cfg.batch_size, cfg.batch_size)
         progress["position"] += cfg.batch_size * size
         bi = torch.from_numpy(batch).to(device)
-        batch_in = augment(data.x[bi], data.y[bi], cfg.drop_observations, cfg.input_noise, cfg.mixup, observed_flag)
+        batch_in = augment(data.x[bi], data.targets[bi], cfg.drop_observations, cfg.input_noise, cfg.mixup,
+                           observed_flag)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
             logits = net(batch_in.x).float()
             loss = batch_in.loss(loss_fn, logits)
@@ -373,7 +378,7 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
         optimizer.step()
         if averaged is not None:
             averaged.update_parameters(net)
-        totals += (loss.item() * len(batch), int((logits.argmax(1) == batch_in.y).sum()), len(batch))
+        totals += (loss.item() * len(batch), int((logits.argmax(1) == data.y[bi]).sum()), len(batch))
     progress["step"] = last
     log.info("round=%d rank=%d size=%d steps=%d-%d loss_sum=%.6f correct=%d seen=%d", r, rank, size, first + 1, last,
              *totals)

@@ -180,6 +180,9 @@ TRAINING: dict[str, Param] = {
                          high_open=True),
     "select_by": _choice("accuracy", "what picks the round whose weights the run keeps, and what patience waits "
                          "for: val accuracy (ties: the lower loss) or val loss", "accuracy", "loss"),
+    "distill": _float(0.0, "share of each training target taken from a Random Forest's out-of-fold class "
+                      "probabilities for the row instead of its label (a forest as the network's teacher; 0: off)",
+                      0, 1),
     "val_fraction": _float(0.2, "share of the training rows set aside for validation when the table has no "
                            "val rows (stratified, in spatial blocks where x/y or row/col are given)", 0, 0.5,
                            low_open=True),

@@ -22,7 +22,7 @@ from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
 from lcflow.labels.nomenclature import clc_level
-from lcflow.train import deep, hyperparameters
+from lcflow.train import deep, forest_teacher, hyperparameters
 from lcflow.train.distributed import connect
 from lcflow.train.evaluation import evaluate_table
 from lcflow.train.model_dir import META_FILE, METRICS_FILE, TrainedModel
@@ -98,6 +98,7 @@ class Prepared:
     counts: np.ndarray  # training samples per class
     n_train: int
     validation: dict[str, Any]
+    blocks: np.ndarray | None = None  # the spatial block of each train row, then of each val row (None: no positions)
 
     @property
     def has_val(self) -> bool:
@@ -133,13 +134,16 @@ def prepare_data(cls, model_name: str, sample_paths: list[str], params: dict[str
     x = model_input(cls, train_part, standardise, names)
     y = train_part.frame["label"].map(index).to_numpy()
     x_val = y_val = None
+    frames = [train_part.frame]
     if val_part is not None and len(val_part.frame):
         keep = val_part.frame["label"].isin(classes).to_numpy()
         x_val = model_input(cls, val_part, standardise, names)[keep]
         y_val = val_part.frame["label"][keep].map(index).to_numpy()
+        frames.append(val_part.frame[keep])
     counts = np.bincount(y, minlength=len(classes)).astype(float)
+    blocks = spatial_blocks(pd.concat(frames, ignore_index=True))
     return Prepared(table, names, classes, standardise, x, y, x_val, y_val, counts, int(len(train_part.frame)),
-                    validation)
+                    validation, None if blocks is None else blocks[0])
 
 
 def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: dict[str, Any] | None = None,
@@ -168,6 +172,7 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
         out.mkdir(parents=True, exist_ok=True)
         model.comm, model.checkpoint = comm, out / CHECKPOINT
         model.fingerprint = fingerprint(model_name, sample_paths, model.params)
+        model.targets = learning_targets(model, data.x, data.y, None if data.blocks is None else data.blocks[:len(data.y)])
         if comm.rank == 0:
             _start_from_trial(out / CHECKPOINT, tuned)
     started = time.perf_counter()
@@ -224,6 +229,7 @@ def _refit(model, data: Prepared, history: list[dict], out: Path, comm) -> dict[
     x = np.concatenate([data.x, data.x_val])
     y = np.concatenate([data.y, data.y_val])
     steps, best_round = deep.refit_steps(history, len(data.x), len(x))
+    model.targets = learning_targets(model, x, y, data.blocks)
     log.info("refit: %d steps on the %d train and %d val rows together (the selection run's best round: %d)",
              steps, len(data.x), len(data.x_val), best_round)
     started = time.perf_counter()
@@ -233,6 +239,16 @@ def _refit(model, data: Prepared, history: list[dict], out: Path, comm) -> dict[
         seconds = model.refit_status["seconds"]
     return {"steps": steps, "n_samples": int(len(y)), "selected_round": best_round,
             "seconds": seconds, "final_loss": float(rounds[-1]["loss"]) if rounds else None}
+
+
+def learning_targets(model, x: np.ndarray, y: np.ndarray, blocks: np.ndarray | None) -> np.ndarray | None:
+    """The rows' training targets where the model learns from a forest too (``distill``), else None (its labels)."""
+    share = float(model.params.get("distill", 0.0))
+    if share <= 0:
+        return None
+    threads = int(model.params.get("threads", 0))
+    return forest_teacher.teacher_targets(x, y, blocks, model.n_classes, share, int(model.params["seed"]),
+                                          threads if threads > 0 else -1)
 
 
 def _start_from_trial(checkpoint: Path, tuned: dict[str, Any] | None) -> None:
@@ -276,6 +292,21 @@ def _against_majority(trained: TrainedModel, x_val: np.ndarray | None, y_val: np
             "n_samples": int(len(y_val))}
 
 
+def spatial_blocks(frame: pd.DataFrame) -> tuple[np.ndarray, tuple[str, str], float] | None:
+    """Each row's spatial block (an integer per tile, year and square of BLOCK_M m, or BLOCK_PX px, at most a
+    tenth of the samples' extent), the position columns used and the square's side; None when the table
+    gives no sample positions (x/y, else row/col)."""
+    coords = next(((a, b) for a, b in (("x", "y"), ("col", "row")) if {a, b} <= set(frame.columns)), None)
+    if coords is None:
+        return None
+    keys = [frame[c].to_numpy() for c in ("tile", "year") if c in frame.columns]
+    u, v = frame[coords[0]].to_numpy(float), frame[coords[1]].to_numpy(float)
+    extent = max(np.ptp(u), np.ptp(v)) if len(frame) else 0.0
+    side = min(BLOCK_M if coords[0] == "x" else BLOCK_PX, extent / 10) or 1.0
+    keys += [np.floor(u / side), np.floor(v / side)]
+    return pd.MultiIndex.from_arrays(keys).factorize()[0], coords, side
+
+
 def carve_validation(part: samples_table.SampleTable, fraction: float, seed: int
                      ) -> tuple[samples_table.SampleTable, samples_table.SampleTable, dict[str, Any]]:
     """Set ``fraction`` of the training rows aside for validation, stratified by class and, where the
@@ -286,17 +317,12 @@ def carve_validation(part: samples_table.SampleTable, fraction: float, seed: int
     frame = part.frame
     labels = frame["label"].to_numpy()
     folds = max(2, int(round(1 / fraction)))
-    keys = [frame[c].to_numpy() for c in ("tile", "year") if c in frame.columns]
-    coords = next(((a, b) for a, b in (("x", "y"), ("col", "row")) if {a, b} <= set(frame.columns)), None)
+    blocks = spatial_blocks(frame)
     val, method = None, "stratified by class (the table gives no sample positions)"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # classes rarer than the number of folds
-        if coords:
-            u, v = frame[coords[0]].to_numpy(float), frame[coords[1]].to_numpy(float)
-            extent = max(np.ptp(u), np.ptp(v))
-            side = min(BLOCK_M if coords[0] == "x" else BLOCK_PX, extent / 10) or 1.0
-            keys += [np.floor(u / side), np.floor(v / side)]
-            groups = pd.MultiIndex.from_arrays(keys).factorize()[0]
+        if blocks is not None:
+            groups, coords, side = blocks
             splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
             candidates = [fold for _, fold in splitter.split(frame, labels, groups)] if groups.max() >= folds else []
             val = _most_classes(labels, candidates, fraction)

@@ -30,7 +30,7 @@ from lcflow.train import hyperparameters
 from lcflow.train.distributed import connect
 from lcflow.train.models import model_class
 from lcflow.train.models.torch_model import TorchModel
-from lcflow.train.training import fingerprint, prepare_data
+from lcflow.train.training import fingerprint, learning_targets, prepare_data
 from lcflow.tune import space as search_space
 from lcflow.tune import study as studies
 
@@ -237,6 +237,7 @@ def _run_trial(cls, model: str, base: dict, order: dict, trial, data, comm, stud
             return stop
 
         net.on_round = on_round
+        net.targets = learning_targets(net, data.x, data.y, None if data.blocks is None else data.blocks[:len(data.y)])
     started = time.perf_counter()
     # the heartbeat lasts until the trial is told: another worker fails a running trial that has none
     with studies.Heartbeat(study_dir, number) if comm.rank == 0 else contextlib.nullcontext():

@@ -26,6 +26,8 @@ class TorchModel(Model):
     run_status: dict | None = None
     refit_status: dict | None = None
     local_rank = 0  # this node's rank whose device the model runs on (place)
+    #: set by the caller before fit and refit: the rows' class probabilities to learn instead of their labels
+    targets = None
 
     @abstractmethod
     def network(self) -> nn.Module: ...
@@ -49,7 +51,7 @@ class TorchModel(Model):
         self.net = self.network()
         return deep.fit(self.net, x, y, x_val, y_val, self.n_classes, deep.TrainConfig.from_params(self.params),
                         comm=self.comm, checkpoint=checkpoint, fingerprint=fingerprint, status=status,
-                        observed_flag=self.observed_flag, **run)
+                        observed_flag=self.observed_flag, targets=self.targets, **run)
 
     @property
     def observed_flag(self) -> int | None:

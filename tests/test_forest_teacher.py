@@ -1,0 +1,128 @@
+"""A forest as a deep model's teacher (``distill``): its probabilities for a row come from forests that never
+saw the row's spatial block, the targets blend them with the label, and the network learns the targets."""
+
+import logging
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lcflow.labels import samples_table as samples
+from lcflow.train import deep, training
+from lcflow.train.forest_teacher import teacher_targets
+from lcflow.train.hyperparameters import check
+from lcflow.train.models.lstm import Network
+
+
+def _rows(seed: int = 0, n: int = 240, gap: float = 0.8):
+    """Three classes of (steps=6, features=4) series, ``gap`` apart (0.8: they overlap), in spatial blocks of
+    10 rows."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    x = (rng.normal(size=(n, 6, 4)) + gap * y[:, None, None]).astype(np.float32)
+    return x, y, np.repeat(np.arange(n // 10), 10)
+
+
+def test_targets_are_the_label_blended_with_out_of_fold_probabilities():
+    x, y, blocks = _rows()
+    half = teacher_targets(x, y, blocks, 3, 0.5, seed=0, n_jobs=1)
+    full = teacher_targets(x, y, blocks, 3, 1.0, seed=0, n_jobs=1)
+    assert half.shape == (240, 3) and half.dtype == np.float32
+    np.testing.assert_allclose(half.sum(1), 1, atol=1e-6)
+    np.testing.assert_allclose(half, 0.5 * np.eye(3)[y] + 0.5 * full, atol=1e-6)
+    # the forests' own view: not the labels copied back (they overlap), yet better than chance
+    agree = (full.argmax(1) == y).mean()
+    assert 0.5 < agree < 1.0 and (full.max(1) < 1).any()
+
+
+def test_a_rows_probabilities_do_not_depend_on_its_blocks_labels():
+    """Out-of-fold by spatial block: relabelling a whole block changes no probability inside it, only
+    elsewhere (where forests trained on it); a forest that had seen the block would follow its labels."""
+    x, y, blocks = _rows()
+    before = teacher_targets(x, y, blocks, 3, 1.0, seed=0, n_jobs=1)
+    relabelled = y.copy()
+    inside = blocks == 5
+    relabelled[inside] = (y[inside] + 1) % 3
+    after = teacher_targets(x, relabelled, blocks, 3, 1.0, seed=0, n_jobs=1)
+    np.testing.assert_array_equal(after[inside], before[inside])
+    assert not np.array_equal(after[~inside], before[~inside])
+
+
+def test_rows_without_positions_are_folded_in_a_seeded_order():
+    x, y, _ = _rows()
+    a = teacher_targets(x, y, None, 3, 1.0, seed=3, n_jobs=1)
+    np.testing.assert_array_equal(a, teacher_targets(x, y, None, 3, 1.0, seed=3, n_jobs=1))
+    assert 0.5 < (a.argmax(1) == y).mean() < 1.0
+
+
+def test_rows_in_one_block_train_on_their_labels(caplog):
+    x, y, _ = _rows(n=40)
+    with caplog.at_level(logging.WARNING, logger="lcflow.train"):
+        targets = teacher_targets(x, y, np.zeros(40, dtype=int), 3, 0.7, seed=0, n_jobs=1)
+    np.testing.assert_array_equal(targets, np.eye(3, dtype=np.float32)[y])
+    assert "one spatial block" in caplog.text
+
+
+LSTM = partial(Network, 4, 3, 8, 1, False, 0.0)
+PARAMS = {"epochs": 6, "min_steps": 0, "evaluations": 3, "batch_size": 32, "threads": 1, "patience": 100,
+          "input_noise": 0, "class_weight": "none", "label_smoothing": 0.1}
+
+
+def _fit(x, y, targets, **extra):
+    torch.manual_seed(0)
+    net = LSTM()
+    cfg = deep.TrainConfig.from_params(check("lstm", {**PARAMS, **extra}))
+    deep.fit(net, x, y, None, None, 3, cfg, targets=targets)
+    return net
+
+
+def test_one_hot_targets_train_as_the_labels_do():
+    x, y, _ = _rows()
+    by_label, by_targets = _fit(x, y, None), _fit(x, y, np.eye(3, dtype=np.float32)[y])
+    for a, b in zip(by_label.state_dict().values(), by_targets.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mixup", [0.0, 0.4])
+def test_the_network_learns_the_targets_not_the_labels(mixup):
+    """Targets that name the next class of every row: the network follows them, with or without mixup."""
+    x, y, _ = _rows(gap=3.0)
+    shifted = np.eye(3, dtype=np.float32)[(y + 1) % 3]
+    net = _fit(x, y, shifted, epochs=30, mixup=mixup)
+    with torch.no_grad():
+        predicted = net(torch.from_numpy(x)).argmax(1).numpy()
+    assert (predicted == (y + 1) % 3).mean() > 0.8 and (predicted == y).mean() < 0.15
+
+
+@pytest.fixture(scope="module")
+def placed_table(tmp_path_factory):
+    """Three classes of two-band series at positions x/y (10 m pixels), split train/test."""
+    rng = np.random.default_rng(0)
+    n, steps = 400, 6
+    label = rng.choice([11, 21, 31], n)
+    level = {11: 0.2, 21: 0.35, 31: 0.5}
+    cols = {"label": label, "x": 500000 + 10 * rng.integers(0, 300, n), "y": 5000000 + 10 * rng.integers(0, 300, n),
+            "split": rng.choice(["train", "test"], n, p=[0.8, 0.2])}
+    for k in range(steps):
+        base = np.array([level[c] for c in label]) + rng.normal(0, 0.12, n)
+        cols[f"B04_t{k:02d}"] = 1000 * (0.5 - base)
+        cols[f"B08_t{k:02d}"] = 1000 * base
+    path = tmp_path_factory.mktemp("placed") / "placed.parquet"
+    samples.write(pd.DataFrame(cols), path, {"class_names": {"11": "a", "21": "b", "31": "c"}})
+    return path
+
+
+def test_a_distilled_model_trains_refits_and_records_its_share(placed_table, tmp_path, caplog):
+    given = {"epochs": 4, "min_steps": 0, "hidden_size": 8, "threads": 1, "distill": 0.5, "refit": True}
+    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+        metrics = training.train("lstm", [str(placed_table)], tmp_path / "m", given)
+    assert metrics["params"]["distill"] == 0.5 and metrics["refit"]["n_samples"] == metrics["n_train"] + \
+        metrics["n_val"]
+    taught = [r.getMessage() for r in caplog.records if r.getMessage().startswith("distill:")]
+    # the selection run's training rows, then the refit's train and val rows
+    assert [f"of the {metrics['n_train']} training labels" in taught[0],
+            f"of the {metrics['n_train'] + metrics['n_val']} training labels" in taught[1]] == [True, True]
+    assert "folds by spatial block" in taught[0]
+    assert metrics["test"]["overall_accuracy"] > 0.5
