@@ -60,9 +60,11 @@ def fold_row(recipe: str, model: str, stem: str, codes: np.ndarray, directory: P
     return row
 
 
-def prepare(directory: Path, subsets: int, folds: int) -> None:
+def prepare(directory: Path, subsets: int, folds: int, clean: bool = False) -> None:
     """Each case's folds as samples tables in ``directory`` (``CASE_FOLD.parquet``), with the demo test
-    rows' true classes (``CASE_FOLD.truth.npy``) and lcflow's forest's scores (``forest.jsonl``)."""
+    rows' true classes (``CASE_FOLD.truth.npy``) and lcflow's forest's scores (``forest.jsonl``). With
+    ``clean`` each fold's training rows are cleaned as ``sample.clean`` cleans a tile's (its defaults; the
+    test rows are left as they are)."""
     import models_on_small_tables as small
     from lcflow.labels import samples_table as samples
     from tests import real_tables
@@ -74,6 +76,8 @@ def prepare(directory: Path, subsets: int, folds: int) -> None:
             for k, table in enumerate(real_tables.spatial_folds(case.frame, folds, case.block_m, seed=0)):
                 stem = f"{case_name(case.name)}_{k}"
                 path = directory / f"{stem}.parquet"
+                if clean:
+                    table = cleaned(table, stem)
                 samples.write(table, path, case.meta)
                 test = samples.read(path).split("test")
                 if case.truth:
@@ -81,6 +85,23 @@ def prepare(directory: Path, subsets: int, folds: int) -> None:
                 row = score(("forest", "rf", {}), directory, stem, work / stem)
                 forest.write(json.dumps(row) + "\n")
                 print(json.dumps(row), flush=True)
+
+
+def cleaned(table: pd.DataFrame, where: str) -> pd.DataFrame:
+    """``table`` without the training rows that label cleaning drops (:mod:`lcflow.labels.cleaning` at its
+    defaults, folds by the spatial blocks a deep model's validation rows are carved in)."""
+    from lcflow.common.features import fill_gaps
+    from lcflow.labels import cleaning
+    from lcflow.labels import samples_table as samples
+    from lcflow.train.training import spatial_blocks
+
+    train = np.flatnonzero(table["split"].to_numpy() == "train")
+    part = samples.check(table.iloc[train].reset_index(drop=True), where)
+    series = part.features()
+    x = np.nan_to_num(fill_gaps(series), nan=0.0).reshape(len(train), -1)
+    drop = cleaning.noisy(x, part.frame["label"].to_numpy(), spatial_blocks(part.frame)[0], cleaning.Cleaning(), where)
+    print(f"{where}: cleaning drops {int(drop.sum())} of {len(train)} training rows", flush=True)
+    return table.drop(index=table.index[train[drop]])
 
 
 def score(task: tuple[str, str, dict], directory: Path, stem: str, out: Path, keep_proba: bool = False) -> dict:
@@ -234,6 +255,7 @@ def main() -> None:
     p.add_argument("dir", type=Path)
     p.add_argument("--demo-subsets", type=int, default=3)
     p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--clean", action="store_true", help="clean each fold's training rows as sample.clean does")
     r = sub.add_parser("run")
     r.add_argument("dir", type=Path)
     r.add_argument("--grid", type=Path, required=True)
@@ -254,7 +276,7 @@ def main() -> None:
     s.add_argument("--only", default="", metavar="PREFIX", help="the recipes whose names begin with PREFIX alone")
     args = ap.parse_args()
     if args.command == "prepare":
-        prepare(args.dir, args.demo_subsets, args.folds)
+        prepare(args.dir, args.demo_subsets, args.folds, args.clean)
     elif args.command == "run":
         run(args.dir, json.loads(args.grid.read_text()), args.jobs, args.deadline, args.out, args.keep_proba)
     elif args.command == "blend":

@@ -44,3 +44,27 @@ def test_summary_pairs_each_recipe_with_the_forest_fold_by_fold(recipe_grid, tmp
     recipe_grid.summary(tmp_path, [write_rows(tmp_path / "b.jsonl", real_only)], [])
     line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("b "))
     assert line.split()[1:] == ["2", "0.800", "-", "0.800", "-0.050", "+-", "0.050", "-0.050", "-"]
+
+
+def test_a_cleaned_fold_loses_training_rows_that_contradict_their_label_and_keeps_its_test_rows(recipe_grid):
+    """``prepare --clean``: the training rows that label cleaning judges mislabelled go, the test rows stay."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n = 400
+    label = rng.choice([21, 31], n)
+    cols = {"label": label.copy(), "x": 10.0 * rng.integers(0, 400, n), "y": 10.0 * rng.integers(0, 400, n),
+            "split": np.where(np.arange(n) < 300, "train", "test")}
+    for k in range(4):
+        cols[f"B08_t{k:02d}"] = np.where(label == 21, 3000.0, 1000.0) + rng.normal(0, 100, n)
+    flipped = np.arange(0, 300, 15)  # 20 training rows labelled with the other class
+    cols["label"][flipped] = np.where(label[flipped] == 21, 31, 21)
+    test_flipped = np.arange(300, 400, 10)  # and 10 test rows: cleaning must leave them
+    cols["label"][test_flipped] = np.where(label[test_flipped] == 21, 31, 21)
+    table = pd.DataFrame(cols)
+    out = recipe_grid.cleaned(table, "fold 0")
+    dropped = set(table.index) - set(out.index)
+    # every flipped row goes; a fully grown forest may doubt a clean row beside a flipped one, too
+    assert set(flipped) <= dropped and len(dropped) <= len(flipped) + 3
+    pd.testing.assert_frame_equal(out[out["split"] == "test"], table[table["split"] == "test"])
