@@ -6,10 +6,10 @@ The cases are written once (``prepare``, where the real fixtures and the demo's 
 samples table, the demo test rows' true classes, lcflow's forest on every fold); ``run`` then trains each
 recipe on every fold in ``--jobs`` processes (which may share one GPU), in the grid's order, and starts
 nothing after ``--deadline`` seconds, so a limited lease returns whole recipes; ``summary`` prints each
-recipe against the forest.
+recipe against the forest. ``prepare --clean`` cleans each fold's training rows as ``sample.clean`` does.
 
 Usage:
-    python benchmarks/recipe_grid.py prepare DIR [--demo-subsets 3]
+    python benchmarks/recipe_grid.py prepare DIR [--demo-subsets 3] [--clean]
     python benchmarks/recipe_grid.py run DIR --grid GRID.json [--jobs 8] [--deadline 600] --out RESULTS.jsonl
     python benchmarks/recipe_grid.py summary DIR RESULTS [RESULTS ...] [--reference R1,R2] [--only PREFIX]
     python benchmarks/recipe_grid.py blend DIR --recipes R1,R2[,...] --name NAME --out BLEND.jsonl
