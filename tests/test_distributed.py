@@ -222,6 +222,27 @@ def test_one_and_two_ranks_take_the_same_steps_at_the_same_global_batch(two_rank
     assert fast["global_batch"] == 128
 
 
+def test_two_ranks_learn_from_the_same_forest_teacher_as_one_process(two_ranks, samples, tmp_path):
+    """``distill``: every rank computes the teacher's targets itself (seeded forests), so two ranks x 64 train
+    towards the targets one process x 128 does and end with its weights, up to the gradient average's rounding."""
+    LAUNCHERS["horovod"](2, "--model", "lstm", "--samples", *samples, "--out", str(tmp_path / "two"), *PARAMS,
+                         "--set", "batch_size=64", "--set", "distill=0.5", log=tmp_path / "two.log")
+    log = (tmp_path / "two.log").read_text()
+    taught = re.findall(r"distill: .* take 0\.50 of the targets; they agree with ([0-9.]+) of the (\d+) training", log)
+    assert len(taught) == 2 and taught[0] == taught[1], log[-3000:]
+    sums = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", log))
+    assert set(sums) == {"0", "1"} and sums["0"] == sums["1"]
+    params = {k: v for k, v in (p.split("=") for p in PARAMS[1::2])}
+    one = training.train("lstm", samples, tmp_path / "one", {**params, "batch_size": 128, "distill": 0.5})
+    assert one["params"]["distill"] == 0.5
+    a, b = TrainedModel.load(tmp_path / "one"), TrainedModel.load(tmp_path / "two")
+    for (name, wa), wb in zip(a.model.net.state_dict().items(), b.model.net.state_dict().values()):
+        assert torch.allclose(wa, wb, atol=2e-3, rtol=1e-2), name
+    # the session's two-rank run of the same recipe without a teacher ends elsewhere
+    plain = TrainedModel.load(two_ranks[0]).model.net.state_dict()
+    assert not all(torch.allclose(w, plain[name], atol=2e-3, rtol=1e-2) for name, w in a.model.net.state_dict().items())
+
+
 def test_killed_training_resumes_from_its_checkpoint(two_ranks, samples, tmp_path):
     """The session's two-rank training (``two_ranks``, 6 rounds) again, killed after its second round and
     started again: it resumes from its checkpoint and ends where the uninterrupted run ended."""
