@@ -101,6 +101,11 @@ class Prepared:
     blocks: np.ndarray | None = None  # the spatial block of each train row, then of each val row (None: no positions)
 
     @property
+    def train_blocks(self) -> np.ndarray | None:
+        """The spatial block of each train row (None: no positions)."""
+        return None if self.blocks is None else self.blocks[:len(self.y)]
+
+    @property
     def has_val(self) -> bool:
         return self.x_val is not None and len(self.x_val) > 0
 
@@ -172,7 +177,7 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
         out.mkdir(parents=True, exist_ok=True)
         model.comm, model.checkpoint = comm, out / CHECKPOINT
         model.fingerprint = fingerprint(model_name, sample_paths, model.params)
-        model.targets = learning_targets(model, data.x, data.y, None if data.blocks is None else data.blocks[:len(data.y)])
+        model.targets = learning_targets(model, data.x, data.y, data.train_blocks)
         if comm.rank == 0:
             _start_from_trial(out / CHECKPOINT, tuned)
     started = time.perf_counter()
