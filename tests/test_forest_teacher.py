@@ -11,7 +11,8 @@ import torch
 
 from lcflow.labels import samples_table as samples
 from lcflow.train import deep, training
-from lcflow.train.forest_teacher import teacher_targets
+from lcflow.train import forest_teacher
+from lcflow.train.forest_teacher import ForestTeacher, teacher_targets
 from lcflow.train.hyperparameters import check
 from lcflow.train.models.lstm import Network
 
@@ -55,6 +56,21 @@ def test_rows_without_positions_are_folded_in_a_seeded_order():
     a = teacher_targets(x, y, None, 3, 1.0, seed=3, n_jobs=1)
     np.testing.assert_array_equal(a, teacher_targets(x, y, None, 3, 1.0, seed=3, n_jobs=1))
     assert 0.5 < (a.argmax(1) == y).mean() < 1.0
+
+
+def test_a_teacher_fits_its_forests_once_a_seed_for_every_share(monkeypatch):
+    x, y, blocks = _rows()
+    fits = []
+    fit = forest_teacher.out_of_fold_proba
+    monkeypatch.setattr(forest_teacher, "out_of_fold_proba", lambda *a, **k: fits.append(a[5]) or fit(*a, **k))
+    teacher = ForestTeacher(x, y, blocks, 3)
+    shares = {share: teacher.targets(share, seed=0, n_jobs=1) for share in (0.3, 0.5, 1.0)}
+    assert fits == [0]
+    for share, targets in shares.items():  # each the blend at its share of the one fit's probabilities
+        np.testing.assert_allclose(targets, (1 - share) * np.eye(3)[y] + share * shares[1.0], atol=1e-6)
+    np.testing.assert_array_equal(shares[0.5], teacher_targets(x, y, blocks, 3, 0.5, seed=0, n_jobs=1))
+    other = teacher.targets(1.0, seed=1, n_jobs=1)  # another seed: other forests
+    assert fits == [0, 0, 1] and not np.array_equal(other, shares[1.0])
 
 
 def test_rows_in_one_block_train_on_their_labels(caplog):

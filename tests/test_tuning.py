@@ -365,8 +365,14 @@ def test_a_trial_keeps_its_heartbeat_until_it_is_told(table, tmp_path, monkeypat
     assert not list((tmp_path / "rf" / study.HEARTBEAT_DIR).glob("trial-*"))  # gone once told
 
 
-def test_a_study_may_search_how_much_a_forest_teaches(table, tmp_path, caplog):
-    """``distill`` in the space: each trial that draws a share trains on the forest's targets at that share."""
+def test_a_study_may_search_how_much_a_forest_teaches(table, tmp_path, caplog, monkeypatch):
+    """``distill`` in the space: each trial that draws a share trains on the forest's targets at that share,
+    and the teacher's forests are fitted once for the study's training rows, not once a trial."""
+    from lcflow.train import forest_teacher
+
+    fits = []
+    fit = forest_teacher.out_of_fold_proba
+    monkeypatch.setattr(forest_teacher, "out_of_fold_proba", lambda *a, **k: fits.append(len(a[1])) or fit(*a, **k))
     base = {"min_steps": 30, "evaluations": 3, "patience": 3, "threads": 1, "hidden_size": 8}
     with caplog.at_level(logging.INFO, logger="lcflow.train"):
         summary = tuning.tune("lstm", [table], tmp_path / "lstm", 2, base=base, space={"distill": {"low": 0.2, "high": 0.9}},
@@ -374,3 +380,4 @@ def test_a_study_may_search_how_much_a_forest_teaches(table, tmp_path, caplog):
     shares = sorted(round(t["params"]["distill"], 2) for t in summary["trials"])
     taught = sorted(float(m.split(" take ")[1].split()[0]) for m in caplog.messages if m.startswith("distill:"))
     assert len(shares) == 2 and taught == shares
+    assert len(fits) == 1, fits

@@ -21,25 +21,54 @@ log = logging.getLogger("lcflow.train")
 TEACHER_FOLDS, TEACHER_TREES = 5, 200
 
 
+class ForestTeacher:
+    """The teacher of one set of training rows: its out-of-fold probabilities are computed once per seed
+    and blended with the labels at any share, so the trials of a study that train on the same rows (at
+    the same or other shares) fit its forests once. x: the model's input (samples, ...) without NaN;
+    y: class indices 0..n_classes-1; ``groups``: each row's spatial block (None: rows are their own)."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, groups: np.ndarray | None, n_classes: int):
+        self.x, self.y, self.groups, self.n_classes = x, y, groups, n_classes
+        self._proba: dict[int, tuple[np.ndarray, int] | None] = {}
+
+    def probabilities(self, seed: int, n_jobs: int = -1) -> tuple[np.ndarray, int] | None:
+        """The out-of-fold class probabilities (samples, n_classes) and the number of folds; None where
+        the rows lie in one block (no forest can judge them unseen)."""
+        if seed not in self._proba:
+            self._proba[seed] = self._fit(seed, n_jobs)
+        return self._proba[seed]
+
+    def _fit(self, seed: int, n_jobs: int) -> tuple[np.ndarray, int] | None:
+        n = len(self.y)
+        groups = self.groups
+        if groups is None:  # no positions: folds of rows, in a seeded order
+            groups = np.random.default_rng(seed).permutation(n)
+        folds = min(TEACHER_FOLDS, np.unique(groups).size)
+        if folds < 2:
+            return None
+        proba, classes = out_of_fold_proba(self.x.reshape(n, -1), self.y, groups, folds, TEACHER_TREES, seed, n_jobs)
+        teacher = np.zeros((n, self.n_classes))
+        teacher[:, classes] = proba
+        return teacher, folds
+
+    def targets(self, share: float, seed: int, n_jobs: int = -1) -> np.ndarray:
+        """Training targets (samples, n_classes): ``1 - share`` of each row's one-hot label plus ``share``
+        of the out-of-fold forests' probabilities for it."""
+        onehot = np.eye(self.n_classes)[self.y]
+        fitted = self.probabilities(seed, n_jobs)
+        if fitted is None:
+            log.warning("distill: the training rows lie in one spatial block: no forest can judge them unseen; "
+                        "training on the labels alone")
+            return onehot.astype(np.float32)
+        teacher, folds = fitted
+        agree = float((teacher.argmax(1) == self.y).mean())
+        log.info("distill: a forest's out-of-fold probabilities (%d folds by spatial block, %d trees) take %.2f of "
+                 "the targets; they agree with %.3f of the %d training labels", folds, TEACHER_TREES, share, agree,
+                 len(self.y))
+        return ((1 - share) * onehot + share * teacher).astype(np.float32)
+
+
 def teacher_targets(x: np.ndarray, y: np.ndarray, groups: np.ndarray | None, n_classes: int, share: float,
                     seed: int, n_jobs: int = -1) -> np.ndarray:
-    """Training targets (samples, n_classes): ``1 - share`` of each row's one-hot label plus ``share`` of
-    the out-of-fold forests' probabilities for it. x: the model's input (samples, ...) without NaN;
-    y: class indices 0..n_classes-1; ``groups``: each row's spatial block (None: rows are their own)."""
-    n = len(y)
-    flat = x.reshape(n, -1)
-    if groups is None:  # no positions: folds of rows, in a seeded order
-        groups = np.random.default_rng(seed).permutation(n)
-    folds = min(TEACHER_FOLDS, np.unique(groups).size)
-    onehot = np.eye(n_classes)[y]
-    if folds < 2:
-        log.warning("distill: the training rows lie in one spatial block: no forest can judge them unseen; "
-                    "training on the labels alone")
-        return onehot.astype(np.float32)
-    proba, classes = out_of_fold_proba(flat, y, groups, folds, TEACHER_TREES, seed, n_jobs)
-    teacher = np.zeros((n, n_classes))
-    teacher[:, classes] = proba
-    agree = float((teacher.argmax(1) == y).mean())
-    log.info("distill: a forest's out-of-fold probabilities (%d folds by spatial block, %d trees) take %.2f of "
-             "the targets; they agree with %.3f of the %d training labels", folds, TEACHER_TREES, share, agree, n)
-    return ((1 - share) * onehot + share * teacher).astype(np.float32)
+    """One set of rows' targets at one share (:meth:`ForestTeacher.targets`)."""
+    return ForestTeacher(x, y, groups, n_classes).targets(share, seed, n_jobs)

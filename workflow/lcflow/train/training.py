@@ -1,6 +1,7 @@
 """``lcflow train`` and ``lcflow evaluate``: any model, from any samples table."""
 
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -105,6 +106,11 @@ class Prepared:
         """The spatial block of each train row (None: no positions)."""
         return None if self.blocks is None else self.blocks[:len(self.y)]
 
+    @functools.cached_property
+    def teacher(self) -> forest_teacher.ForestTeacher:
+        """The forest teacher of the train rows (``distill``), one for every model trained on them."""
+        return forest_teacher.ForestTeacher(self.x, self.y, self.train_blocks, len(self.classes))
+
     @property
     def has_val(self) -> bool:
         return self.x_val is not None and len(self.x_val) > 0
@@ -177,7 +183,7 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
         out.mkdir(parents=True, exist_ok=True)
         model.comm, model.checkpoint = comm, out / CHECKPOINT
         model.fingerprint = fingerprint(model_name, sample_paths, model.params)
-        model.targets = learning_targets(model, data.x, data.y, data.train_blocks)
+        model.targets = learning_targets(model, data.teacher)
         if comm.rank == 0:
             _start_from_trial(out / CHECKPOINT, tuned)
     started = time.perf_counter()
@@ -234,7 +240,7 @@ def _refit(model, data: Prepared, history: list[dict], out: Path, comm) -> dict[
     x = np.concatenate([data.x, data.x_val])
     y = np.concatenate([data.y, data.y_val])
     steps, best_round = deep.refit_steps(history, len(data.x), len(x))
-    model.targets = learning_targets(model, x, y, data.blocks)
+    model.targets = learning_targets(model, forest_teacher.ForestTeacher(x, y, data.blocks, len(data.classes)))
     log.info("refit: %d steps on the %d train and %d val rows together (the selection run's best round: %d)",
              steps, len(data.x), len(data.x_val), best_round)
     started = time.perf_counter()
@@ -246,14 +252,14 @@ def _refit(model, data: Prepared, history: list[dict], out: Path, comm) -> dict[
             "seconds": seconds, "final_loss": float(rounds[-1]["loss"]) if rounds else None}
 
 
-def learning_targets(model, x: np.ndarray, y: np.ndarray, blocks: np.ndarray | None) -> np.ndarray | None:
-    """The rows' training targets where the model learns from a forest too (``distill``), else None (its labels)."""
+def learning_targets(model, teacher: forest_teacher.ForestTeacher) -> np.ndarray | None:
+    """The teacher's rows' training targets where the model learns from a forest too (``distill``), else None
+    (its labels)."""
     share = float(model.params.get("distill", 0.0))
     if share <= 0:
         return None
     threads = int(model.params.get("threads", 0))
-    return forest_teacher.teacher_targets(x, y, blocks, model.n_classes, share, int(model.params["seed"]),
-                                          threads if threads > 0 else -1)
+    return teacher.targets(share, int(model.params["seed"]), threads if threads > 0 else -1)
 
 
 def _start_from_trial(checkpoint: Path, tuned: dict[str, Any] | None) -> None:

@@ -237,7 +237,7 @@ def _run_trial(cls, model: str, base: dict, order: dict, trial, data, comm, stud
             return stop
 
         net.on_round = on_round
-        net.targets = learning_targets(net, data.x, data.y, data.train_blocks)
+        net.targets = learning_targets(net, data.teacher)
     started = time.perf_counter()
     # the heartbeat lasts until the trial is told: another worker fails a running trial that has none
     with studies.Heartbeat(study_dir, number) if comm.rank == 0 else contextlib.nullcontext():
