@@ -90,16 +90,14 @@ def prepare(directory: Path, subsets: int, folds: int, clean: bool = False) -> N
 def cleaned(table: pd.DataFrame, where: str) -> pd.DataFrame:
     """``table`` without the training rows that label cleaning drops (:mod:`lcflow.labels.cleaning` at its
     defaults, folds by the spatial blocks a deep model's validation rows are carved in)."""
-    from lcflow.common.features import fill_gaps
     from lcflow.labels import cleaning
     from lcflow.labels import samples_table as samples
     from lcflow.train.training import spatial_blocks
 
     train = np.flatnonzero(table["split"].to_numpy() == "train")
     part = samples.check(table.iloc[train].reset_index(drop=True), where)
-    series = part.features()
-    x = np.nan_to_num(fill_gaps(series), nan=0.0).reshape(len(train), -1)
-    drop = cleaning.noisy(x, part.frame["label"].to_numpy(), spatial_blocks(part.frame)[0], cleaning.Cleaning(), where)
+    drop = cleaning.noisy(cleaning.forest_rows(part.features()), part.frame["label"].to_numpy(),
+                          spatial_blocks(part.frame)[0], cleaning.Cleaning(), where)
     print(f"{where}: cleaning drops {int(drop.sum())} of {len(train)} training rows", flush=True)
     return table.drop(index=table.index[train[drop]])
 

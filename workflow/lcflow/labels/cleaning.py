@@ -16,6 +16,8 @@ import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import GroupKFold
 
+from lcflow.common.features import fill_gaps
+
 log = logging.getLogger(__name__)
 
 
@@ -36,6 +38,12 @@ class Cleaning:
     @property
     def enabled(self) -> bool:
         return self.min_label_probability > 0
+
+
+def forest_rows(series: np.ndarray) -> np.ndarray:
+    """The judging forest's input: each sample's series (samples, steps, bands) with its gaps filled along
+    time, a band never observed set to 0, flattened to one row (samples, steps * bands)."""
+    return np.nan_to_num(fill_gaps(series), nan=0.0).reshape(len(series), -1)
 
 
 def out_of_fold_proba(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, trees: int, seed: int,

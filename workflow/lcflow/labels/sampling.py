@@ -20,7 +20,6 @@ import rasterio
 from rasterio.windows import Window
 from scipy import ndimage
 
-from lcflow.common.features import fill_gaps
 from lcflow.common.raster import Grid, read_tag, read_with_halo
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
@@ -201,7 +200,7 @@ def _check_labels(frame: pd.DataFrame, names: list[str], values: np.ndarray, ref
             per_class[c]["changed"] = int(moved[labels == int(c)].sum())
     if cleaning.enabled:
         rows = np.flatnonzero(judged & keep)
-        x = np.nan_to_num(fill_gaps(series[rows]), nan=0.0).reshape(rows.size, -1)
+        x = label_noise.forest_rows(series[rows])
         groups = (frame["row"].to_numpy()[rows] // block_px) * 1_000_003 + frame["col"].to_numpy()[rows] // block_px
         drop = label_noise.noisy(x, labels[rows], groups, cleaning, where)
         keep[rows[drop]] = False
