@@ -131,6 +131,36 @@ def test_lstm_final_pooling_takes_each_directions_state_after_the_whole_series(b
             assert not torch.allclose(top, out[:, -1], atol=1e-3)
 
 
+def test_lstm_flatten_pooling_keeps_each_steps_output_in_its_place(toy_table, tmp_path):
+    """pooling=flatten: the classifier reads every step's output side by side (steps x width inputs), so
+    swapping two steps' outputs changes its answer where a mean would not; it trains on the toy table and
+    reloads to the same predictions."""
+    import torch
+
+    from lcflow.train.models.lstm import Network
+
+    torch.manual_seed(0)
+    net = Network(n_features=3, n_classes=4, hidden_size=8, num_layers=1, bidirectional=True, dropout=0.0,
+                  pooling="flatten", steps=7).eval()
+    assert net.head[2].in_features == 7 * 16
+    x = torch.randn(5, 7, 3)
+    out, _ = net.lstm(x)
+    assert torch.allclose(net(x), net.head(out.reshape(5, -1)), atol=1e-6)
+    swapped = out[:, [1, 0, 2, 3, 4, 5, 6]]
+    assert not torch.allclose(net.head(swapped.reshape(5, -1)), net(x), atol=1e-4)
+    with pytest.raises(ValueError, match="time steps"):
+        Network(3, 4, 8, 1, True, 0.0, pooling="flatten")
+
+    model_dir = tmp_path / "lstm"
+    metrics = training.train("lstm", [str(toy_table)], model_dir, FAST["lstm"] | {"pooling": "flatten"})
+    assert metrics["test"]["overall_accuracy"] > 1 / 3 + 0.5
+    trained = TrainedModel.load(model_dir)
+    steps = samples.read(toy_table).steps
+    assert trained.model.net.head[2].in_features == steps * 2 * trained.model.params["hidden_size"]
+    features = samples.read(toy_table).features()
+    assert np.array_equal(trained.predict(features)[0], TrainedModel.load(model_dir).predict(features)[0])
+
+
 def test_table_without_split_trains_on_everything(toy_table, tmp_path):
     df = pd.read_parquet(toy_table).drop(columns=["split"])
     path = tmp_path / "nosplit.parquet"
