@@ -161,6 +161,25 @@ def test_lstm_flatten_pooling_keeps_each_steps_output_in_its_place(toy_table, tm
     assert np.array_equal(trained.predict(features)[0], TrainedModel.load(model_dir).predict(features)[0])
 
 
+def test_an_lstm_described_before_pooling_existed_loads_as_it_was_built(toy_table, tmp_path):
+    """A model directory whose description has no ``pooling`` (written before the parameter existed, when the
+    LSTM pooled mean plus last) loads as mean_last, not as today's default, and predicts as before."""
+    import json
+
+    from lcflow.train.model_dir import META_FILE
+
+    model_dir = tmp_path / "lstm"
+    training.train("lstm", [str(toy_table)], model_dir, FAST["lstm"] | {"pooling": "mean_last"})
+    features = samples.read(toy_table).features()
+    before = TrainedModel.load(model_dir).predict(features)[0]
+    meta = json.loads((model_dir / META_FILE).read_text())
+    del meta["params"]["pooling"]
+    (model_dir / META_FILE).write_text(json.dumps(meta))
+    trained = TrainedModel.load(model_dir)
+    assert trained.model.params["pooling"] == "mean_last"
+    assert np.array_equal(trained.predict(features)[0], before)
+
+
 def test_table_without_split_trains_on_everything(toy_table, tmp_path):
     df = pd.read_parquet(toy_table).drop(columns=["split"])
     path = tmp_path / "nosplit.parquet"

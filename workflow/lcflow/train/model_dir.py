@@ -19,6 +19,10 @@ from lcflow.train.models import Model, model_class
 
 META_FILE = "model.json"
 METRICS_FILE = "metrics.json"
+#: parameters that shape a network and came with a default other than what models described before them
+#: were built as: such a description is read with the old value (the LSTM pooled mean plus last before
+#: ``pooling`` existed)
+BUILT_BEFORE_PARAMETER: dict[str, dict[str, Any]] = {"lstm": {"pooling": "mean_last"}}
 
 
 def legend_to_json(class_names: dict[int, str], class_colors: dict[int, tuple[int, int, int]]) -> dict[str, Any]:
@@ -156,7 +160,8 @@ class TrainedModel:
             meta: dict[str, Any] = json.loads(meta_path.read_text())
             if meta.get("model") == "blend":
                 raise LcflowError(f"{directory} is a blend of models: lcflow.train.saved_models.load reads it")
-            model = model_class(meta["model"])(meta["params"], len(meta["bands"]) + 1, meta["steps"], len(meta["classes"]),
+            params = {**BUILT_BEFORE_PARAMETER.get(meta["model"], {}), **meta["params"]}
+            model = model_class(meta["model"])(params, len(meta["bands"]) + 1, meta["steps"], len(meta["classes"]),
                                                meta["bands"], Standardiser.from_dict(meta["standardisation"]),
                                                meta.get("time_steps"))
             recorded = meta["weights"]
