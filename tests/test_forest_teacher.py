@@ -12,7 +12,7 @@ import torch
 from lcflow.labels import samples_table as samples
 from lcflow.train import deep, training
 from lcflow.train import forest_teacher
-from lcflow.train.forest_teacher import ForestTeacher, teacher_targets
+from lcflow.train.forest_teacher import ForestTeacher
 from lcflow.train.hyperparameters import check
 from lcflow.train.models.lstm import Network
 
@@ -28,8 +28,8 @@ def _rows(seed: int = 0, n: int = 240, gap: float = 0.8):
 
 def test_targets_are_the_label_blended_with_out_of_fold_probabilities():
     x, y, blocks = _rows()
-    half = teacher_targets(x, y, blocks, 3, 0.5, seed=0, n_jobs=1)
-    full = teacher_targets(x, y, blocks, 3, 1.0, seed=0, n_jobs=1)
+    half = ForestTeacher(x, y, blocks, 3).targets(0.5, seed=0, n_jobs=1)
+    full = ForestTeacher(x, y, blocks, 3).targets(1.0, seed=0, n_jobs=1)
     assert half.shape == (240, 3) and half.dtype == np.float32
     np.testing.assert_allclose(half.sum(1), 1, atol=1e-6)
     np.testing.assert_allclose(half, 0.5 * np.eye(3)[y] + 0.5 * full, atol=1e-6)
@@ -42,19 +42,19 @@ def test_a_rows_probabilities_do_not_depend_on_its_blocks_labels():
     """Out-of-fold by spatial block: relabelling a whole block changes no probability inside it, only
     elsewhere (where forests trained on it); a forest that had seen the block would follow its labels."""
     x, y, blocks = _rows()
-    before = teacher_targets(x, y, blocks, 3, 1.0, seed=0, n_jobs=1)
+    before = ForestTeacher(x, y, blocks, 3).targets(1.0, seed=0, n_jobs=1)
     relabelled = y.copy()
     inside = blocks == 5
     relabelled[inside] = (y[inside] + 1) % 3
-    after = teacher_targets(x, relabelled, blocks, 3, 1.0, seed=0, n_jobs=1)
+    after = ForestTeacher(x, relabelled, blocks, 3).targets(1.0, seed=0, n_jobs=1)
     np.testing.assert_array_equal(after[inside], before[inside])
     assert not np.array_equal(after[~inside], before[~inside])
 
 
 def test_rows_without_positions_are_folded_in_a_seeded_order():
     x, y, _ = _rows()
-    a = teacher_targets(x, y, None, 3, 1.0, seed=3, n_jobs=1)
-    np.testing.assert_array_equal(a, teacher_targets(x, y, None, 3, 1.0, seed=3, n_jobs=1))
+    a = ForestTeacher(x, y, None, 3).targets(1.0, seed=3, n_jobs=1)
+    np.testing.assert_array_equal(a, ForestTeacher(x, y, None, 3).targets(1.0, seed=3, n_jobs=1))
     assert 0.5 < (a.argmax(1) == y).mean() < 1.0
 
 
@@ -68,7 +68,7 @@ def test_a_teacher_fits_its_forests_once_a_seed_for_every_share(monkeypatch):
     assert fits == [0]
     for share, targets in shares.items():  # each the blend at its share of the one fit's probabilities
         np.testing.assert_allclose(targets, (1 - share) * np.eye(3)[y] + share * shares[1.0], atol=1e-6)
-    np.testing.assert_array_equal(shares[0.5], teacher_targets(x, y, blocks, 3, 0.5, seed=0, n_jobs=1))
+    np.testing.assert_array_equal(shares[0.5], ForestTeacher(x, y, blocks, 3).targets(0.5, seed=0, n_jobs=1))
     other = teacher.targets(1.0, seed=1, n_jobs=1)  # another seed: other forests
     assert fits == [0, 0, 1] and not np.array_equal(other, shares[1.0])
 
@@ -76,7 +76,7 @@ def test_a_teacher_fits_its_forests_once_a_seed_for_every_share(monkeypatch):
 def test_rows_in_one_block_train_on_their_labels(caplog):
     x, y, _ = _rows(n=40)
     with caplog.at_level(logging.WARNING, logger="lcflow.train"):
-        targets = teacher_targets(x, y, np.zeros(40, dtype=int), 3, 0.7, seed=0, n_jobs=1)
+        targets = ForestTeacher(x, y, np.zeros(40, dtype=int), 3).targets(0.7, seed=0, n_jobs=1)
     np.testing.assert_array_equal(targets, np.eye(3, dtype=np.float32)[y])
     assert "one spatial block" in caplog.text
 

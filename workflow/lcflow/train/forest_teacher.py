@@ -67,8 +67,3 @@ class ForestTeacher:
                  len(self.y))
         return ((1 - share) * onehot + share * teacher).astype(np.float32)
 
-
-def teacher_targets(x: np.ndarray, y: np.ndarray, groups: np.ndarray | None, n_classes: int, share: float,
-                    seed: int, n_jobs: int = -1) -> np.ndarray:
-    """One set of rows' targets at one share (:meth:`ForestTeacher.targets`)."""
-    return ForestTeacher(x, y, groups, n_classes).targets(share, seed, n_jobs)
