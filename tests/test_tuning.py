@@ -77,6 +77,26 @@ def test_every_default_space_lets_the_studys_metric_pick_the_class_weighting():
         assert set(dims["class_weight"].choices) == set(hyperparameters.table(model)["class_weight"].choices), model
 
 
+def test_lstm_study_weighs_a_pooling_that_keeps_the_dates_against_one_over_time():
+    """flatten (the default) tells the classifier when, mean_last what the series did: which suits a table
+    is a study's question, and every pooling it proposes must build a network that reads a series."""
+    import torch
+
+    from lcflow.train.models.lstm import Network
+
+    poolings = {d.name: d for d in search_space.parse("lstm", None)}["pooling"].choices
+    assert hyperparameters.table("lstm")["pooling"].default in poolings and "mean_last" in poolings
+    x = torch.randn(4, 6, 3)
+    outputs = []
+    for pooling in poolings:
+        torch.manual_seed(0)
+        net = Network(n_features=3, n_classes=5, hidden_size=8, num_layers=1, bidirectional=True, dropout=0.0,
+                      pooling=pooling, steps=6).eval()
+        outputs.append(net(x))
+        assert outputs[-1].shape == (4, 5)
+    assert not torch.allclose(outputs[0], outputs[1])
+
+
 @pytest.mark.parametrize("space,message", [
     ({"learning_rate": {"low": 0.1, "high": 0.01}}, "low = 0.1 is above high = 0.01"),
     ({"hidden_size": {"low": 0, "high": 8}}, "hidden_size.low = 0: expected an integer in [1, 4096]"),
