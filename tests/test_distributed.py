@@ -223,13 +223,16 @@ def test_one_and_two_ranks_take_the_same_steps_at_the_same_global_batch(two_rank
 
 
 def test_two_ranks_learn_from_the_same_forest_teacher_as_one_process(two_ranks, samples, tmp_path):
-    """``distill``: every rank computes the teacher's targets itself (seeded forests), so two ranks x 64 train
-    towards the targets one process x 128 does and end with its weights, up to the gradient average's rounding."""
+    """``distill``: the ranks share the teacher's five forests out (three and two) and sum their out-of-fold
+    probabilities, so two ranks x 64 train towards the targets one process x 128 does and end with its
+    weights, up to the gradient average's rounding."""
     LAUNCHERS["horovod"](2, "--model", "lstm", "--samples", *samples, "--out", str(tmp_path / "two"), *PARAMS,
                          "--set", "batch_size=64", "--set", "distill=0.5", log=tmp_path / "two.log")
     log = (tmp_path / "two.log").read_text()
     taught = re.findall(r"distill: .* take 0\.50 of the targets; they agree with ([0-9.]+) of the (\d+) training", log)
     assert len(taught) == 2 and taught[0] == taught[1], log[-3000:]
+    shared = set(re.findall(r"distill: rank (\d) of 2 fits the teacher's folds \[([0-9, ]+)\] of 5", log))
+    assert shared == {("0", "0, 2, 4"), ("1", "1, 3")}, log[-3000:]
     sums = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", log))
     assert set(sums) == {"0", "1"} and sums["0"] == sums["1"]
     params = {k: v for k, v in (p.split("=") for p in PARAMS[1::2])}

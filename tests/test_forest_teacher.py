@@ -73,6 +73,42 @@ def test_a_teacher_fits_its_forests_once_a_seed_for_every_share(monkeypatch):
     assert fits == [0, 0, 1] and not np.array_equal(other, shares[1.0])
 
 
+class _Rank:
+    """One of two ranks, in one process: its sum over ranks adds what the other rank found (``partner``),
+    and it records what it contributed."""
+
+    size = 2
+
+    def __init__(self, rank: int, partner: np.ndarray | None = None):
+        self.rank, self.partner, self.given = rank, partner, []
+
+    def allreduce_sum(self, values: np.ndarray, name: str = "") -> np.ndarray:
+        self.given.append((name, values.copy()))
+        return values + (self.partner if self.partner is not None else 0)
+
+
+def test_ranks_share_the_teachers_forests_out_and_sum_them_to_one_process_targets(monkeypatch, caplog):
+    """Under two ranks each fits its own folds of the five (0, 2, 4 and 1, 3): their probabilities sum to
+    one process's to the bit, as each row is held out by one fold, for two or three forests a rank."""
+    x, y, blocks = _rows()
+    alone = ForestTeacher(x, y, blocks, 3).targets(0.5, seed=0, n_jobs=1)
+    fitted = []
+    fit = forest_teacher.out_of_fold_proba
+    monkeypatch.setattr(forest_teacher, "out_of_fold_proba", lambda *a, **k: fitted.append(list(k["only"])) or fit(*a, **k))
+    second = _Rank(1)
+    ForestTeacher(x, y, blocks, 3).targets(0.5, seed=0, n_jobs=1, comm=second)
+    (name, partial_1), = second.given
+    first = _Rank(0, partner=partial_1)
+    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+        shared = ForestTeacher(x, y, blocks, 3).targets(0.5, seed=0, n_jobs=1, comm=first)
+    assert fitted == [[1, 3], [0, 2, 4]] and first.given[0][0] == name == "lcflow.teacher.0.240"
+    np.testing.assert_array_equal(shared, alone)
+    partial_0 = first.given[0][1]
+    held_by_1 = partial_1.sum(1) > 0  # the rows folds 1 and 3 hold out: rank 1's alone
+    assert 0 < held_by_1.mean() < 1 and not partial_0[held_by_1].any() and (partial_0[~held_by_1].sum(1) > 0).all()
+    assert "rank 0 of 2 fits the teacher's folds [0, 2, 4] of 5" in caplog.text
+
+
 def test_rows_in_one_block_train_on_their_labels(caplog):
     x, y, _ = _rows(n=40)
     with caplog.at_level(logging.WARNING, logger="lcflow.train"):

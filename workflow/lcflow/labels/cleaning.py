@@ -10,6 +10,7 @@ classes, which a forest predicts with less confidence, from being emptied.
 """
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,13 +48,16 @@ def forest_rows(series: np.ndarray) -> np.ndarray:
 
 
 def out_of_fold_proba(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, trees: int, seed: int,
-                      n_jobs: int = -1) -> tuple[np.ndarray, np.ndarray]:
+                      n_jobs: int = -1, only: Collection[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(class probabilities of each sample, the classes of their columns: ``np.unique(y)``) from forests
     that were trained on the other groups only; a class missing from those has probability 0.
-    x: (samples, features) without NaN."""
+    x: (samples, features) without NaN. ``only``: the folds to fit (the rows the others hold out stay 0),
+    so that processes can share them out and sum what they found; None: all."""
     classes = np.unique(y)
     proba = np.zeros((len(y), classes.size))
-    for train, held in GroupKFold(n_splits=folds).split(x, y, groups):
+    for fold, (train, held) in enumerate(GroupKFold(n_splits=folds).split(x, y, groups)):
+        if only is not None and fold not in only:
+            continue
         forest = RandomForestClassifier(trees, n_jobs=n_jobs, random_state=seed).fit(x[train], y[train])
         proba[np.ix_(held, np.searchsorted(classes, forest.classes_))] = forest.predict_proba(x[held])
     return proba, classes

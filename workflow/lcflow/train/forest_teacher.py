@@ -6,10 +6,14 @@ their noise). Knowledge distillation (Hinton et al. 2015) trains the network tow
 row's label and a teacher's probabilities for it, which carry what the teacher learnt about classes that
 look alike. The teacher must not have seen the row, or its probability is the label again: each row's
 probabilities come from forests trained on the other spatial blocks only (out-of-fold, as label cleaning
-judges samples), so neighbours cannot vouch for it either.
+judges samples), so neighbours cannot vouch for it either. Under several ranks the folds' forests are
+shared out among them and their probabilities summed (each row is held out by one fold): every rank ends
+with the targets one process finds, having fitted its share of the forests (at two ranks, three and two)
+one at a time.
 """
 
 import logging
+from typing import Any
 
 import numpy as np
 
@@ -31,14 +35,16 @@ class ForestTeacher:
         self.x, self.y, self.groups, self.n_classes = x, y, groups, n_classes
         self._proba: dict[int, tuple[np.ndarray, int] | None] = {}
 
-    def probabilities(self, seed: int, n_jobs: int = -1) -> tuple[np.ndarray, int] | None:
+    def probabilities(self, seed: int, n_jobs: int = -1, comm: Any = None) -> tuple[np.ndarray, int] | None:
         """The out-of-fold class probabilities (samples, n_classes) and the number of folds; None where
-        the rows lie in one block (no forest can judge them unseen)."""
+        the rows lie in one block (no forest can judge them unseen). ``comm``
+        (:mod:`lcflow.train.distributed`; None: one process): the ranks that share the folds out, each
+        of which must hold the same rows and call this at the same point."""
         if seed not in self._proba:
-            self._proba[seed] = self._fit(seed, n_jobs)
+            self._proba[seed] = self._fit(seed, n_jobs, comm)
         return self._proba[seed]
 
-    def _fit(self, seed: int, n_jobs: int) -> tuple[np.ndarray, int] | None:
+    def _fit(self, seed: int, n_jobs: int, comm: Any) -> tuple[np.ndarray, int] | None:
         n = len(self.y)
         groups = self.groups
         if groups is None:  # no positions: folds of rows, in a seeded order
@@ -46,16 +52,23 @@ class ForestTeacher:
         folds = min(TEACHER_FOLDS, np.unique(groups).size)
         if folds < 2:
             return None
-        proba, classes = out_of_fold_proba(self.x.reshape(n, -1), self.y, groups, folds, TEACHER_TREES, seed, n_jobs)
+        rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
+        mine = range(rank, folds, size)
+        if size > 1:
+            log.info("distill: rank %d of %d fits the teacher's folds %s of %d", rank, size, list(mine), folds)
+        proba, classes = out_of_fold_proba(self.x.reshape(n, -1), self.y, groups, folds, TEACHER_TREES, seed, n_jobs,
+                                           only=mine)
         teacher = np.zeros((n, self.n_classes))
         teacher[:, classes] = proba
+        if size > 1:  # each row is held out by one fold, so the sum is every fold's answer
+            teacher = comm.allreduce_sum(teacher, name=f"lcflow.teacher.{seed}.{n}")
         return teacher, folds
 
-    def targets(self, share: float, seed: int, n_jobs: int = -1) -> np.ndarray:
+    def targets(self, share: float, seed: int, n_jobs: int = -1, comm: Any = None) -> np.ndarray:
         """Training targets (samples, n_classes): ``1 - share`` of each row's one-hot label plus ``share``
-        of the out-of-fold forests' probabilities for it."""
+        of the out-of-fold forests' probabilities for it (``comm``: see :meth:`probabilities`)."""
         onehot = np.eye(self.n_classes)[self.y]
-        fitted = self.probabilities(seed, n_jobs)
+        fitted = self.probabilities(seed, n_jobs, comm)
         if fitted is None:
             log.warning("distill: the training rows lie in one spatial block: no forest can judge them unseen; "
                         "training on the labels alone")

@@ -254,12 +254,12 @@ def _refit(model, data: Prepared, history: list[dict], out: Path, comm) -> dict[
 
 def learning_targets(model, teacher: forest_teacher.ForestTeacher) -> np.ndarray | None:
     """The teacher's rows' training targets where the model learns from a forest too (``distill``), else None
-    (its labels)."""
+    (its labels). The model's ranks (``model.comm``) share the teacher's forests out."""
     share = float(model.params.get("distill", 0.0))
     if share <= 0:
         return None
     threads = int(model.params.get("threads", 0))
-    return teacher.targets(share, int(model.params["seed"]), threads if threads > 0 else -1)
+    return teacher.targets(share, int(model.params["seed"]), threads if threads > 0 else -1, model.comm)
 
 
 def _start_from_trial(checkpoint: Path, tuned: dict[str, Any] | None) -> None:
