@@ -182,7 +182,7 @@ TRAINING: dict[str, Param] = {
                          "for: val accuracy (ties: the lower loss) or val loss", "accuracy", "loss"),
     "distill": _float(0.0, "share of each training target taken from a Random Forest's out-of-fold class "
                       "probabilities for the row instead of its label (a forest as the network's teacher; 0: off; on the "
-                      "500-row tables of README 0.5 lifted the three networks 0.010-0.015 against the demo's truth, "
+                      "500-row tables of README 0.5 lifted the three networks 0.010-0.028 against the demo's truth, "
                       "under CORINE-like labels, and cost each a little on surveyed labels)",
                       0, 1),
     "val_fraction": _float(0.2, "share of the training rows set aside for validation when the table has no "
