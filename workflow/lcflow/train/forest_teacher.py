@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from lcflow.labels.cleaning import out_of_fold_proba
+from lcflow.train.distributed import Single
 
 log = logging.getLogger("lcflow.train")
 
@@ -52,17 +53,16 @@ class ForestTeacher:
         folds = min(TEACHER_FOLDS, np.unique(groups).size)
         if folds < 2:
             return None
-        rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
-        mine = range(rank, folds, size)
-        if size > 1:
-            log.info("distill: rank %d of %d fits the teacher's folds %s of %d", rank, size, list(mine), folds)
+        comm = comm or Single()
+        mine = range(comm.rank, folds, comm.size)
+        if comm.size > 1:
+            log.info("distill: rank %d of %d fits the teacher's folds %s of %d", comm.rank, comm.size, list(mine), folds)
         proba, classes = out_of_fold_proba(self.x.reshape(n, -1), self.y, groups, folds, TEACHER_TREES, seed, n_jobs,
                                            only=mine)
         teacher = np.zeros((n, self.n_classes))
         teacher[:, classes] = proba
-        if size > 1:  # each row is held out by one fold, so the sum is every fold's answer
-            teacher = comm.allreduce_sum(teacher, name=f"lcflow.teacher.{seed}.{n}")
-        return teacher, folds
+        # each row is held out by one fold, so the sum over ranks is every fold's answer
+        return comm.allreduce_sum(teacher, name=f"lcflow.teacher.{seed}.{n}"), folds
 
     def targets(self, share: float, seed: int, n_jobs: int = -1, comm: Any = None) -> np.ndarray:
         """Training targets (samples, n_classes): ``1 - share`` of each row's one-hot label plus ``share``
