@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
 from lcflow.labels import nomenclature  # noqa: E402
 from lcflow.train.models import model_class  # noqa: E402
+from lcflow.train.training import BLOCK_PX  # noqa: E402
 
 from _demo_cube import cube_series, demo_tiles  # noqa: E402
 
@@ -58,12 +59,14 @@ from _demo_cube import cube_series, demo_tiles  # noqa: E402
 SEED_CLASSES = 13
 
 
-def demo_pixels(work: Path, years: tuple[int, ...], side: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Series (pixels, steps, bands) with NaN gaps, CORINE level-2 labels, true classes and the test-block
-    flag (the left quarter) of every labelled pixel of the demo's tile-years."""
+def demo_pixels(work: Path, years: tuple[int, ...], side: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Series (pixels, steps, bands) with NaN gaps, CORINE level-2 labels, true classes, the test-block
+    flag (the left quarter) and the spatial block (a number per tile-year and square of training's
+    BLOCK_PX) of every labelled pixel of the demo's tile-years."""
     level2 = nomenclature.clc_level(2)
-    xs, ys, truths, tests = [], [], [], []
-    for one in demo_tiles(work, years=years, side=side):
+    xs, ys, truths, tests, blocks = [], [], [], [], []
+    for k, one in enumerate(demo_tiles(work, years=years, side=side)):
         with rasterio.open(one.labels) as src:
             label = src.read(1).ravel()
             width, nodata = src.width, src.nodata
@@ -75,7 +78,11 @@ def demo_pixels(work: Path, years: tuple[int, ...], side: int) -> tuple[np.ndarr
         ys.append(label[keep])
         truths.append(truth[keep])
         tests.append((np.arange(label.size) % width < width // 4)[keep])
-    return np.concatenate(xs), np.concatenate(ys), np.concatenate(truths), np.concatenate(tests)
+        row, col = np.divmod(np.arange(label.size), width)
+        squares = -(-width // BLOCK_PX)
+        blocks.append((k * squares * squares + row // BLOCK_PX * squares + col // BLOCK_PX)[keep])
+    return (np.concatenate(xs), np.concatenate(ys), np.concatenate(truths), np.concatenate(tests),
+            np.concatenate(blocks))
 
 
 def draw(pool: np.ndarray, label: np.ndarray, n: int, per_class: bool) -> np.ndarray:
@@ -166,7 +173,7 @@ def main() -> None:
     leaves = [int(v) for v in args.leaf.split(",")]
 
     work = args.work or Path(tempfile.mkdtemp())
-    series, label, truth, test = demo_pixels(work, tuple(int(y) for y in args.years.split(",")), args.side)
+    series, label, truth, test, _ = demo_pixels(work, tuple(int(y) for y in args.years.split(",")), args.side)
     train_pool = np.random.default_rng(0).permutation(np.flatnonzero(~test))
     if max(sizes) > len(train_pool):
         raise SystemExit(f"--rows: at most {len(train_pool)} training rows outside the test block")

@@ -178,3 +178,50 @@ def test_a_distilled_model_trains_refits_and_records_its_share(placed_table, tmp
             f"of the {metrics['n_train'] + metrics['n_val']} training labels" in taught[1]] == [True, True]
     assert "folds by spatial block" in taught[0]
     assert metrics["test"]["overall_accuracy"] > 0.5
+
+
+class _Recorded:
+    """RandomForestClassifier, recording every forest fitted (and the rows it saw)."""
+
+    fitted: list = []
+
+    def __new__(cls, *args, **kwargs):
+        from sklearn.ensemble import RandomForestClassifier
+
+        class Recording(RandomForestClassifier):
+            def fit(self, x, y, **kw):
+                cls.fitted.append((self, len(x)))
+                return super().fit(x, y, **kw)
+
+        return Recording(*args, **kwargs)
+
+
+def test_a_teachers_trees_grow_on_at_most_its_row_cap_and_each_fold_is_logged(monkeypatch, caplog):
+    """On a large table each tree grows on TEACHER_TREE_ROWS rows drawn from its fold's (its root weighs
+    that many), which bounds a fold's time and memory; a table under the cap keeps every tree on a
+    bootstrap of all its fold's rows, to the bit what the teacher gave without a cap. Each fold is logged
+    with the time left."""
+    from lcflow.labels import cleaning
+
+    x, y, blocks = _rows()
+    monkeypatch.setattr(cleaning, "RandomForestClassifier", _Recorded)
+    monkeypatch.setattr(forest_teacher, "TEACHER_TREES", 20)
+    _Recorded.fitted = []
+    with caplog.at_level(logging.INFO, logger="lcflow.labels.cleaning"):
+        uncapped = ForestTeacher(x, y, blocks, 3).targets(1.0, seed=0, n_jobs=1)
+    grown = [(f, n) for f, n in _Recorded.fitted]
+    assert len(grown) == 5 and all(f.max_samples is None for f, _ in grown)
+    assert all(e.tree_.weighted_n_node_samples[0] == n for f, n in grown for e in f.estimators_)
+    plain = cleaning.out_of_fold_proba(x.reshape(240, -1), y, blocks, 5, 20, 0, 1)[0]
+    np.testing.assert_array_equal(uncapped, plain.astype(np.float32))
+    folds = [m for m in caplog.messages if m.startswith("distill: the teacher: fold")]
+    assert [m.split(":")[2].split(")")[0] for m in folds] == [f" fold {k} ({k + 1} of 5 here" for k in range(5)]
+    assert all("20 trees on" in m and "each on a bootstrap of them" in m for m in folds)
+    assert folds[-1].endswith(" 0 s left")
+
+    monkeypatch.setattr(forest_teacher, "TEACHER_TREE_ROWS", 60)
+    _Recorded.fitted = []
+    capped = ForestTeacher(x, y, blocks, 3).targets(1.0, seed=0, n_jobs=1)
+    assert [n for _, n in _Recorded.fitted] == [n for _, n in grown] and all(n > 60 for _, n in grown)
+    assert all(e.tree_.weighted_n_node_samples[0] == 60 for f, _ in _Recorded.fitted for e in f.estimators_)
+    assert not np.array_equal(capped, uncapped) and 0.5 < (capped.argmax(1) == y).mean() < 1.0

@@ -10,12 +10,14 @@ classes, which a forest predicts with less confidence, from being emptied.
 """
 
 import logging
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import GroupKFold
+from sklearn.tree._tree import NODE_DTYPE
 
 from lcflow.common.features import fill_gaps
 
@@ -48,26 +50,48 @@ def forest_rows(series: np.ndarray) -> np.ndarray:
 
 
 def out_of_fold_proba(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, trees: int, seed: int,
-                      n_jobs: int = -1, only: Collection[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                      n_jobs: int = -1, only: Collection[int] | None = None, max_rows: int | None = None,
+                      what: str = "out-of-fold forests") -> tuple[np.ndarray, np.ndarray]:
     """(class probabilities of each sample, the classes of their columns: ``np.unique(y)``) from forests
     that were trained on the other groups only; a class missing from those has probability 0.
     x: (samples, features) without NaN. ``only``: the folds to fit (the rows the others hold out stay 0),
-    so that processes can share them out and sum what they found; None: all."""
+    so that processes can share them out and sum what they found; None: all. ``max_rows``: each tree
+    grows on at most this many of its fold's rows (drawn with replacement; None: a bootstrap sample of
+    them all), which bounds a fold's time and memory however large the table. Each fold's fit is logged
+    (``what`` names them), with the time left."""
     classes = np.unique(y)
     proba = np.zeros((len(y), classes.size))
+    todo = [f for f in range(folds) if only is None or f in only]
+    started = time.monotonic()
     for fold, (train, held) in enumerate(GroupKFold(n_splits=folds).split(x, y, groups)):
-        if only is not None and fold not in only:
+        if fold not in todo:
             continue
-        forest = RandomForestClassifier(trees, n_jobs=n_jobs, random_state=seed).fit(x[train], y[train])
+        per_tree = None if max_rows is None or max_rows >= len(train) else max_rows
+        forest = RandomForestClassifier(trees, n_jobs=n_jobs, random_state=seed, max_samples=per_tree)
+        forest.fit(x[train], y[train])
         proba[np.ix_(held, np.searchsorted(classes, forest.classes_))] = forest.predict_proba(x[held])
+        done = todo.index(fold) + 1
+        elapsed = time.monotonic() - started
+        nodes = sum(e.tree_.node_count for e in forest.estimators_)
+        log.info("%s: fold %d (%d of %d here): %d trees on %d rows (each on %s), %d nodes, %.0f MB; %.0f s elapsed, "
+                 "%.0f s left", what, fold, done, len(todo), trees, len(train),
+                 f"{per_tree} drawn from them" if per_tree else "a bootstrap of them", nodes,
+                 forest_bytes(forest) / 1e6, elapsed, elapsed / done * (len(todo) - done))
+        del forest
     return proba, classes
 
 
+def forest_bytes(forest: RandomForestClassifier) -> int:
+    """The bytes a fitted forest's trees hold (their node records and class-count rows)."""
+    trees = [e.tree_ for e in forest.estimators_]
+    return sum(t.node_count for t in trees) * NODE_DTYPE.itemsize + sum(t.value.nbytes for t in trees)
+
+
 def out_of_fold_probability(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, trees: int,
-                            seed: int) -> tuple[np.ndarray, np.ndarray]:
+                            seed: int, what: str = "out-of-fold forests") -> tuple[np.ndarray, np.ndarray]:
     """(probability of each sample's own label, the most likely class) from forests that were trained
     on the other groups only (:func:`out_of_fold_proba`)."""
-    proba, classes = out_of_fold_proba(x, y, groups, folds, trees, seed)
+    proba, classes = out_of_fold_proba(x, y, groups, folds, trees, seed, what=what)
     own = proba[np.arange(len(y)), np.searchsorted(classes, y)]
     return own, classes[proba.argmax(axis=1)]
 
@@ -83,7 +107,7 @@ def noisy(x: np.ndarray, y: np.ndarray, groups: np.ndarray, cleaning: Cleaning, 
                     where, n_groups, np.unique(y).size)
         return drop
     own, likeliest = out_of_fold_probability(x, y, groups, min(cleaning.folds, n_groups), cleaning.trees,
-                                             cleaning.seed)
+                                             cleaning.seed, what=f"{where}: label cleaning")
     suspect = (own < cleaning.min_label_probability) & (likeliest != y)
     for c in np.unique(y):
         members = np.flatnonzero(y == c)

@@ -24,6 +24,10 @@ log = logging.getLogger("lcflow.train")
 
 #: folds and trees of the teacher's forests
 TEACHER_FOLDS, TEACHER_TREES = 5, 200
+#: the most rows a teacher's tree grows on (drawn with replacement from its fold's): fully grown on all of
+#: a million-row table's, a tree's nodes grow with its rows and the teacher costs hours and gigabytes a
+#: fold; at 25,000 its probabilities were as good as at 50,000 or uncapped (benchmarks/teacher_at_scale.py)
+TEACHER_TREE_ROWS = 25_000
 
 
 class ForestTeacher:
@@ -58,7 +62,7 @@ class ForestTeacher:
         if comm.size > 1:
             log.info("distill: rank %d of %d fits the teacher's folds %s of %d", comm.rank, comm.size, list(mine), folds)
         proba, classes = out_of_fold_proba(self.x.reshape(n, -1), self.y, groups, folds, TEACHER_TREES, seed, n_jobs,
-                                           only=mine)
+                                           only=mine, max_rows=TEACHER_TREE_ROWS, what="distill: the teacher")
         teacher = np.zeros((n, self.n_classes))
         teacher[:, classes] = proba
         # each row is held out by one fold, so the sum over ranks is every fold's answer
