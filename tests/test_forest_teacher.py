@@ -172,7 +172,7 @@ def test_a_distilled_model_trains_refits_and_records_its_share(placed_table, tmp
         metrics = training.train("lstm", [str(placed_table)], tmp_path / "m", given)
     assert metrics["params"]["distill"] == 0.5 and metrics["refit"]["n_samples"] == metrics["n_train"] + \
         metrics["n_val"]
-    taught = [r.getMessage() for r in caplog.records if r.getMessage().startswith("distill:")]
+    taught = [r.getMessage() for r in caplog.records if r.getMessage().startswith("distill: a forest's")]
     # the selection run's training rows, then the refit's train and val rows
     assert [f"of the {metrics['n_train']} training labels" in taught[0],
             f"of the {metrics['n_train'] + metrics['n_val']} training labels" in taught[1]] == [True, True]

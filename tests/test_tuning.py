@@ -398,6 +398,6 @@ def test_a_study_may_search_how_much_a_forest_teaches(table, tmp_path, caplog, m
         summary = tuning.tune("lstm", [table], tmp_path / "lstm", 2, base=base, space={"distill": {"low": 0.2, "high": 0.9}},
                               worker="w0", pruner="none")
     shares = sorted(round(t["params"]["distill"], 2) for t in summary["trials"])
-    taught = sorted(float(m.split(" take ")[1].split()[0]) for m in caplog.messages if m.startswith("distill:"))
+    taught = sorted(float(m.split(" take ")[1].split()[0]) for m in caplog.messages if m.startswith("distill: a forest's"))
     assert len(shares) == 2 and taught == shares
     assert len(fits) == 1, fits
