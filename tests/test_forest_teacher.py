@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from sklearn.ensemble import RandomForestClassifier
 
 from lcflow.labels import samples_table as samples
 from lcflow.train import deep, training
@@ -180,20 +181,14 @@ def test_a_distilled_model_trains_refits_and_records_its_share(placed_table, tmp
     assert metrics["test"]["overall_accuracy"] > 0.5
 
 
-class _Recorded:
-    """RandomForestClassifier, recording every forest fitted (and the rows it saw)."""
+class _Recorded(RandomForestClassifier):
+    """RandomForestClassifier, recording every forest fitted and the rows it saw."""
 
     fitted: list = []
 
-    def __new__(cls, *args, **kwargs):
-        from sklearn.ensemble import RandomForestClassifier
-
-        class Recording(RandomForestClassifier):
-            def fit(self, x, y, **kw):
-                cls.fitted.append((self, len(x)))
-                return super().fit(x, y, **kw)
-
-        return Recording(*args, **kwargs)
+    def fit(self, x, y, **kw):
+        _Recorded.fitted.append((self, len(x)))
+        return super().fit(x, y, **kw)
 
 
 def test_a_teachers_trees_grow_on_at_most_its_row_cap_and_each_fold_is_logged(monkeypatch, caplog):

@@ -77,7 +77,7 @@ def out_of_fold_proba(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: i
                  "%.0f s left", what, fold, done, len(todo), trees, len(train),
                  f"{per_tree} drawn from them" if per_tree else "a bootstrap of them", nodes,
                  forest_bytes(forest) / 1e6, elapsed, elapsed / done * (len(todo) - done))
-        del forest
+        del forest  # freed before the next fold's grows
     return proba, classes
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
-from sklearn.tree._tree import NODE_DTYPE
 
+from lcflow.labels.cleaning import forest_bytes
 from lcflow.train.balance import class_weights
 from lcflow.train.models import Model as Base
 
@@ -56,9 +56,8 @@ class Model(Base):
         almost as fast as its rows (benchmarks/forest_size.py), and every map job holds it whole."""
         trees = [e.tree_ for e in self.forest.estimators_]
         nodes = sum(t.node_count for t in trees)
-        held = nodes * NODE_DTYPE.itemsize + sum(t.value.nbytes for t in trees)
         return {"trees": len(trees), "nodes": int(nodes), "mean_depth": float(np.mean([t.max_depth for t in trees])),
-                "held_mb": held / 1e6}
+                "held_mb": forest_bytes(self.forest) / 1e6}
 
     def oob_proba(self) -> np.ndarray:
         """Class probabilities of each training sample from the trees that did not see it."""
