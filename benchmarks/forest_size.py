@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import rasterio
 import yaml
 
@@ -51,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
 from lcflow.labels import nomenclature  # noqa: E402
 from lcflow.train.models import model_class  # noqa: E402
-from lcflow.train.training import BLOCK_PX  # noqa: E402
+from lcflow.train.training import spatial_blocks  # noqa: E402
 
 from _demo_cube import cube_series, demo_tiles  # noqa: E402
 
@@ -62,10 +63,10 @@ SEED_CLASSES = 13
 def demo_pixels(work: Path, years: tuple[int, ...], side: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Series (pixels, steps, bands) with NaN gaps, CORINE level-2 labels, true classes, the test-block
-    flag (the left quarter) and the spatial block (a number per tile-year and square of training's
-    BLOCK_PX) of every labelled pixel of the demo's tile-years."""
+    flag (the left quarter) and the spatial block (training's, each tile-year apart) of every labelled
+    pixel of the demo's tile-years."""
     level2 = nomenclature.clc_level(2)
-    xs, ys, truths, tests, blocks = [], [], [], [], []
+    xs, ys, truths, tests, places = [], [], [], [], []
     for k, one in enumerate(demo_tiles(work, years=years, side=side)):
         with rasterio.open(one.labels) as src:
             label = src.read(1).ravel()
@@ -79,10 +80,9 @@ def demo_pixels(work: Path, years: tuple[int, ...], side: int
         truths.append(truth[keep])
         tests.append((np.arange(label.size) % width < width // 4)[keep])
         row, col = np.divmod(np.arange(label.size), width)
-        squares = -(-width // BLOCK_PX)
-        blocks.append((k * squares * squares + row // BLOCK_PX * squares + col // BLOCK_PX)[keep])
-    return (np.concatenate(xs), np.concatenate(ys), np.concatenate(truths), np.concatenate(tests),
-            np.concatenate(blocks))
+        places.append(pd.DataFrame({"tile": k, "row": row[keep], "col": col[keep]}))
+    blocks = spatial_blocks(pd.concat(places, ignore_index=True))[0]
+    return np.concatenate(xs), np.concatenate(ys), np.concatenate(truths), np.concatenate(tests), blocks
 
 
 def draw(pool: np.ndarray, label: np.ndarray, n: int, per_class: bool) -> np.ndarray:

@@ -9,7 +9,7 @@ on at most ``TEACHER_TREE_ROWS`` rows drawn from its fold's.
 Table: every labelled pixel of the demo's tile-years as forest_size.py builds it (``--side 560 --years
 2018,2019,2020`` for the seed study's size), prepared as lcflow prepares a deep model's input (gaps
 filled, standardised, an observed flag a step), training rows drawn per class outside the test block,
-their spatial blocks of training's BLOCK_PX. For each ``--rows`` and ``--caps`` (0: no cap, every tree
+with the spatial blocks training gives them. For each ``--rows`` and ``--caps`` (0: no cap, every tree
 on a bootstrap sample of its fold's rows) the teacher's probabilities are computed as training computes
 them, and the run prints the seconds, each fold's forest (nodes, MB: from the teacher's own log lines),
 the process's peak memory, and how often the teacher's likeliest class is the row's label and its true
