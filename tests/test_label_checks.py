@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import rasterio
+from sklearn.ensemble import RandomForestClassifier
 
 from lcflow.labels import cleaning as label_noise, transfer as label_transfer, nomenclature, sampling
 from lcflow.labels.cleaning import Cleaning
@@ -43,6 +44,50 @@ def test_cleaning_never_empties_a_class_and_says_so(caplog):
     rare = y == 2
     assert drop[rare].sum() == int(np.floor(0.3 * rare.sum()))
     assert "tile T 2019: class 2" in caplog.text and "max_drop_fraction" in caplog.text
+
+
+class _Recorded(RandomForestClassifier):
+    """scikit-learn's forest, each fitted one and the rows it was given kept."""
+
+    fitted: list = []
+
+    def fit(self, x, y, **kw):
+        _Recorded.fitted.append((self, len(x)))
+        return super().fit(x, y, **kw)
+
+
+def test_cleanings_trees_grow_on_at_most_tree_rows_and_still_find_the_mislabelled_blocks(monkeypatch):
+    """Over ``tree_rows`` a fold's every tree grows on that many of its rows (its root weighs them), which
+    bounds a large tile-year's time and memory; under it, every tree on a bootstrap of all of them, the
+    drop to the bit the one of no cap."""
+    x, y, truth, groups = blocky_table(np.random.default_rng(0))
+    monkeypatch.setattr(label_noise, "RandomForestClassifier", _Recorded)
+    drops = {}
+    for cap in (None, 5000, 300):
+        _Recorded.fitted = []
+        drops[cap] = label_noise.noisy(x, y, groups, Cleaning(0.4, trees=30, tree_rows=cap), "t")
+        rows = [n for _, n in _Recorded.fitted]
+        assert len(rows) == 5 and all(n == 800 for n in rows)
+        roots = {e.tree_.weighted_n_node_samples[0] for f, _ in _Recorded.fitted for e in f.estimators_}
+        assert roots == ({800} if cap != 300 else {300})
+    np.testing.assert_array_equal(drops[5000], drops[None])
+    wrong = y != truth
+    assert drops[300][wrong].mean() > 0.9 and drops[300][~wrong].mean() < 0.05
+
+
+def test_the_sample_command_gives_cleaning_its_tree_row_cap(monkeypatch, tmp_path):
+    """``--clean-tree-rows`` reaches the cleaning (0: no cap); without it the schema's default."""
+    from lcflow import cli
+    from lcflow.defaults import default
+
+    seen = []
+    monkeypatch.setattr(sampling, "run", lambda *a, **kw: seen.append(kw["cleaning"]) or pd.DataFrame({"split": []}))
+    base = ["sample", "--cube", "c.tif", "--valid", "v.tif", "--labels", "l.tif", "--tile", "31UFT", "--year", "2018",
+            "--out", str(tmp_path / "s.parquet")]
+    assert cli.main(base) == 0 and seen[-1].tree_rows == default("sample.clean.tree_rows") == 25000
+    assert cli.main(base + ["--clean-tree-rows", "0"]) == 0 and seen[-1].tree_rows is None
+    assert cli.main(base + ["--clean-tree-rows", "4000"]) == 0 and seen[-1].tree_rows == 4000
+    assert cli.main(base + ["--clean-tree-rows", "-1"]) == 2 and len(seen) == 3
 
 
 def test_cleaning_is_skipped_with_one_block(caplog):

@@ -181,7 +181,8 @@ def label_check_args(wildcards, input):
     sample = config["sample"]
     clean = sample["clean"]
     args = (f"--min-label-probability {clean['min_label_probability']} --clean-folds {clean['folds']}"
-            f" --max-drop-fraction {clean['max_drop_fraction']} --min-per-class {sample['min_per_class']}")
+            f" --max-drop-fraction {clean['max_drop_fraction']} --clean-tree-rows {clean['tree_rows'] or 0}"
+            f" --min-per-class {sample['min_per_class']}")
     if clean["reference_data"]:
         args += " --clean-reference-data"
     if "reference" in input.keys():

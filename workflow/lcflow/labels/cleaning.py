@@ -6,7 +6,9 @@ belongs to another class (a pond in arable land, a hedge in pasture). Following 
 each sample is judged by a Random Forest that never saw it nor its spatial block (out-of-fold, folds
 by block so a mislabelled polygon cannot vouch for itself): a sample whose own label gets a low
 out-of-fold probability while another class is more likely is dropped. A cap per class keeps rare
-classes, which a forest predicts with less confidence, from being emptied.
+classes, which a forest predicts with less confidence, from being emptied. Each judging tree grows on
+at most ``tree_rows`` of its fold's rows, so a tile-year of a country-wide study (per_class 5000: some
+80,000 judged rows) is judged in bounded time and memory (benchmarks/cleaning_at_scale.py).
 """
 
 import logging
@@ -20,6 +22,7 @@ from sklearn.model_selection import GroupKFold
 from sklearn.tree._tree import NODE_DTYPE
 
 from lcflow.common.features import fill_gaps
+from lcflow.defaults import default
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +40,7 @@ class Cleaning:
     trees: int = 200
     seed: int = 0
     reference_data: bool = False
+    tree_rows: int | None = default("sample.clean.tree_rows")  # None: each tree on a bootstrap of all its fold's rows
 
     @property
     def enabled(self) -> bool:
@@ -88,10 +92,11 @@ def forest_bytes(forest: RandomForestClassifier) -> int:
 
 
 def out_of_fold_probability(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, trees: int,
-                            seed: int, what: str = "out-of-fold forests") -> tuple[np.ndarray, np.ndarray]:
+                            seed: int, what: str = "out-of-fold forests",
+                            max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(probability of each sample's own label, the most likely class) from forests that were trained
-    on the other groups only (:func:`out_of_fold_proba`)."""
-    proba, classes = out_of_fold_proba(x, y, groups, folds, trees, seed, what=what)
+    on the other groups only (:func:`out_of_fold_proba`, whose ``max_rows`` bounds a tree's rows)."""
+    proba, classes = out_of_fold_proba(x, y, groups, folds, trees, seed, what=what, max_rows=max_rows)
     own = proba[np.arange(len(y)), np.searchsorted(classes, y)]
     return own, classes[proba.argmax(axis=1)]
 
@@ -107,7 +112,8 @@ def noisy(x: np.ndarray, y: np.ndarray, groups: np.ndarray, cleaning: Cleaning, 
                     where, n_groups, np.unique(y).size)
         return drop
     own, likeliest = out_of_fold_probability(x, y, groups, min(cleaning.folds, n_groups), cleaning.trees,
-                                             cleaning.seed, what=f"{where}: label cleaning")
+                                             cleaning.seed, what=f"{where}: label cleaning",
+                                             max_rows=cleaning.tree_rows)
     suspect = (own < cleaning.min_label_probability) & (likeliest != y)
     for c in np.unique(y):
         members = np.flatnonzero(y == c)

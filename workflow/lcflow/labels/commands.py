@@ -48,7 +48,8 @@ def cmd_sample(a):
                          min_valid_fraction=a.min_valid_fraction, boundary_px=a.boundary_px, block_px=a.block_px,
                          fractions=a.fractions, seed=a.seed, patch_px=a.patch_px,
                          cleaning=Cleaning(a.min_label_probability, a.clean_folds, a.max_drop_fraction, seed=a.seed,
-                                           reference_data=a.clean_reference_data),
+                                           reference_data=a.clean_reference_data,
+                                           tree_rows=a.clean_tree_rows or None),
                          reference_cube=a.reference_cube, change_test=ChangeTest(a.change_mad_k),
                          min_per_class=a.min_per_class)
     log.info("%d samples (%s) -> %s", len(frame), frame["split"].value_counts().to_dict(), a.out)
@@ -95,6 +96,8 @@ def register(command) -> None:
                         "is likelier (0: no cleaning)")
     p.add_argument("--clean-folds", type=cli_args.int_at_least(2), default=default("sample.clean.folds"), help="folds (by spatial block) of the cleaning")
     p.add_argument("--max-drop-fraction", type=cli_args.share, default=default("sample.clean.max_drop_fraction"), help="cleaning drops at most this share of a class")
+    p.add_argument("--clean-tree-rows", type=cli_args.int_at_least(0), default=default("sample.clean.tree_rows") or 0,
+                   help="each judging tree grows on at most this many of its fold's rows (0: a bootstrap of them all)")
     p.add_argument("--clean-reference-data", action="store_true",
                    help="clean labels from your own reference data too (by default only CORINE labels are cleaned)")
     p.add_argument("--reference-cube", help="cube of the year the labels show, when --year is another: samples "
