@@ -7,7 +7,7 @@ import pytest
 from lcflow.cli import main
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table as samples
-from lcflow.train import saved_models, training
+from lcflow.train import deep, saved_models, training
 from lcflow.train.model_dir import TrainedModel
 
 FAST = {"rf": {"n_estimators": 50}, "lstm": {"epochs": 8, "min_steps": 0, "hidden_size": 32},
@@ -226,3 +226,41 @@ def test_cli_reports_bad_tables_in_one_line(toy_table, tmp_path, capsys):
         assert code == 2 and len(err) == 1
         assert name in err[0] and message in err[0]
     assert not (tmp_path / "m").exists()
+
+
+def test_weight_correction_reads_the_same_training_by_the_posterior(toy_table, tmp_path):
+    """``weight_correction`` changes how a network's probabilities are read, not what it learns: a run at 1
+    trains the weights a run at 0 trains, records the loss's class weights in model.json, and its
+    probabilities (test scores, a reloaded model, a window's classes-first array) are the run at 0's divided
+    by those weights and renormalised. A description without the weights cannot be read so."""
+    df = pd.read_parquet(toy_table)
+    rare = (df["label"] == 11) & (np.arange(len(df)) % 6 != 0)  # class 11 a sixth of the others
+    path = tmp_path / "unequal.parquet"
+    samples.write(df[~rare].reset_index(drop=True), path, samples.read(toy_table).meta)
+    params = FAST["tempcnn"] | {"class_weight": "balanced"}
+    training.train("tempcnn", [str(path)], tmp_path / "as_trained", params)
+    metrics = training.train("tempcnn", [str(path)], tmp_path / "corrected", params | {"weight_correction": 1.0})
+    meta = {d: json.loads((tmp_path / d / "model.json").read_text()) for d in ("as_trained", "corrected")}
+    plain, fixed = TrainedModel.load(tmp_path / "as_trained"), TrainedModel.load(tmp_path / "corrected")
+    assert deep.state_checksum(fixed.model.net) == deep.state_checksum(plain.model.net)
+    train = samples.read(path).split("train").frame["label"].value_counts().sort_index()
+    expected = train.sum() / (3 * train.to_numpy())  # scikit-learn's "balanced"
+    np.testing.assert_allclose(meta["corrected"]["loss_class_weights"], expected, rtol=1e-9)
+    assert expected[0] > 1 > expected[1]
+
+    table = samples.read(path)
+    before, after = plain.probabilities(table.features())[0], fixed.probabilities(table.features())[0]
+    divided = before / expected
+    np.testing.assert_allclose(after, divided / divided.sum(1, keepdims=True), atol=1e-6)
+    assert after[:, 0].mean() < before[:, 0].mean()  # the class the weights lifted is read down
+    test = table.split("test")
+    codes = np.asarray(fixed.classes)[fixed.probabilities(test.features())[0].argmax(1)]
+    assert metrics["test"]["overall_accuracy"] == pytest.approx((codes == test.frame["label"].to_numpy()).mean())
+    window = np.moveaxis(before[:6].reshape(2, 3, 3), 2, 0)  # (classes, rows, cols), as a patch model's map
+    np.testing.assert_allclose(np.moveaxis(fixed.model.corrected(window, axis=0), 0, 2).reshape(6, 3),
+                               after[:6], atol=1e-6)
+
+    del meta["corrected"]["loss_class_weights"]
+    (tmp_path / "corrected" / "model.json").write_text(json.dumps(meta["corrected"]))
+    with pytest.raises(LcflowError, match="weight_correction 1 needs the class weights .* retrain"):
+        TrainedModel.load(tmp_path / "corrected").probabilities(table.features())

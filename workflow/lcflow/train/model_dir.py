@@ -148,6 +148,8 @@ class TrainedModel:
                 "classes": self.classes, **legend_to_json(self.class_names, self.class_colors),
                 "standardisation": self.standardise.to_dict(), "time_steps": self.time_steps,
                 "weights": {"file": weights.name, "sha256": sha256(weights)}}
+        if getattr(self.model, "loss_weights", None) is not None:  # a network: its loss's weight of each class
+            meta["loss_class_weights"] = [float(w) for w in self.model.loss_weights]
         write_text(directory / META_FILE, json.dumps(meta, indent=1))
 
     @classmethod
@@ -165,7 +167,9 @@ class TrainedModel:
                                                meta["bands"], Standardiser.from_dict(meta["standardisation"]),
                                                meta.get("time_steps"))
             recorded = meta["weights"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            if "loss_class_weights" in meta:
+                model.loss_weights = np.asarray(meta["loss_class_weights"], dtype=np.float64).reshape(len(meta["classes"]))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise LcflowError(f"{meta_path} is not a model description written by lcflow train ({exc!r})") from exc
         weights = directory / recorded["file"]
         if not weights.exists():

@@ -76,9 +76,15 @@ def _colors(table: samples_table.SampleTable, classes: list[int]) -> dict[int, t
     return {c: given.get(c) or clc.get(c) or palette[i % len(palette)] for i, c in enumerate(classes)}
 
 
+#: parameters that do not change what a run trains (how fast it runs, how its outputs are read), so a
+#: checkpoint is resumed whatever their value
+NOT_TRAINING = ("threads", "weight_correction")
+
+
 def fingerprint(model_name: str, sample_paths: list[str], params: dict[str, Any]) -> str:
     """What identifies a training run, so a checkpoint is only resumed by the same run."""
-    h = hashlib.sha256(json.dumps([model_name, {k: v for k, v in params.items() if k != "threads"}], sort_keys=True).encode())
+    h = hashlib.sha256(json.dumps([model_name, {k: v for k, v in params.items() if k not in NOT_TRAINING}],
+                                  sort_keys=True).encode())
     for p in sample_paths:
         h.update(Path(p).read_bytes())
     return h.hexdigest()

@@ -71,4 +71,4 @@ class Model(TorchModel):
         with torch.no_grad(), torch.autocast(self.device.type, dtype=torch.bfloat16,
                                              enabled=self.device.type == "cuda"):
             logits = net.dense(torch.from_numpy(x[None]).to(self.device))
-        return torch.softmax(logits.float(), dim=1)[0].cpu().numpy()
+        return self.corrected(torch.softmax(logits.float(), dim=1)[0].cpu().numpy(), axis=0)

@@ -9,6 +9,7 @@ from torch import nn
 
 from lcflow.errors import LcflowError
 from lcflow.train import deep
+from lcflow.train.balance import class_weights
 from lcflow.train.models import Model
 
 
@@ -28,6 +29,9 @@ class TorchModel(Model):
     local_rank = 0  # this node's rank whose device the model runs on (place)
     #: set by the caller before fit and refit: the rows' class probabilities to learn instead of their labels
     targets = None
+    #: the loss's weight of each class in the last run (fit or refit), which ``weight_correction`` divides
+    #: out of the predicted probabilities; recorded in model.json (None: not trained, nor loaded with one)
+    loss_weights: np.ndarray | None = None
 
     @abstractmethod
     def network(self) -> nn.Module: ...
@@ -49,9 +53,11 @@ class TorchModel(Model):
         """A fresh network from the seed (the same initial weights on every rank), trained by deep.fit."""
         torch.manual_seed(int(self.params["seed"]))
         self.net = self.network()
-        return deep.fit(self.net, x, y, x_val, y_val, self.n_classes, deep.TrainConfig.from_params(self.params),
-                        comm=self.comm, checkpoint=checkpoint, fingerprint=fingerprint, status=status,
-                        observed_flag=self.observed_flag, targets=self.targets, **run)
+        history = deep.fit(self.net, x, y, x_val, y_val, self.n_classes, deep.TrainConfig.from_params(self.params),
+                           comm=self.comm, checkpoint=checkpoint, fingerprint=fingerprint, status=status,
+                           observed_flag=self.observed_flag, targets=self.targets, **run)
+        self.loss_weights = class_weights(np.asarray(y, dtype=np.int64), self.n_classes, self.params["class_weight"])
+        return history
 
     @property
     def observed_flag(self) -> int | None:
@@ -66,7 +72,23 @@ class TorchModel(Model):
         if len(x) == 0:
             return np.zeros((0, self.n_classes), dtype=np.float32)
         device = self.device
-        return deep.predict_proba(self.net, x, device, self.predict_batch.get(device.type, 8192))
+        return self.corrected(deep.predict_proba(self.net, x, device, self.predict_batch.get(device.type, 8192)))
+
+    def corrected(self, proba: np.ndarray, axis: int = 1) -> np.ndarray:
+        """The network's class probabilities (classes along ``axis``) divided by the loss's class weights to
+        the power ``weight_correction`` and renormalised: a weighted loss trains towards probabilities
+        proportional to weight x posterior (Saerens et al. 2002), and the map may decide by the
+        posterior instead. As they are where the exponent is 0."""
+        tau = float(self.params.get("weight_correction", 0.0))
+        if tau == 0:
+            return proba
+        if self.loss_weights is None:
+            raise LcflowError(f"{self.name}: weight_correction {tau:g} needs the class weights of the loss the model was "
+                              "trained with, which this model does not record: retrain it")
+        shape = [1] * proba.ndim
+        shape[axis] = -1
+        out = proba / (np.asarray(self.loss_weights, dtype=np.float64) ** tau).reshape(shape)
+        return (out / out.sum(axis=axis, keepdims=True)).astype(proba.dtype)
 
     @property
     def device(self) -> torch.device:
