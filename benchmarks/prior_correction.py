@@ -34,17 +34,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from lcflow.common.metrics import scores  # noqa: E402
 from lcflow.labels import samples_table as samples  # noqa: E402
 from lcflow.train import hyperparameters, training  # noqa: E402
-from lcflow.train.balance import class_weights  # noqa: E402
 from lcflow.train.model_dir import TrainedModel  # noqa: E402
 from lcflow.train.models import model_class  # noqa: E402
 from tests import real_tables  # noqa: E402
 
 import models_on_small_tables as small  # noqa: E402
-
-
-def weighted_out(proba: np.ndarray, weights: np.ndarray, tau: float) -> np.ndarray:
-    """``proba`` (rows, classes) divided by ``weights ** tau`` (the argmax is all that is used here)."""
-    return proba / weights[None, :] ** tau
 
 
 def fold_rows(case: small.Case, k: int, table: pd.DataFrame, work: Path, models: list[str], taus: list[float],
@@ -70,24 +64,25 @@ def fold_rows(case: small.Case, k: int, table: pd.DataFrame, work: Path, models:
         training.train(model, [str(path)], out, given)
         seconds = time.perf_counter() - started
         trained = TrainedModel.load(out)
-        checked = hyperparameters.check(model, given)
-        data = training.prepare_data(model_class(model), model, [str(path)], checked, carve=True)
-        weights = class_weights(data.y.astype(np.int64), len(data.classes), checked["class_weight"])
+        # the fit's own val rows, carved as training carved them
+        data = training.prepare_data(model_class(model), model, [str(path)], hyperparameters.check(model, given),
+                                     carve=True)
+        net, weights = trained.model, trained.model.loss_weights  # the loss's weights, as model.json records them
         proba, empty = trained.probabilities(test.features(trained.bands, trained.steps),
                                              test.latlon() if trained.model.uses_position else None)
-        val_proba = trained.model.predict_proba(data.x_val)
+        val_proba = net.predict_proba(data.x_val)
         classes = np.asarray(trained.classes)
         row[f"{model}_s"] = round(seconds, 1)
         row[f"{model}_weights"] = [round(float(w), 3) for w in weights]
         val_oa = {}
         for tau in taus:
-            codes = np.where(empty, -1, classes[weighted_out(proba, weights, tau).argmax(1)])
+            codes = np.where(empty, -1, classes[net.corrected(proba, tau=tau).argmax(1)])
             got = scores(labels, codes)
             key = f"{model}@{tau:g}"
             row |= {key: got["overall_accuracy"], f"{key}_bal": got["balanced_accuracy"], f"{key}_f1": got["macro_f1"]}
             if truth is not None:
                 row[f"{key}_truth"] = float((codes == truth).mean())
-            val_oa[tau] = float((weighted_out(val_proba, weights, tau).argmax(1) == data.y_val).mean())
+            val_oa[tau] = float((net.corrected(val_proba, tau=tau).argmax(1) == data.y_val).mean())
         chosen = max(taus, key=lambda t: (val_oa[t], -t))
         row[f"{model}_val_oa"] = {f"{t:g}": round(v, 4) for t, v in val_oa.items()}
         row[f"{model}@val_tau"] = chosen
@@ -128,11 +123,11 @@ def summary(rows: list[dict], models: list[str], taus: list[float]) -> None:
                       f"({len(diff)} folds)")
         for m in models:
             base = f"{m}@0{suffix}"
-            for t in [t for t in taus if t != 0] + ["val"]:
-                key = f"{m}@{t:g}{suffix}" if t != "val" else f"{m}@val{suffix}"
+            for reading in [f"{t:g}" for t in taus if t != 0] + ["val"]:
+                key = f"{m}@{reading}{suffix}"
                 if key in frame and base in frame:
                     diff = (frame[key] - frame[base]).dropna()
-                    print(f"  {key.removesuffix(suffix)} minus {m}@0: {diff.mean():+.3f} +- "
+                    print(f"  {m}@{reading} minus {m}@0: {diff.mean():+.3f} +- "
                           f"{diff.std(ddof=1) / np.sqrt(len(diff)):.3f}")
 
 

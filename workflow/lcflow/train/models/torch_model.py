@@ -74,12 +74,12 @@ class TorchModel(Model):
         device = self.device
         return self.corrected(deep.predict_proba(self.net, x, device, self.predict_batch.get(device.type, 8192)))
 
-    def corrected(self, proba: np.ndarray, axis: int = 1) -> np.ndarray:
+    def corrected(self, proba: np.ndarray, axis: int = 1, tau: float | None = None) -> np.ndarray:
         """The network's class probabilities (classes along ``axis``) divided by the loss's class weights to
-        the power ``weight_correction`` and renormalised: a weighted loss trains towards probabilities
-        proportional to weight x posterior (Saerens et al. 2002), and the map may decide by the
-        posterior instead. As they are where the exponent is 0."""
-        tau = float(self.params.get("weight_correction", 0.0))
+        the power ``tau`` (None: ``weight_correction``) and renormalised: a weighted loss trains towards
+        probabilities proportional to weight x posterior (Saerens et al. 2002), and the map may decide by
+        the posterior instead. As they are where the exponent is 0."""
+        tau = float(self.params.get("weight_correction", 0.0) if tau is None else tau)
         if tau == 0:
             return proba
         if self.loss_weights is None:
