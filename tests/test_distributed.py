@@ -146,6 +146,13 @@ def test_a_rank_that_fails_names_its_window_and_nothing_is_published(two_ranks, 
     assert re.search(r"lcflow predict: error: RuntimeError: predict \S+cube.tif: rank 1/2, window 9 \(rows 64\.\.95, "
                      r"cols 32\.\.63\) failed: MemoryError: out of device memory", said), said[-3000:]
     assert not (tmp_path / "map.tif").exists() and not (tmp_path / "conf.tif").exists()
+    # the killed ranks' windows stay behind; a one-process rerun removes them and publishes the whole map
+    assert [p.name for p in tmp_path.glob(".lcflow-*-ranks")], sorted(p.name for p in tmp_path.iterdir())
+    rerun = subprocess.run([str(BIN / "lcflow"), "predict", "--model-dir", str(out), "--cube", str(stages["cube2019"]),
+                            "--out", str(tmp_path / "map.tif"), "--confidence", str(tmp_path / "conf.tif"), "--block",
+                            "32"], env=ENV, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conf.tif", "failing_lcflow.py", "map.tif"]
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +165,7 @@ def test_torch_backend_trains_the_weights_horovod_trains_into_the_same_files(two
     same averaged gradients, so the same weights to the bit; the same model directory, metrics and history."""
     (hvd, hvd_log), (out, log) = two_ranks, two_torch_ranks
     sums = dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", log))
+    assert set(sums) == {"0", "1"}, log[-2000:]
     assert sums == dict(re.findall(r"rank=(\d) size=2 final weights sha256=(\w+)", hvd_log)), log[-2000:]
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in hvd.iterdir())
     a, b = json.loads((out / "metrics.json").read_text()), json.loads((hvd / "metrics.json").read_text())

@@ -284,7 +284,7 @@ def test_a_deep_map_is_predicted_by_ranks_on_two_nodes(slurm_run, slurm, tmp_pat
     assert one["map"].read_bytes() == (raw / "31UFT_2018_lstm.tif").read_bytes()
     assert one["confidence"].read_bytes() == (raw / "31UFT_2018_lstm_confidence.tif").read_bytes()
     assert one["probabilities"].read_bytes() == (raw / "31UFT_2018_lstm_probabilities.tif").read_bytes()
-    assert not list(raw.glob(".*-ranks"))  # the ranks' windows are gone once published
+    assert not list(raw.glob(".lcflow-*"))  # the ranks' windows and the writer locks are gone once published
 
 def _small(workdir: Path, env: dict, *args: str) -> subprocess.Popen:
     """Snakemake on the small workflow in ``workdir`` under the Slurm profile, its output going to

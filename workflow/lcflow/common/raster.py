@@ -2,7 +2,6 @@
 
 import contextlib
 import json
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -14,7 +13,7 @@ from affine import Affine
 from rasterio.crs import CRS
 from rasterio.windows import Window
 
-from lcflow.common.atomic import publish_together, remove_stale, staging_prefix
+from lcflow.common.atomic import publish_together, staging_dir
 
 
 #: GDAL's COG driver writes pixel-interleaved files (time series in one read) from 3.11 on
@@ -152,10 +151,8 @@ def staged_cog(
     (read them with :func:`read_tag`).
     """
     final = Path(path)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(final)
-    with tempfile.TemporaryDirectory(dir=final.parent, prefix=staging_prefix(final)) as tmpdir:
-        dst = rasterio.open(Path(tmpdir) / "stage.tif", "w", **staging_profile(grid, count, dtype, nodata))
+    with staging_dir(final) as tmpdir:
+        dst = rasterio.open(tmpdir / "stage.tif", "w", **staging_profile(grid, count, dtype, nodata))
         try:
             if colors:
                 dst.write_colormap(1, colormap(colors))
@@ -163,7 +160,7 @@ def staged_cog(
                 dst.update_tags(**{k: v if isinstance(v, str) else json.dumps(v) for k, v in tags.items()})
             for i, d in enumerate(descriptions or [], start=1):
                 dst.set_band_description(i, d)
-            yield StagedCog(final, Path(tmpdir), dst, count, resampling)
+            yield StagedCog(final, tmpdir, dst, count, resampling)
         finally:
             if not dst.closed:
                 dst.close()

@@ -21,7 +21,7 @@ import numpy as np
 import rasterio
 import rasterio.errors
 
-from lcflow.common.atomic import publish_together, write_text
+from lcflow.common.atomic import publish_together, staging_prefix, write_text, writer_lock
 from lcflow.common.position import window_latlon
 from lcflow.common.prefetch import prefetched
 from lcflow.common.progress import Progress
@@ -103,24 +103,31 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
                  out_map, out_confidence, out_probabilities)
         _write_timing(out_timing, trained, grid, time.perf_counter() - started, 1, on_gpu)
         return
-    parts = Path(out_map).parent / f".{Path(out_map).name}-ranks"
+    # the ranks' windows go to a staging directory of the map that rank 0 makes (holding the map's writer
+    # lock, which removed what a killed run left) before any rank writes into it
+    parts = Path(out_map).parent / f"{staging_prefix(Path(out_map))}ranks"
     mine = share(len(windows), comm.rank, comm.size)
     pixels = sum(int(windows[i].height * windows[i].width) for i in mine)
     log.info("rank %d of %d (local rank %d): windows %d..%d of %d", comm.rank, comm.size, comm.local_rank,
              mine.start, mine.stop - 1, len(windows))
-    parts.mkdir(parents=True, exist_ok=True)
-    for i, win, arrays in mapper.windows(windows, mine, f" rank {comm.rank}/{comm.size}", pixels):
-        tmp = parts / f".{i:06d}.{comm.rank}.npz"
-        with tmp.open("wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(tmp, parts / f"{i:06d}.npz")
-    done = int(comm.allreduce_sum(np.array([len(mine)]), name="lcflow.predict.windows")[0])
-    if done != len(windows):
-        raise RuntimeError(f"predict {cube}: the ranks mapped {done} of {len(windows)} windows")
-    if comm.rank == 0:
-        publish(trained, grid, _from_parts(parts, windows), out_map, out_confidence, out_probabilities)
-        shutil.rmtree(parts, ignore_errors=True)
-        _write_timing(out_timing, trained, grid, time.perf_counter() - started, comm.size, on_gpu)
+    with writer_lock(out_map) if comm.rank == 0 else contextlib.nullcontext():
+        if comm.rank == 0:
+            parts.mkdir(parents=True, exist_ok=True)
+        comm.allreduce_sum(np.zeros(1), name="lcflow.predict.staged")  # no rank writes before it is made
+        for i, win, arrays in mapper.windows(windows, mine, f" rank {comm.rank}/{comm.size}", pixels):
+            tmp = parts / f".{i:06d}.{comm.rank}.npz"
+            with tmp.open("wb") as fh:
+                np.savez(fh, **arrays)
+            os.replace(tmp, parts / f"{i:06d}.npz")
+        done = int(comm.allreduce_sum(np.array([len(mine)]), name="lcflow.predict.windows")[0])
+        if done != len(windows):
+            raise RuntimeError(f"predict {cube}: the ranks mapped {done} of {len(windows)} windows")
+        if comm.rank == 0:
+            try:
+                publish(trained, grid, _from_parts(parts, windows), out_map, out_confidence, out_probabilities)
+            finally:
+                shutil.rmtree(parts, ignore_errors=True)
+            _write_timing(out_timing, trained, grid, time.perf_counter() - started, comm.size, on_gpu)
 
 
 def _write_timing(out: str | Path | None, trained: TrainedModel, grid: Grid, seconds: float, ranks: int,
