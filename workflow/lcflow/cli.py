@@ -6,11 +6,13 @@ level (``-v``), which is how the workflow's rules run every command.
 """
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
 
 from lcflow import config, job_resources
+from lcflow.common import atomic, path_guard
 from lcflow.assess import commands as assess_commands
 from lcflow.errors import LcflowError
 from lcflow.labels import commands as labels_commands
@@ -48,6 +50,8 @@ def parser() -> argparse.ArgumentParser:
     def command(name: str, help: str, **kw) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, formatter_class=_Help, **kw)
 
+    ap.set_defaults(commands=sub.choices)
+
     for stage in STAGES:
         stage.register(command)
     return ap
@@ -62,6 +66,19 @@ def _terminate(signum, frame):
     raise SystemExit(128 + signum)
 
 
+def _guarded(args: argparse.Namespace) -> None:
+    """Run the command once its paths are checked (no output may destroy an input), holding the writer
+    lock of every output it declares (rank 0 of a parallel job: the ranks name the same outputs)."""
+    paths = path_guard.declared(args.commands[args.command], args)
+    path_guard.check(paths)
+    with contextlib.ExitStack() as held:
+        if path_guard.this_rank() == 0:
+            for named in paths:
+                if named.role.output and not path_guard.is_remote(named.path):
+                    held.enter_context(atomic.writer_lock(named.path))
+        args.func(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
@@ -71,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        args.func(args)
+        _guarded(args)
     except LcflowError as exc:
         log.debug("%s failed", args.command, exc_info=True)
         print(f"lcflow {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)

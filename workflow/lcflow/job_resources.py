@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lcflow.common import path_guard
 from lcflow.common.atomic import atomic_path, write_text
 from lcflow.errors import LcflowError
 
@@ -114,7 +115,7 @@ def register(command) -> None:
     """``lcflow job-resources``; ``command(name, help, **kw)`` makes its sub-parser."""
     p = command("job-resources", "wall time, CPU time and peak memory of every stage's jobs, from Snakemake's "
                                  "benchmark files")
-    p.add_argument("--benchmarks", required=True, help="folder of benchmark files, STAGE/JOB.tsv")
-    p.add_argument("--out", required=True, help="per-stage table (TSV) to write")
-    p.add_argument("--figure", help="figure (PNG) to write: each job's wall time and peak memory by stage")
+    p.add_argument("--benchmarks", required=True, type=path_guard.input_dir, help="folder of benchmark files, STAGE/JOB.tsv")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="per-stage table (TSV) to write")
+    p.add_argument("--figure", type=path_guard.output_file, help="figure (PNG) to write: each job's wall time and peak memory by stage")
     p.set_defaults(func=cmd_job_resources)

@@ -3,7 +3,7 @@
 import logging
 import sys
 
-from lcflow.common import cli_args
+from lcflow.common import cli_args, path_guard
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels.commands import nomenclature_of, nomenclature_options
@@ -53,9 +53,9 @@ def cmd_compare_models(a):
 def register(command) -> None:
     """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
     p = command("design-sample", "a stratified random sample of reference points from a map, to label independently")
-    p.add_argument("--map", required=True, help="class map written by lcflow predict: its classes are the strata")
-    p.add_argument("--out", required=True, help="GeoPackage of points to write (map CRS; an empty 'reference' column)")
-    p.add_argument("--csv", help="also write the points as CSV (with lon/lat)")
+    p.add_argument("--map", required=True, type=path_guard.input_file, help="class map written by lcflow predict: its classes are the strata")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="GeoPackage of points to write (map CRS; an empty 'reference' column)")
+    p.add_argument("--csv", type=path_guard.output_file, help="also write the points as CSV (with lon/lat)")
     p.add_argument("--target-se", type=cli_args.float_above(0), default=default("assess.design.target_se"),
                    help="standard error of overall accuracy aimed at (Cochran's sample size)")
     p.add_argument("--min-per-class", type=cli_args.int_at_least(2), default=default("assess.design.min_per_class"), help="points per map class at least")
@@ -66,29 +66,29 @@ def register(command) -> None:
     p.set_defaults(func=cmd_design_sample)
 
     p = command("assess", "accuracy of a map: reference sample, test samples, truth")
-    p.add_argument("--model-dir", required=True, help="directory written by lcflow train or lcflow blend")
-    p.add_argument("--samples", required=True, help="samples table of the map's tile-year")
-    p.add_argument("--map", required=True, help="class map written by lcflow predict")
-    p.add_argument("--reference", help="labelled reference points (lcflow design-sample, labelled; any CRS): "
+    p.add_argument("--model-dir", required=True, type=path_guard.input_dir, help="directory written by lcflow train or lcflow blend")
+    p.add_argument("--samples", required=True, type=path_guard.input_file, help="samples table of the map's tile-year")
+    p.add_argument("--map", required=True, type=path_guard.input_file, help="class map written by lcflow predict")
+    p.add_argument("--reference", type=path_guard.input_file, help="labelled reference points (lcflow design-sample, labelled; any CRS): "
                                        "accuracy and class areas with 95 %% intervals")
     p.add_argument("--reference-column", default=default("assess.reference_column"), help="column of reference class codes")
-    p.add_argument("--truth", help="truth raster of CLC level-3 codes on the map's grid")
+    p.add_argument("--truth", type=path_guard.input_file, help="truth raster of CLC level-3 codes on the map's grid")
     nomenclature_options(p)
-    p.add_argument("--figure", help="confusion matrix PNG to write")
-    p.add_argument("--areas-figure", help="class areas PNG to write (mapped, and estimated from the reference sample)")
-    p.add_argument("--out", required=True, help="assessment JSON to write")
+    p.add_argument("--figure", type=path_guard.output_file, help="confusion matrix PNG to write")
+    p.add_argument("--areas-figure", type=path_guard.output_file, help="class areas PNG to write (mapped, and estimated from the reference sample)")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="assessment JSON to write")
     p.set_defaults(func=cmd_assess)
 
     p = command("summarize", "table of all assessments")
-    p.add_argument("--assessments", nargs="+", required=True, help="assessment JSON files")
-    p.add_argument("--out", required=True, help="TSV to write")
+    p.add_argument("--assessments", nargs="+", required=True, type=path_guard.input_file, help="assessment JSON files")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="TSV to write")
     p.set_defaults(func=cmd_summarize)
 
     p = command("compare-models", "every model side by side: map accuracy with intervals, per-class F1, training "
                                   "time, mapping speed")
-    p.add_argument("--assessments", nargs="+", required=True, help="assessment JSON files of lcflow assess")
-    p.add_argument("--models", nargs="+", required=True, help="model directories written by lcflow train")
-    p.add_argument("--timings", nargs="*", help="timing JSON files of lcflow predict --timing")
-    p.add_argument("--out", required=True, help="TSV to write, one line per model")
-    p.add_argument("--figure", help="PNG to write: the comparison on one page")
+    p.add_argument("--assessments", nargs="+", required=True, type=path_guard.input_file, help="assessment JSON files of lcflow assess")
+    p.add_argument("--models", nargs="+", required=True, type=path_guard.input_dir, help="model directories written by lcflow train")
+    p.add_argument("--timings", nargs="*", type=path_guard.input_file, help="timing JSON files of lcflow predict --timing")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="TSV to write, one line per model")
+    p.add_argument("--figure", type=path_guard.output_file, help="PNG to write: the comparison on one page")
     p.set_defaults(func=cmd_compare_models)

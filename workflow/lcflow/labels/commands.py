@@ -5,7 +5,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from lcflow.common import cli_args
+from lcflow.common import cli_args, path_guard
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 
@@ -25,7 +25,7 @@ def nomenclature_of(args: argparse.Namespace, own_codes: bool = False):
 def nomenclature_options(p: argparse.ArgumentParser) -> None:
     """--level and --mapping: the nomenclature of labels, consistent maps, assessment and reference labels."""
     p.add_argument("--level", type=int, choices=(1, 2, 3), default=default("labels.level"), help="CORINE level of the classes")
-    p.add_argument("--mapping", help="custom nomenclature, CSV (clc_code or code, class_code or 'ignore', class_name"
+    p.add_argument("--mapping", type=path_guard.input_file, help="custom nomenclature, CSV (clc_code or code, class_code or 'ignore', class_name"
                                      "[, red, green, blue]) or YAML (classes, ignore), instead of a level")
 
 
@@ -35,7 +35,7 @@ def cmd_labels(a):
     source = labels.LabelSource(Path(a.reference or a.corine), corine=a.reference is None, code_column=a.code_column,
                                 layer=a.layer, resampling=a.resampling)
     labels.run(source, a.grid, a.out, nomenclature_of(a, own_codes=a.reference is not None), change=a.change,
-               change_layer=a.change_layer)
+               change_layer=a.change_layer, unlabelled=labels.Unlabelled(a.unlabelled_warn, a.unlabelled_max))
     log.info("labels -> %s", a.out)
 
 
@@ -59,26 +59,30 @@ def register(command) -> None:
     """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
     p = command("labels", "CORINE or reference data on the tile grid, in the configured nomenclature")
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--corine", help="CORINE raster (grid codes 1..44 or CLC codes) or vector layer (a Code_NN "
+    source.add_argument("--corine", type=path_guard.input_file, help="CORINE raster (grid codes 1..44 or CLC codes) or vector layer (a Code_NN "
                                          "column), any CRS")
-    source.add_argument("--reference", help="your own labelled polygons or points (vector layer, any CRS); needs "
+    source.add_argument("--reference", type=path_guard.input_file, help="your own labelled polygons or points (vector layer, any CRS); needs "
                                             "--code-column and --mapping")
     p.add_argument("--code-column", help="column of codes of a vector layer (CORINE: the single Code_NN column)")
     p.add_argument("--layer", help="layer of a vector file that holds several")
-    p.add_argument("--change", help="CLC change layer (raster or vector): the pixels it marks are left unlabelled")
+    p.add_argument("--change", type=path_guard.input_file, help="CLC change layer (raster or vector): the pixels it marks are left unlabelled")
     p.add_argument("--change-layer", help="layer of the change file, when it holds several")
-    p.add_argument("--grid", required=True, help="a raster on the tile grid (the cube)")
+    p.add_argument("--grid", required=True, type=path_guard.input_file, help="a raster on the tile grid (the cube)")
     p.add_argument("--resampling", choices=("auto", "nearest", "mode"), default=default("labels.resampling"),
                    help="raster cells onto the grid: auto takes nearest onto a finer grid, mode onto a coarser one "
                         "(polygons are burnt by pixel centre)")
     nomenclature_options(p)
-    p.add_argument("--out", required=True, help="class raster (COG) to write")
+    p.add_argument("--unlabelled-warn", type=cli_args.share, default=default("labels.unlabelled_warn"),
+                   help="warn when CORINE gives no class to more than this share of the tile")
+    p.add_argument("--unlabelled-max", type=cli_args.share, default=default("labels.unlabelled_max"),
+                   help="refuse a tile CORINE leaves without a class above this share")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="class raster (COG) to write")
     p.set_defaults(func=cmd_labels)
 
     p = command("sample", "samples table of one tile-year")
-    p.add_argument("--cube", required=True, help="cube written by lcflow cube")
-    p.add_argument("--valid", required=True, help="its valid-observation counts")
-    p.add_argument("--labels", required=True, help="class raster written by lcflow labels")
+    p.add_argument("--cube", required=True, type=path_guard.input_file, help="cube written by lcflow cube")
+    p.add_argument("--valid", required=True, type=path_guard.input_file, help="its valid-observation counts")
+    p.add_argument("--labels", required=True, type=path_guard.input_file, help="class raster written by lcflow labels")
     p.add_argument("--tile", required=True, help="MGRS tile id")
     p.add_argument("--year", type=int, required=True, help="year of the cube")
     p.add_argument("--per-class", type=cli_args.int_at_least(1), default=default("sample.per_class"), help="samples per class at most")
@@ -100,10 +104,10 @@ def register(command) -> None:
                    help="each judging tree grows on at most this many of its fold's rows (0: a bootstrap of them all)")
     p.add_argument("--clean-reference-data", action="store_true",
                    help="clean labels from your own reference data too (by default only CORINE labels are cleaned)")
-    p.add_argument("--reference-cube", help="cube of the year the labels show, when --year is another: samples "
+    p.add_argument("--reference-cube", type=path_guard.input_file, help="cube of the year the labels show, when --year is another: samples "
                                             "whose series changed since then are dropped from train/val")
     p.add_argument("--change-mad-k", type=cli_args.non_negative, default=float(default("sample.transfer.mad_k")),
                    help="changed: distance between years above the class median + K robust standard deviations")
-    p.add_argument("--out", required=True, help="samples table (parquet) to write")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="samples table (parquet) to write")
     p.set_defaults(func=cmd_sample)
 

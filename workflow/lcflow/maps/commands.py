@@ -3,7 +3,7 @@
 import logging
 from pathlib import Path
 
-from lcflow.common import cli_args
+from lcflow.common import cli_args, path_guard
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels.commands import nomenclature_of, nomenclature_options
@@ -89,90 +89,90 @@ def cmd_stac_catalog(a):
 def register(command) -> None:
     """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
     p = command("predict", "map a whole cube")
-    p.add_argument("--model-dir", required=True, help="directory written by lcflow train or lcflow blend")
-    p.add_argument("--cube", required=True, help="cube written by lcflow cube")
-    p.add_argument("--out", required=True, help="class map (COG) to write")
-    p.add_argument("--confidence", required=True, help="confidence map (COG, percent) to write")
+    p.add_argument("--model-dir", required=True, type=path_guard.input_dir, help="directory written by lcflow train or lcflow blend")
+    p.add_argument("--cube", required=True, type=path_guard.input_file, help="cube written by lcflow cube")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="class map (COG) to write")
+    p.add_argument("--confidence", required=True, type=path_guard.output_file, help="confidence map (COG, percent) to write")
     p.add_argument("--block", type=cli_args.int_at_least(16), default=default("predict.block_px"), help="prediction window, pixels a side")
-    p.add_argument("--probabilities", help="also write every class's probability (GeoTIFF, one band a class), "
+    p.add_argument("--probabilities", type=path_guard.output_file, help="also write every class's probability (GeoTIFF, one band a class), "
                                            "the input of consistent-maps")
-    p.add_argument("--timing", help="JSON to write: the mapping's wall time and pixels per second "
+    p.add_argument("--timing", type=path_guard.output_file, help="JSON to write: the mapping's wall time and pixels per second "
                                     "(read by compare-models)")
     backend_option(p)
     p.set_defaults(func=cmd_predict)
 
     p = command("blend-maps", "a blend's map of one tile-year from its members' probabilities (lcflow predict "
                               "--probabilities), without mapping the cube again")
-    p.add_argument("--model-dir", required=True, help="directory written by lcflow blend")
-    p.add_argument("--member-probabilities", nargs="+", required=True,
+    p.add_argument("--model-dir", required=True, type=path_guard.input_dir, help="directory written by lcflow blend")
+    p.add_argument("--member-probabilities", nargs="+", required=True, type=path_guard.input_file,
                    help="each member's probabilities raster of the tile-year (any order)")
-    p.add_argument("--out", required=True, help="class map (COG) to write")
-    p.add_argument("--confidence", required=True, help="confidence map (COG, percent) to write")
-    p.add_argument("--probabilities", help="also write the blend's probabilities, as lcflow predict does")
-    p.add_argument("--member-timings", nargs="+", help="each member's timing file of the tile-year (lcflow predict "
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="class map (COG) to write")
+    p.add_argument("--confidence", required=True, type=path_guard.output_file, help="confidence map (COG, percent) to write")
+    p.add_argument("--probabilities", type=path_guard.output_file, help="also write the blend's probabilities, as lcflow predict does")
+    p.add_argument("--member-timings", nargs="+", type=path_guard.input_file, help="each member's timing file of the tile-year (lcflow predict "
                                                        "--timing): the blend's timing adds them to its own")
-    p.add_argument("--timing", help="JSON to write (with --member-timings): what the blend's map took, members included")
+    p.add_argument("--timing", type=path_guard.output_file, help="JSON to write (with --member-timings): what the blend's map took, members included")
     p.add_argument("--block", type=cli_args.int_at_least(16), default=default("predict.block_px"),
                    help="window, pixels a side")
     p.set_defaults(func=cmd_blend_maps)
 
     p = command("consistent-maps", "consistent annual maps of one tile and model from every year's probabilities, "
                                    "with change maps")
-    p.add_argument("--probabilities", nargs="+", required=True, help="probability rasters of lcflow predict, one a year")
+    p.add_argument("--probabilities", nargs="+", required=True, type=path_guard.input_file, help="probability rasters of lcflow predict, one a year")
     p.add_argument("--years", nargs="+", type=int, required=True, help="their years, in the same order")
-    p.add_argument("--out", nargs="+", required=True, help="consistent class maps (COG) to write, one a year")
-    p.add_argument("--confidence", nargs="+", required=True, help="their confidence maps (COG, percent)")
-    p.add_argument("--changes", nargs="*", help="change maps (COG, from-to codes) to write, one per pair of "
+    p.add_argument("--out", nargs="+", required=True, type=path_guard.output_file, help="consistent class maps (COG) to write, one a year")
+    p.add_argument("--confidence", nargs="+", required=True, type=path_guard.output_file, help="their confidence maps (COG, percent)")
+    p.add_argument("--changes", nargs="*", type=path_guard.output_file, help="change maps (COG, from-to codes) to write, one per pair of "
                                                 "consecutive years")
-    p.add_argument("--summary", required=True, help="JSON to write: agreement, change matrices, truth scores")
+    p.add_argument("--summary", required=True, type=path_guard.output_file, help="JSON to write: agreement, change matrices, truth scores")
     p.add_argument("--evidence-ratio", type=cli_args.float_above(1), default=float(default("consistency.evidence_ratio")),
                    help="how many times more likely a class change must be than keeping the class")
     p.add_argument("--min-change-ha", type=cli_args.non_negative, default=default("consistency.min_change_ha"),
                    help="smallest patch of change kept, hectares (0: every changed pixel)")
-    p.add_argument("--truth", nargs="*", help="truth rasters of CLC level-3 codes, one a year (the demo)")
+    p.add_argument("--truth", nargs="*", type=path_guard.input_file, help="truth rasters of CLC level-3 codes, one a year (the demo)")
     nomenclature_options(p)
     p.add_argument("--block", type=cli_args.int_at_least(16), default=default("predict.block_px"), help="window, pixels a side")
     p.set_defaults(func=cmd_consistent_maps)
 
     p = command("quicklook", "picture of a map for the report: classes with a legend, and the confidence")
-    p.add_argument("--map", required=True, help="class map written by lcflow predict")
-    p.add_argument("--confidence", required=True, help="its confidence map")
-    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--map", required=True, type=path_guard.input_file, help="class map written by lcflow predict")
+    p.add_argument("--confidence", required=True, type=path_guard.input_file, help="its confidence map")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="PNG to write")
     p.add_argument("--max-px", type=cli_args.int_at_least(16), default=1024, help="longest side of the picture, in pixels")
     p.set_defaults(func=cmd_quicklook)
 
     p = command("change-figure", "picture of a change map beside its change matrix, for the report")
-    p.add_argument("--change", required=True, help="change map written by lcflow consistent-maps")
-    p.add_argument("--summary", required=True, help="its summary JSON")
+    p.add_argument("--change", required=True, type=path_guard.input_file, help="change map written by lcflow consistent-maps")
+    p.add_argument("--summary", required=True, type=path_guard.input_file, help="its summary JSON")
     p.add_argument("--title", default="", help="what the series is (tile, model)")
-    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="PNG to write")
     p.add_argument("--max-px", type=cli_args.int_at_least(16), default=1024, help="longest side of the map, in pixels")
     p.set_defaults(func=cmd_change_figure)
 
     p = command("summarize-changes", "table of the change between years of every consistent map series")
-    p.add_argument("--summaries", nargs="+", required=True, help="summary JSON files of lcflow consistent-maps")
-    p.add_argument("--out", required=True, help="TSV to write")
+    p.add_argument("--summaries", nargs="+", required=True, type=path_guard.input_file, help="summary JSON files of lcflow consistent-maps")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="TSV to write")
     p.set_defaults(func=cmd_summarize_changes)
 
     p = command("stac-item", "STAC Item of a class map (with its confidence) or of a change map")
-    p.add_argument("--map", help="class map (COG)")
-    p.add_argument("--confidence", help="its confidence map")
+    p.add_argument("--map", type=path_guard.input_file, help="class map (COG)")
+    p.add_argument("--confidence", type=path_guard.input_file, help="its confidence map")
     p.add_argument("--year", type=int, help="the map's year")
-    p.add_argument("--model-dir", help="the model that made it")
-    p.add_argument("--manifest", help="the tile-year's scenes (items.json of lcflow search)")
-    p.add_argument("--assessment", help="its assessment JSON")
-    p.add_argument("--quicklook", help="its quicklook PNG")
-    p.add_argument("--change", help="a change map instead (COG of lcflow consistent-maps)")
-    p.add_argument("--summary", help="the change map's summary JSON")
+    p.add_argument("--model-dir", type=path_guard.input_dir, help="the model that made it")
+    p.add_argument("--manifest", type=path_guard.input_file, help="the tile-year's scenes (items.json of lcflow search)")
+    p.add_argument("--assessment", type=path_guard.input_file, help="its assessment JSON")
+    p.add_argument("--quicklook", type=path_guard.input_file, help="its quicklook PNG")
+    p.add_argument("--change", type=path_guard.input_file, help="a change map instead (COG of lcflow consistent-maps)")
+    p.add_argument("--summary", type=path_guard.input_file, help="the change map's summary JSON")
     p.add_argument("--model", help="the change map's model")
     p.add_argument("--tile", required=True, help="MGRS tile")
     p.add_argument("--catalog", required=True, help="the catalog the Item will belong to (for its links)")
-    p.add_argument("--out", required=True, help="Item JSON to write")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="Item JSON to write")
     p.set_defaults(func=cmd_stac_item)
 
     p = command("stac-catalog", "static STAC catalog of Items")
-    p.add_argument("--items", nargs="+", required=True, help="Item JSON files")
+    p.add_argument("--items", nargs="+", required=True, type=path_guard.input_file, help="Item JSON files")
     p.add_argument("--title", default="lcflow", help="what the products are")
-    p.add_argument("--out", required=True, help="catalog.json to write")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="catalog.json to write")
     p.set_defaults(func=cmd_stac_catalog)
 

@@ -4,7 +4,7 @@ import argparse
 import logging
 import math
 
-from lcflow.common import cli_args
+from lcflow.common import cli_args, path_guard
 from lcflow.defaults import default
 from lcflow.retrieve.remote import SIGNING_CHOICES
 
@@ -60,15 +60,15 @@ def register(command) -> None:
     p = command("search", "STAC search of one tile and year -> items.json manifest")
     p.add_argument("--tile", required=True, help="MGRS tile id, e.g. 31UFT")
     p.add_argument("--year", type=int, required=True, help="calendar year")
-    p.add_argument("--catalog", help="static STAC catalog.json, a local path or an http(s) URL (or give --api)")
+    p.add_argument("--catalog", type=path_guard.input_file, help="static STAC catalog.json, a local path or an http(s) URL (or give --api)")
     p.add_argument("--api", help="STAC API root URL (or give --catalog)")
     p.add_argument("--collection", default=default("stac.collection"), help="collection to search")
     p.add_argument("--max-cloud-cover", type=float, default=float(default("stac.max_cloud_cover")), help="skip scenes with more cloud, percent")
-    p.add_argument("--out", required=True, help="manifest to write (a STAC ItemCollection)")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="manifest to write (a STAC ItemCollection)")
     p.set_defaults(func=cmd_search)
 
     p = command("cube", "cloud-masked composites on a regular time grid")
-    p.add_argument("--items", required=True, help="manifest written by lcflow search")
+    p.add_argument("--items", required=True, type=path_guard.input_file, help="manifest written by lcflow search")
     p.add_argument("--tile", required=True, help="MGRS tile id")
     p.add_argument("--year", type=int, required=True, help="calendar year of the time grid")
     p.add_argument("--bands", default=",".join(default("cube.bands")), help="Sentinel-2 bands, comma-separated")
@@ -96,7 +96,7 @@ def register(command) -> None:
                    help="seconds before the first retry; about doubled before each next")
     p.add_argument("--s3-endpoint", help="S3 endpoint of s3:// assets (default: AWS; Copernicus Data Space's is "
                                          "set for its items)")
-    p.add_argument("--out", required=True, help="cube to write (tiled GeoTIFF)")
-    p.add_argument("--valid", required=True, help="output: valid-observation count per time step")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="cube to write (tiled GeoTIFF)")
+    p.add_argument("--valid", required=True, type=path_guard.output_file, help="output: valid-observation count per time step")
     p.set_defaults(func=cmd_cube)
 

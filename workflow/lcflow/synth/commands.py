@@ -2,7 +2,7 @@
 
 import logging
 
-from lcflow.common import cli_args
+from lcflow.common import cli_args, path_guard
 from lcflow.defaults import default
 from lcflow.labels.commands import nomenclature_of, nomenclature_options
 
@@ -27,7 +27,7 @@ def cmd_label_reference(a):
 def register(command) -> None:
     """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
     p = command("synth", "write the synthetic demo: STAC catalog of scenes, CORINE, truth")
-    p.add_argument("--out", required=True, help="directory of the demo data")
+    p.add_argument("--out", required=True, type=path_guard.output_dir, help="directory of the demo data")
     p.add_argument("--aoi", required=True, type=cli_args.json_object,
                    help='JSON {"31UFT": [xmin, ymin, xmax, ymax], ...} in each tile\'s UTM CRS')
     p.add_argument("--years", type=int, nargs="+", required=True, help="years of scenes (the first has CORINE)")
@@ -39,9 +39,9 @@ def register(command) -> None:
     p.set_defaults(func=cmd_synth)
 
     p = command("label-reference", "demo: label reference points from a truth raster, as an interpreter would")
-    p.add_argument("--points", required=True, help="points written by lcflow design-sample")
-    p.add_argument("--truth", required=True, help="truth raster of CLC level-3 codes")
+    p.add_argument("--points", required=True, type=path_guard.input_file, help="points written by lcflow design-sample")
+    p.add_argument("--truth", required=True, type=path_guard.input_file, help="truth raster of CLC level-3 codes")
     nomenclature_options(p)
-    p.add_argument("--out", required=True, help="labelled points (GeoPackage) to write")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="labelled points (GeoPackage) to write")
     p.set_defaults(func=cmd_label_reference)
 

@@ -3,6 +3,7 @@
 import logging
 from pathlib import Path
 
+from lcflow.common import path_guard
 from lcflow.defaults import default
 from lcflow.train.models import REGISTRY
 
@@ -70,34 +71,34 @@ def register(command) -> None:
     """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
     p = command("train", "train a model on samples table(s)", epilog=_model_epilog())
     p.add_argument("--model", required=True, choices=list(REGISTRY), help="model to train")
-    p.add_argument("--samples", required=True, nargs="+", help="samples table(s), parquet")
-    p.add_argument("--out", required=True, help="model directory")
+    p.add_argument("--samples", required=True, nargs="+", type=path_guard.input_file, help="samples table(s), parquet")
+    p.add_argument("--out", required=True, type=path_guard.output_dir, help="model directory")
     p.add_argument("--params", help="model parameters as a JSON object (as the workflow passes them)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="a model parameter, over --params (repeatable; the list is below)")
-    p.add_argument("--tuned", metavar="BEST_PARAMS_YAML",
+    p.add_argument("--tuned", type=path_guard.input_file, metavar="BEST_PARAMS_YAML",
                    help="parameters found by lcflow tune-summary, over --params and --set; recorded in metrics.json")
     backend_option(p)
     p.set_defaults(func=cmd_train)
 
     p = command("blend", "a model that averages the class probabilities of trained models (a forest and a network "
                          "err on different pixels)")
-    p.add_argument("--members", required=True, nargs="+", help="model directories written by lcflow train, "
+    p.add_argument("--members", required=True, nargs="+", type=path_guard.input_dir, help="model directories written by lcflow train, "
                                                                "trained on the same samples")
-    p.add_argument("--samples", nargs="+", help="samples table(s) the members trained on: the blend is scored on "
+    p.add_argument("--samples", nargs="+", type=path_guard.input_file, help="samples table(s) the members trained on: the blend is scored on "
                                                 "their val and test rows (metrics.json)")
-    p.add_argument("--out", required=True, help="the blend's model directory")
+    p.add_argument("--out", required=True, type=path_guard.output_dir, help="the blend's model directory")
     p.set_defaults(func=cmd_blend)
 
     p = command("evaluate", "score a trained model on samples table(s)")
-    p.add_argument("--model-dir", required=True, help="directory written by lcflow train or lcflow blend")
-    p.add_argument("--samples", required=True, nargs="+", help="samples table(s): the test rows, or all without a split")
-    p.add_argument("--out", required=True, help="metrics JSON to write")
+    p.add_argument("--model-dir", required=True, type=path_guard.input_dir, help="directory written by lcflow train or lcflow blend")
+    p.add_argument("--samples", required=True, nargs="+", type=path_guard.input_file, help="samples table(s): the test rows, or all without a split")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="metrics JSON to write")
     p.set_defaults(func=cmd_evaluate)
 
     p = command("learning-curve", "loss and accuracy of a deep model's training, per round, as a PNG")
-    p.add_argument("--history", required=True, help="history.csv written by lcflow train")
+    p.add_argument("--history", required=True, type=path_guard.input_file, help="history.csv written by lcflow train")
     p.add_argument("--title", default="", help="title of the figure")
-    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="PNG to write")
     p.set_defaults(func=cmd_learning_curve)
 

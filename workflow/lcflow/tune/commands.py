@@ -2,12 +2,16 @@
 
 import logging
 
-from lcflow.common import cli_args
+from lcflow.common import cli_args, path_guard
 from lcflow.defaults import default
 from lcflow.train.commands import backend_option
 from lcflow.train.models import REGISTRY
+from lcflow.tune import study_files
 
 log = logging.getLogger("lcflow")
+
+#: a study directory: its workers' files are inputs, outputs (a worker's summary, best_params.yaml) may sit beside
+study_dir = path_guard.role(path_guard.Role(output=False, directory=True, reads=study_files.MEMBERS))
 
 
 def _tune_epilog() -> str:
@@ -55,17 +59,28 @@ def cmd_tune_summary(a):
     log.info("best trial %d: %.4f %s -> %s", best["trial"], best["value"], best["params"], a.out)
 
 
+def _summary_outputs(a) -> list[path_guard.Named]:
+    """What tune-summary writes beside --out: the trials table and, unless --no-figures, the figures."""
+    from pathlib import Path
+
+    from lcflow.tune.tuning import FIGURES, TRIALS_FILE
+
+    names = [TRIALS_FILE] + ([] if a.no_figures else list(FIGURES.values()))
+    return [path_guard.Named(f"--out's {name}", str(Path(a.out).parent / name), path_guard.OUTPUT_FILE)
+            for name in names]
+
+
 def register(command) -> None:
     """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
     p = command("tune", "one worker of a hyperparameter study (start several on one --study to share it)",
                 epilog=_tune_epilog())
     p.add_argument("--model", required=True, choices=list(REGISTRY), help="model to tune")
-    p.add_argument("--samples", required=True, nargs="+", help="samples table(s), parquet; val rows are carved from "
+    p.add_argument("--samples", required=True, nargs="+", type=path_guard.input_file, help="samples table(s), parquet; val rows are carved from "
                                                                 "train where there are none")
-    p.add_argument("--study", required=True, help="study directory (journal, heartbeats); shared by the workers")
+    p.add_argument("--study", required=True, type=study_dir, help="study directory (journal, heartbeats); shared by the workers")
     p.add_argument("--trials", required=True, type=cli_args.int_at_least(1),
                    help="the study's budget: finished (complete or pruned) trials, over all workers and reruns")
-    p.add_argument("--space", help="search space YAML: {param: {low, high[, log, step]} or {choices: [...]}} "
+    p.add_argument("--space", type=path_guard.input_file, help="search space YAML: {param: {low, high[, log, step]} or {choices: [...]}} "
                                    "(default: the model's space, below)")
     p.add_argument("--space-json", type=cli_args.json_object, help="the search space as a JSON object (as the workflow "
                                                               "passes it), instead of --space")
@@ -85,17 +100,17 @@ def register(command) -> None:
                    help="what trials are compared on, on the val rows")
     p.add_argument("--timeout-minutes", type=cli_args.positive_float, help="start no trial after this long")
     p.add_argument("--storage", help="RDB URL (e.g. postgresql://...) instead of the journal file in --study")
-    p.add_argument("--out", help="this worker's summary (JSON) to write")
+    p.add_argument("--out", type=path_guard.output_file, help="this worker's summary (JSON) to write")
     backend_option(p)
     p.set_defaults(func=cmd_tune)
 
     p = command("tune-summary", "best parameters, every trial and figures of a study")
     p.add_argument("--model", choices=list(REGISTRY), help="the model whose study to summarise, where the "
                                                            "storage holds several (default: the latest study)")
-    p.add_argument("--study", required=True, help="study directory written by lcflow tune")
+    p.add_argument("--study", required=True, type=study_dir, help="study directory written by lcflow tune")
     p.add_argument("--storage", help="RDB URL the study was run on, if not the journal file")
-    p.add_argument("--out", required=True, help="best parameters (YAML) to write; trials.csv and the figures "
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="best parameters (YAML) to write; trials.csv and the figures "
                                                 "go beside it")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
-    p.set_defaults(func=cmd_tune_summary)
+    p.set_defaults(func=cmd_tune_summary, implied_paths=_summary_outputs)
 

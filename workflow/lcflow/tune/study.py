@@ -26,11 +26,10 @@ from optuna.trial import TrialState
 
 from lcflow.errors import LcflowError
 from lcflow.train.distributed import node_name
+from lcflow.tune.study_files import CLAIM, HEARTBEAT_DIR, JOURNAL
 
 log = logging.getLogger("lcflow.tune")
 
-JOURNAL = "journal.log"
-HEARTBEAT_DIR = "heartbeats"
 #: seconds between heartbeats of a running trial, and after which a silent one counts as dead
 HEARTBEAT_S, STALE_S = 10.0, 120.0
 SAMPLERS = ("tpe", "random")
@@ -112,7 +111,7 @@ def finished(c: dict[str, int]) -> int:
 
 @contextlib.contextmanager
 def _claim_lock(study_dir: Path) -> Iterator[None]:
-    lock = JournalFileOpenLock(str(study_dir / "claim"))
+    lock = JournalFileOpenLock(str(study_dir / CLAIM))
     lock.acquire()
     try:
         yield

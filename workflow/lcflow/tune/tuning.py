@@ -33,6 +33,7 @@ from lcflow.train.models.torch_model import TorchModel
 from lcflow.train.training import fingerprint, learning_targets, prepare_data
 from lcflow.tune import space as search_space
 from lcflow.tune import study as studies
+from lcflow.tune.study_files import CHECKPOINTS
 
 log = logging.getLogger("lcflow.tune")
 
@@ -40,8 +41,6 @@ METRICS = ("overall_accuracy", "balanced_accuracy")
 #: a round's history column for each metric
 ROUND_COLUMN = {"overall_accuracy": "val_accuracy", "balanced_accuracy": "val_balanced_accuracy"}
 BEST_FILE, TRIALS_FILE = "best_params.yaml", "trials.csv"
-#: the study directory's folder of deep trials' checkpoints; the best complete trial's is kept
-CHECKPOINTS = "checkpoints"
 FIGURES = {"history": "optimisation_history.png", "importances": "param_importances.png",
            "intermediate": "intermediate_values.png"}
 

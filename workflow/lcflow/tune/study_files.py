@@ -1,0 +1,12 @@
+"""The files a study directory holds, named once: the workers share them, and no command may write over them."""
+
+#: Optuna's journal of every trial (with its lock file beside it)
+JOURNAL = "journal.log"
+#: the lock under which a worker claims a trial
+CLAIM = "claim"
+#: one file a running trial, touched while it runs
+HEARTBEAT_DIR = "heartbeats"
+#: the deep trials' checkpoints, the best complete one kept for the final training
+CHECKPOINTS = "checkpoints"
+#: what the workers read and write in a study directory (outputs such as best_params.yaml may sit beside)
+MEMBERS = (JOURNAL, f"{JOURNAL}.lock", CLAIM, f"{CLAIM}.lock", HEARTBEAT_DIR, CHECKPOINTS)
