@@ -30,6 +30,7 @@ class Handler(SimpleHTTPRequestHandler):
         name = self.path.split("?", 1)[0]
         with self.server.lock:
             self.server.requests[name] += 1
+            self.server.authorizations[name] = self.headers.get("Authorization")
             tif = name.endswith(".tif")
             self.server.tif_requests += tif
             down = self.server.down_after is not None and self.server.tif_requests > self.server.down_after
@@ -87,6 +88,7 @@ class Server(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.requests: Counter[str] = Counter()
         self.statuses: Counter[int] = Counter()
+        self.authorizations: dict[str, str | None] = {}  # path -> the Authorization header of its last request
 
     @property
     def url(self) -> str:

@@ -19,6 +19,7 @@ import numpy as np
 from affine import Affine
 from odc.geo.geobox import GeoBox
 
+from lcflow.common import path_guard
 from lcflow.common.atomic import publish_together
 from lcflow.common.prefetch import prefetched, written_behind
 from lcflow.common.progress import Progress
@@ -66,6 +67,12 @@ def check_items(items, tile: str, year: int, bands: list[str]) -> tuple[list[str
     misplace stops the job, named.
     """
     epsg = mgrs.tile_epsg(tile)
+    outside = [item for item in items if _utc(item.datetime).year != year]
+    if outside:
+        years = sorted({_utc(item.datetime).year for item in outside})
+        raise LcflowError(f"tile {tile} {year}: {len(outside)} of {len(items)} items of the manifest were acquired in "
+                          f"{', '.join(map(str, years))}, not {year} (the first: {outside[0].id}): give the manifest "
+                          f"of {year} (lcflow search --year {year})")
     first = items[0]
     keys = [sentinel2.asset_key(first.assets, b, first.id) for b in bands]
     scl_key = sentinel2.asset_key(first.assets, "SCL", first.id)
@@ -79,6 +86,18 @@ def check_items(items, tile: str, year: int, bands: list[str]) -> tuple[list[str
             raise LcflowError(f"tile {tile} {year}: item {item.id} is in EPSG:{item_epsg}, the tile's zone is "
                               f"EPSG:{epsg}")
     return keys, scl_key
+
+
+def local_assets(items) -> list[path_guard.Named]:
+    """The assets of the items that are local files: inputs no output may overwrite."""
+    found = []
+    for item in items:
+        for key, asset in item.assets.items():
+            href = str(asset.href)
+            path = href[len("file://"):] if href.startswith("file://") else href
+            if not path_guard.is_remote(path):
+                found.append(path_guard.Named(f"asset {key} of item {item.id}", path, path_guard.INPUT_FILE))
+    return found
 
 
 def _read_failure(exc: Exception, items, keys: list[str], tile: str, year: int, window: GeoBox,
@@ -206,6 +225,9 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     items = read_manifest(manifest)
     if not items:
         raise LcflowError(f"manifest {manifest} lists no items")
+    path_guard.check([path_guard.Named("--out", str(out_cube), path_guard.OUTPUT_FILE),
+                      path_guard.Named("--valid", str(out_valid), path_guard.OUTPUT_FILE),
+                      *local_assets(items)])
     grid = tile_grid(tile, items, resolution, bounds)
     keys, scl_key = check_items(items, tile, year, bands)
     sign = remote.signer(signing, items)

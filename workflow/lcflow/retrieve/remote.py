@@ -123,3 +123,114 @@ _URL = re.compile(r"([a-z][a-z0-9+.-]*://)(?:[^/@\s'\"]+@)?([^\s?'\",]*)(\?[^\s'
 def redact(text: str) -> str:
     """``text`` with every URL's credentials (user:password@) and query string (signatures, tokens) cut."""
     return _URL.sub(lambda m: m.group(1) + m.group(2), text)
+
+
+#: where credentials for a catalogue and its scenes come from: the variables GDAL reads for every scene
+#: it opens, which lcflow reads too for a catalogue's own requests (to the catalogue's host only)
+CREDENTIAL_SOURCES = ("GDAL_HTTP_USERPWD=user:password", "GDAL_HTTP_HEADERS='Authorization: Bearer TOKEN'",
+                      "a machine entry in ~/.netrc")
+#: query parameters that carry a secret: tokens, signatures, keys, passwords, Azure SAS and S3 pre-signing
+_SECRET_PARAMETER = re.compile(r"token|sig|secret|pass|pwd|key|auth|credential|session|^s[etpvrk]$|^x-amz-",
+                               re.IGNORECASE)
+
+
+def secrets_in(url: str) -> list[str]:
+    """What of ``url`` is a secret: its user-info (user:password@) and the query parameters that look like one."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(str(url))
+    except ValueError:
+        return []
+    found = []
+    if parts.username is not None or parts.password is not None:
+        found.append("a user name and password (user:password@)")
+    names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_PARAMETER.search(name)]
+    if names:
+        found.append(f"a secret in its query ({', '.join(sorted(set(names)))})")
+    return found
+
+
+def refuse_secrets(url: str, where: str) -> None:
+    """Refuse a location that carries credentials, which would reach command lines, logs and manifests."""
+    found = secrets_in(url)
+    if found:
+        raise LcflowError(f"{where} = {redact(url)!r} carries {' and '.join(found)}: credentials must not be written "
+                          "where commands, logs and manifests show them; give them as " + ", ".join(CREDENTIAL_SOURCES[:-1])
+                          + f" or {CREDENTIAL_SOURCES[-1]}")
+
+
+def clean_href(href: str) -> str:
+    """``href`` without user-info and query string: what a manifest may keep of it."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if "://" not in str(href):
+        return href
+    parts = urlsplit(str(href))
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(str(url))
+    return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+
+
+def request_headers(url: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The credentials of a request to ``url``, as GDAL would send them: GDAL_HTTP_HEADERS (header lines
+    separated by CRLF), else GDAL_HTTP_USERPWD (basic), else the host's entry in ~/.netrc (or $NETRC)."""
+    import base64
+    import netrc
+    import os
+
+    env = os.environ if env is None else env
+    headers: dict[str, str] = {}
+    for line in re.split(r"\r?\n", env.get("GDAL_HTTP_HEADERS", "")):
+        name, sep, value = line.partition(":")
+        if sep and name.strip():
+            headers[name.strip()] = value.strip()
+    if "Authorization" not in headers and env.get("GDAL_HTTP_USERPWD"):
+        token = base64.b64encode(env["GDAL_HTTP_USERPWD"].encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    if "Authorization" not in headers and env.get("GDAL_HTTP_NETRC", "YES").upper() not in ("NO", "FALSE", "OFF", "0"):
+        path = env.get("NETRC") or os.path.expanduser("~/.netrc")
+        try:
+            entry = netrc.netrc(path).authenticators(_host(url).split(":")[0])
+        except (OSError, netrc.NetrcParseError):
+            entry = None
+        if entry and entry[2] is not None:
+            token = base64.b64encode(f"{entry[0]}:{entry[2]}".encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
+    return headers
+
+
+def catalogue_io(root: str):
+    """pystac's reader for the catalogue at ``root``: credentials (:func:`request_headers`) go to its own
+    host only, and a remote catalogue may not link to local files (it could make lcflow read any file).
+    Its ``files`` lists the local files it read."""
+    import logging
+
+    from pystac.stac_io import DefaultStacIO
+
+    logging.getLogger("pystac.stac_io").setLevel(logging.INFO)  # its debug line prints the request's headers
+    remote, host = is_url(root), _host(root) if is_url(root) else None
+
+    class CatalogueIO(DefaultStacIO):
+        files: list[str] = []  # the local files read: inputs no output may overwrite
+
+        def read_text_from_href(self, href: str) -> str:
+            if not is_url(href):
+                self.files.append(href)
+            if remote and not is_url(href):
+                raise LcflowError(f"STAC catalog {redact(root)} links to {redact(href)}, which is not an http(s) URL: "
+                                  "a remote catalogue may link to remote files only")
+            self.headers = request_headers(href) if remote and _host(href) == host else {}
+            return super().read_text_from_href(href)
+
+    reader = CatalogueIO()
+    reader.files = []
+    return reader

@@ -14,10 +14,11 @@ from typing import Any
 
 import pystac
 
+from lcflow.common import path_guard
 from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
 from lcflow.retrieve import mgrs
-from lcflow.retrieve.remote import is_url, redact
+from lcflow.retrieve.remote import catalogue_io, clean_href, is_url, redact, refuse_secrets
 
 log = logging.getLogger("lcflow.retrieve.search")
 #: acquisitions of one tile closer in time than this are the same acquisition
@@ -94,22 +95,68 @@ def dedupe(items: list[pystac.Item]) -> tuple[list[pystac.Item], list[dict[str, 
     return sorted(kept, key=lambda i: (i.datetime, i.id)), dropped
 
 
-def from_catalog(catalog: str | Path) -> Iterable[pystac.Item]:
-    """Every item of a static STAC catalog (a local path or an http(s) URL), asset hrefs made absolute."""
+def from_catalog(catalog: str | Path, read: list[str] | None = None) -> Iterable[pystac.Item]:
+    """Every item of a static STAC catalog (a local path or an http(s) URL), asset hrefs made absolute.
+    A remote catalogue's links and assets must be remote: it may not make lcflow read local files.
+    ``read``, given, gets the local files of the catalogue."""
     location = str(catalog)
     if not is_url(location) and not Path(location).exists():
         raise LcflowError(f"STAC catalog {location} does not exist")
     shown = redact(location)
+    reader = catalogue_io(location)
     try:
-        items = list(pystac.Catalog.from_file(location).get_items(recursive=True))
+        items = list(pystac.Catalog.from_file(location, stac_io=reader).get_items(recursive=True))
+        if read is not None:
+            read += reader.files
+    except LcflowError:
+        raise
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise LcflowError(f"STAC catalog {shown} (or a file it links) is not JSON: {exc}") from exc
     except (pystac.STACError, pystac.STACTypeError, KeyError, TypeError, ValueError, OSError) as exc:
+        cause = exc
+        while cause is not None and not isinstance(cause, LcflowError):  # pystac wraps what its reader refused
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise cause from None
         raise LcflowError(f"STAC catalog {shown} cannot be read as a STAC catalog "
                           f"({type(exc).__name__}: {redact(str(exc))})") from exc
     for item in items:
         item.make_asset_hrefs_absolute()
+        if is_url(location):
+            local = [key for key, asset in item.assets.items()
+                     if "://" not in str(asset.href) or str(asset.href).startswith("file:")]
+            if local:
+                raise LcflowError(f"STAC catalog {shown}: item {item.id} asset {local[0]} is the local file "
+                                  f"{redact(str(item.assets[local[0]].href))}: a remote catalogue's assets must be remote")
         yield item
+
+
+def product_level(item: pystac.Item) -> str | None:
+    """The processing level an item says it is (``2A``, ``1C``), from its product type or level."""
+    p = item.properties
+    for key in ("s2:product_type", "product:type", "processing:level"):
+        value = str(p.get(key) or "").upper()
+        for level in ("2A", "1C"):
+            if value.endswith(level):
+                return level
+    return None
+
+
+def wanted_level(collection: str) -> str | None:
+    """The processing level a collection's name promises (``sentinel-2-l2a`` -> ``2A``)."""
+    name = collection.lower()
+    return "2A" if "l2a" in name else "1C" if "l1c" in name else None
+
+
+def other_collection(item: pystac.Item, collection: str) -> str | None:
+    """Why a static catalogue's item is not of ``collection`` (its collection, or for an item without one
+    its product type), or None where it is."""
+    if item.collection_id and item.collection_id != collection:
+        return f"collection {item.collection_id}, not {collection}"
+    level, found = wanted_level(collection), product_level(item)
+    if level and found and found != level:
+        return f"product type L{found}, not {collection}"
+    return None
 
 
 def tile_query(url: str, tile: str) -> dict[str, Any] | None:
@@ -153,8 +200,15 @@ def run(tile: str, year: int, out: str | Path, *, catalog: str | None = None, ap
     mgrs.check_tile(tile)
     if bool(catalog) == bool(api):
         raise LcflowError("give exactly one of a local STAC catalog (stac.catalog) or a STAC API URL (stac.api)")
+    refuse_secrets(str(catalog or api), "STAC catalog" if catalog else "STAC API")
+    other: list[dict[str, str]] = []
     if catalog:
-        items = select(from_catalog(catalog), tile, year, max_cloud_cover)
+        read: list[str] = []
+        items = select(from_catalog(catalog, read), tile, year, max_cloud_cover)
+        path_guard.check([path_guard.Named("--out", str(out), path_guard.OUTPUT_FILE),
+                          *(path_guard.Named("catalogue file", f, path_guard.INPUT_FILE) for f in read)])
+        other = [{"id": i.id, "reason": why} for i in items if (why := other_collection(i, collection))]
+        items = [i for i in items if not other_collection(i, collection)]
     else:
         try:
             items = select(from_api(api, collection, tile, year, max_cloud_cover), tile, year, max_cloud_cover)
@@ -165,15 +219,40 @@ def run(tile: str, year: int, out: str | Path, *, catalog: str | None = None, ap
             raise LcflowError(f"STAC search of tile {tile} {year} at {redact(api)} (collection {collection}) failed: "
                               f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}") from exc
     where = redact(str(catalog or api))
+    if other:
+        log.warning("tile %s %s: %d item(s) of the catalogue left out, not of collection %s: %s", tile, year,
+                    len(other), collection, "; ".join(f"{d['id']} ({d['reason']})" for d in other[:5]))
     if not items:
-        raise LcflowError(f"no Sentinel-2 item for tile {tile} in {year} (cloud cover <= {max_cloud_cover}) in {where}")
+        left_out = f"; {len(other)} item(s) of other collections or product types left out" if other else ""
+        raise LcflowError(f"no Sentinel-2 item for tile {tile} in {year} (cloud cover <= {max_cloud_cover}) in "
+                          f"{where}{left_out}")
     items, dropped = dedupe(items)
+    cleaned = _without_credentials(items)
+    if cleaned:
+        log.warning("tile %s %s: %d href(s) carried a user name, password or query string, which the manifest leaves "
+                    "out: give credentials as GDAL_HTTP_USERPWD, GDAL_HTTP_HEADERS or in ~/.netrc", tile, year, cleaned)
     source = {"catalog": where} if catalog else {"api": where, "collection": collection}
     manifest = pystac.ItemCollection(items, extra_fields={
         "lcflow:source": {**source, "tile": tile, "year": year, "max_cloud_cover": max_cloud_cover},
-        "lcflow:dropped": dropped})
+        "lcflow:dropped": dropped + other})
     write_text(out, json.dumps(manifest.to_dict(transform_hrefs=False), indent=1))
     return len(items)
+
+
+def _without_credentials(items: list[pystac.Item]) -> int:
+    """Cut user-info and query strings from every asset and link href of ``items``; how many were cut."""
+    changed = 0
+    for item in items:
+        for asset in item.assets.values():
+            clean = clean_href(asset.href)
+            changed += clean != asset.href
+            asset.href = clean
+        for link in item.links:
+            if isinstance(link.target, str):
+                clean = clean_href(link.target)
+                changed += clean != link.target
+                link.target = clean
+    return changed
 
 
 def read_manifest(path: str | Path) -> list[pystac.Item]:
