@@ -111,6 +111,23 @@ def _corine_copy(ctx: Ctx, value: int) -> str:
     return str(path)
 
 
+def _corine_half(ctx: Ctx) -> str:
+    """The demo's CORINE raster (grid codes, EPSG:3035) with no data east of the centre of 31UFT's small area."""
+    from rasterio.warp import transform
+
+    src = ctx.demo / "corine" / "clc_demo_3035.tif"
+    with rasterio.open(src) as ds:
+        profile, data = ds.profile, ds.read(1)
+        x0, y0, x1, y1 = SMALL_AOI["31UFT"]
+        xs, ys = transform("EPSG:32631", ds.crs, [(x0 + x1) / 2], [(y0 + y1) / 2])
+        _, col = ds.index(xs[0], ys[0])
+    data[:, col:] = profile["nodata"]
+    path = ctx.tmp / "clc_half.tif"
+    with rasterio.open(path, "w", **profile) as dst:
+        dst.write(data, 1)
+    return str(path)
+
+
 def _real_corine_config(cfg: dict, ctx: Ctx, corine: str) -> None:
     cfg["labels"]["corine"] = corine
 
@@ -238,6 +255,12 @@ CONFIG_CASES = [
              "the CORINE raster mixes grid codes (1..44: "),
     cfg_case("CORINE not covering the tile", lambda c, x: _real_corine_config(c, x, str(ROOT / "tests" / "data" / "clc_lanjaron_epsg3042.tif")),
              "clc_lanjaron_epsg3042.tif does not cover the area of tile 31UFT"),
+    cfg_case("CORINE covering a quarter of the tile area",
+             lambda c, x: _real_corine_config(c, x, str(x.demo / "corine" / "clc_demo_3035.tif")),
+             "gives no class to 76.0 % of the area of tile 31UFT (outside its coverage, no data or unclassified), "
+             "above labels.unlabelled_max (75 %)"),
+    cfg_case("unlabelled warning above the refusal", lambda c, x: c["labels"].update(unlabelled_warn=0.5, unlabelled_max=0.3),
+             "labels.unlabelled_warn = 0.5 is above labels.unlabelled_max = 0.3"),
     cfg_case("CORINE and reference both given", lambda c, x: c["labels"].update(reference="field.gpkg"),
              "labels: give corine (a CORINE raster or vector layer) or reference (your own labelled polygons or points), "
              "exactly one of them (given: corine, reference)"),
@@ -439,6 +462,19 @@ COMMAND_CASES = [
             "labels", "--reference", _demo_polygons(x, "LC"), "--code-column", "crop", "--mapping", x.tmp / "m.csv",
             "--grid", x.stages["cube2018"], "--out", x.out / "l.tif"))[1],
         "{tmp}/clc.gpkg has no column 'crop' (columns: LC)"),
+    Case("labels: CORINE covering half the tile", lambda x: x.lcflow(
+        "labels", "--corine", _corine_half(x), "--grid", x.stages["cube2018"], "--unlabelled-max", 0.3, "--out",
+        x.out / "l.tif"), "{tmp}/clc_half.tif gives no class to 56.0 % of the tile area"),
+    Case("cube: a manifest of another year", lambda x: x.lcflow(
+        "cube", "--items", x.stages["items2018"], "--tile", "31UFT", "--year", 2019, "--bounds", ",".join(map(str, SMALL)),
+        "--out", x.out / "c.tif", "--valid", x.out / "v.tif"), "items of the manifest were acquired in 2018, not 2019"),
+    Case("evaluate: a table without any observation", lambda x: x.lcflow(
+        "evaluate", "--model-dir", _trained_rf(x), "--samples",
+        _table(x, lambda d: d.assign(**{c: np.nan for c in d.columns if "_t" in c})), "--out", x.out / "m.json"),
+        "none of its 102 rows holds an observation (every band value is missing)"),
+    Case("evaluate: none of the model's classes", lambda x: x.lcflow(
+        "evaluate", "--model-dir", _trained_rf(x), "--samples", _table(x, lambda d: d.assign(label=d["label"] + 900)),
+        "--out", x.out / "m.json"), "is a class of the model (11, 21, 23, 31, 51): score it with a model trained"),
     Case("labels: points and polygons in one file", lambda x: x.lcflow(
         "labels", "--corine", _mixed_geometries(x), "--code-column", "LC", "--grid", x.stages["cube2018"],
         "--out", x.out / "l.tif"), "{tmp}/mixed.gpkg mixes points and polygons in the area of the tile: give them as two files"),
@@ -555,14 +591,14 @@ COMMAND_CASES = [
     Case("evaluate: a single-class table", lambda x: x.lcflow(
         "evaluate", "--model-dir", _trained_rf(x), "--samples", _table(x, lambda d: d.assign(label=21)),
         "--out", x.out / "m.json"), "{tmp}/t.parquet: only 1 class (21); at least 2 needed"),
-    Case("evaluate: not a model directory", lambda x: x.lcflow(
-        "evaluate", "--model-dir", x.tmp, "--samples", x.stages["samples2018"], "--out", x.out / "m.json"),
-        "{tmp} is not a trained model directory (no model.json)"),
+    Case("evaluate: not a model directory", lambda x: ((x.tmp / "empty").mkdir(), x.lcflow(
+        "evaluate", "--model-dir", x.tmp / "empty", "--samples", x.stages["samples2018"], "--out", x.out / "m.json"))[1],
+        "{tmp}/empty is not a trained model directory (no model.json)"),
     Case("evaluate: weights of another model", _swapped_weights,
          "model.skops is not the weights model.json was written with"),
     Case("predict: map and confidence the same file", lambda x: x.lcflow(
         "predict", "--model-dir", _trained_rf(x), "--cube", x.stages["cube2018"], "--out", x.out / "m.tif",
-        "--confidence", x.out / "m.tif"), "the map and the confidence map would be the same file"),
+        "--confidence", x.out / "m.tif"), "--out and --confidence name the same file {tmp}/out/m.tif"),
     Case("predict: a raster that is no cube", _not_a_cube, "labels.tif is not a cube written by lcflow cube"),
     Case("predict: a raster that is no cube leaves the earlier map as it was", _not_a_cube,
          "labels.tif is not a cube written by lcflow cube", state="unchanged",
@@ -617,7 +653,180 @@ COMMAND_CASES = [
          "sum to 1.3, not 1 (set in {tmp}/over.yaml)"),
 ]
 
-CASES = CONFIG_CASES + COMMAND_CASES
+# ------------------------------------------------------------------- outputs that are inputs (the guard)
+
+
+def _own(ctx: Ctx, key: str, name: str | None = None) -> Path:
+    """A copy of a stage's product in the case's directory, whose every byte the case guards."""
+    dst = ctx.tmp / (name or ctx.stages[key].name)
+    shutil.copy(ctx.stages[key], dst)
+    return dst
+
+
+def _own_catalog(ctx: Ctx) -> Path:
+    """The demo catalogue's JSON files (catalogue, collection, items) in the case's directory."""
+    src = ctx.demo / "catalog"
+    for f in src.rglob("*.json"):
+        (ctx.tmp / "catalog" / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, ctx.tmp / "catalog" / f.relative_to(src))
+    return ctx.tmp / "catalog" / "catalog.json"
+
+
+def _own_scene(ctx: Ctx) -> None:
+    """A manifest whose first item's red band is a file of the case's directory."""
+    shutil.copy(json.loads(ctx.stages["items2018"].read_text())["features"][0]["assets"]["red"]["href"],
+                ctx.tmp / "red.tif")
+    _manifest(ctx, lambda items, c: items[0]["assets"]["red"].update(href=str(c.tmp / "red.tif")))
+
+
+def _study(ctx: Ctx) -> None:
+    (ctx.tmp / "study").mkdir()
+    (ctx.tmp / "study" / "journal.log").write_text('{"op_code": 0, "worker_id": "w"}\n')
+
+
+def _with(*steps: Callable[[Ctx], object]) -> Callable[[Ctx], None]:
+    return lambda ctx: [step(ctx) for step in steps] and None
+
+
+def guard_case(name: str, setup: Callable[[Ctx], object], run: Callable[[Ctx], tuple[int, list[str]]],
+               message: str) -> Case:
+    """A command whose output would destroy one of its inputs: refused before any work, every file of the
+    case's directory byte for byte as before."""
+    return Case(f"guard: {name}", run, message, state="unchanged", setup=_with(setup), guards="tmp")
+
+
+def _samples_and_model(ctx: Ctx) -> None:
+    _own(ctx, "samples2018", "s.parquet")
+    _trained_rf(ctx)
+
+
+GUARD_CASES = [
+    guard_case("evaluate --out is the samples table", _samples_and_model, lambda x: x.lcflow(
+        "evaluate", "--model-dir", x.tmp / "model", "--samples", x.tmp / "s.parquet", "--out", x.tmp / "s.parquet"),
+        "--out {tmp}/s.parquet is the input --samples {tmp}/s.parquet"),
+    guard_case("evaluate --out a symbolic link to the samples table",
+               _with(_samples_and_model, lambda x: (x.tmp / "m.json").symlink_to(x.tmp / "s.parquet")),
+               lambda x: x.lcflow("evaluate", "--model-dir", x.tmp / "model", "--samples", x.tmp / "s.parquet",
+                                  "--out", x.tmp / "m.json"),
+               "--out {tmp}/m.json is the input --samples {tmp}/s.parquet"),
+    guard_case("evaluate --out the model's metrics", _samples_and_model, lambda x: x.lcflow(
+        "evaluate", "--model-dir", x.tmp / "model", "--samples", x.tmp / "s.parquet", "--out",
+        x.tmp / "model" / "metrics.json"), "--out {tmp}/model/metrics.json lies inside the input directory --model-dir"),
+    guard_case("labels --out a hard link of the grid",
+               _with(lambda x: _own(x, "cube2018", "cube.tif"), lambda x: os.link(x.tmp / "cube.tif", x.tmp / "l.tif")),
+               lambda x: x.lcflow("labels", "--corine", x.demo / "corine" / "clc_demo_3035.tif", "--grid",
+                                  x.tmp / "cube.tif", "--out", x.tmp / "l.tif"),
+               "--out {tmp}/l.tif is the input --grid {tmp}/cube.tif"),
+    guard_case("search --out is the catalog", _own_catalog, lambda x: x.lcflow(
+        "search", "--tile", "31UFT", "--year", 2018, "--catalog", x.tmp / "catalog" / "catalog.json",
+        "--out", x.tmp / "catalog" / "catalog.json"), "--out {tmp}/catalog/catalog.json is the input --catalog"),
+    guard_case("search --out is an item of the catalog", _own_catalog, lambda x: x.lcflow(
+        "search", "--tile", "31UFT", "--year", 2018, "--catalog", x.tmp / "catalog" / "catalog.json", "--out",
+        sorted((x.tmp / "catalog").rglob("S2*_31UFT_2018*_L2A.json"))[0]),
+        "is the input catalogue file {tmp}/catalog/sentinel-2-l2a/S2A_31UFT_20180118_0_L2A/"),
+    guard_case("cube --out is the manifest", lambda x: _own(x, "items2018"), lambda x: x.lcflow(
+        "cube", "--items", x.tmp / "items.json", "--tile", "31UFT", "--year", 2018, "--out", x.tmp / "items.json",
+        "--valid", x.tmp / "v.tif"), "--out {tmp}/items.json is the input --items {tmp}/items.json"),
+    guard_case("cube --out and --valid one file", lambda x: _own(x, "items2018"), lambda x: x.lcflow(
+        "cube", "--items", x.tmp / "items.json", "--tile", "31UFT", "--year", 2018, "--out", x.tmp / "c.tif",
+        "--valid", x.tmp / "c.tif"), "--out and --valid name the same file {tmp}/c.tif"),
+    guard_case("cube --out is a scene of the manifest", _own_scene, lambda x: x.lcflow(
+        "cube", "--items", x.tmp / "items.json", "--tile", "31UFT", "--year", 2018, "--bands", "B04", "--out",
+        x.tmp / "red.tif", "--valid", x.tmp / "v.tif"), "--out {tmp}/red.tif is the input asset red of item"),
+    guard_case("predict --out is the cube", _with(lambda x: _own(x, "cube2018"), _trained_rf), lambda x: x.lcflow(
+        "predict", "--model-dir", x.tmp / "model", "--cube", x.tmp / "cube.tif", "--out", x.tmp / "cube.tif",
+        "--confidence", x.tmp / "c.tif"), "--out {tmp}/cube.tif is the input --cube {tmp}/cube.tif"),
+    guard_case("predict --timing is the model's model.json", _with(lambda x: _own(x, "cube2018"), _trained_rf),
+               lambda x: x.lcflow("predict", "--model-dir", x.tmp / "model", "--cube", x.tmp / "cube.tif", "--out",
+                                  x.tmp / "m.tif", "--confidence", x.tmp / "c.tif", "--timing",
+                                  x.tmp / "model" / "model.json"),
+               "--timing {tmp}/model/model.json lies inside the input directory --model-dir {tmp}/model"),
+    guard_case("predict --confidence is the model's weights", _with(lambda x: _own(x, "cube2018"), _trained_rf),
+               lambda x: x.lcflow("predict", "--model-dir", x.tmp / "model", "--cube", x.tmp / "cube.tif", "--out",
+                                  x.tmp / "m.tif", "--confidence", x.tmp / "model" / "model.skops"),
+               "--confidence {tmp}/model/model.skops lies inside the input directory --model-dir"),
+    guard_case("assess --out is the map", _with(lambda x: _own(x, "labels", "map.tif"), _trained_rf), lambda x: x.lcflow(
+        "assess", "--model-dir", x.tmp / "model", "--samples", x.stages["samples2018"], "--map", x.tmp / "map.tif",
+        "--out", x.tmp / "map.tif"), "--out {tmp}/map.tif is the input --map {tmp}/map.tif"),
+    guard_case("assess --figure is the samples table", _samples_and_model, lambda x: x.lcflow(
+        "assess", "--model-dir", x.tmp / "model", "--samples", x.tmp / "s.parquet", "--map", x.stages["labels"],
+        "--figure", x.tmp / "s.parquet", "--out", x.tmp / "a.json"),
+        "--figure {tmp}/s.parquet is the input --samples {tmp}/s.parquet"),
+    guard_case("stac-item --out is the map", _with(lambda x: _own(x, "labels", "map.tif"), lambda x: _own(x, "items2018"),
+                                                   _trained_rf), lambda x: x.lcflow(
+        "stac-item", "--map", x.tmp / "map.tif", "--confidence", x.tmp / "map.tif", "--year", 2018, "--model-dir",
+        x.tmp / "model", "--manifest", x.tmp / "items.json", "--tile", "31UFT", "--catalog", x.tmp / "catalog.json",
+        "--out", x.tmp / "map.tif"), "--out {tmp}/map.tif is the input --map {tmp}/map.tif"),
+    guard_case("stac-item --out is the manifest", _with(lambda x: _own(x, "labels", "map.tif"),
+                                                        lambda x: _own(x, "items2018"), _trained_rf), lambda x: x.lcflow(
+        "stac-item", "--map", x.tmp / "map.tif", "--confidence", x.tmp / "map.tif", "--year", 2018, "--model-dir",
+        x.tmp / "model", "--manifest", x.tmp / "items.json", "--tile", "31UFT", "--catalog", x.tmp / "catalog.json",
+        "--out", x.tmp / "items.json"), "--out {tmp}/items.json is the input --manifest {tmp}/items.json"),
+    guard_case("stac-catalog --out is an item", lambda x: (x.tmp / "item.json").write_text("{}"), lambda x: x.lcflow(
+        "stac-catalog", "--items", x.tmp / "item.json", "--out", x.tmp / "item.json"),
+        "--out {tmp}/item.json is the input --items {tmp}/item.json"),
+    guard_case("quicklook --out is the map", lambda x: _own(x, "labels", "map.tif"), lambda x: x.lcflow(
+        "quicklook", "--map", x.tmp / "map.tif", "--confidence", x.tmp / "map.tif", "--out", x.tmp / "map.tif"),
+        "--out {tmp}/map.tif is the input --map {tmp}/map.tif"),
+    guard_case("learning-curve --out is the history", lambda x: (x.tmp / "history.csv").write_text("round\n1\n"),
+               lambda x: x.lcflow("learning-curve", "--history", x.tmp / "history.csv", "--out", x.tmp / "history.csv"),
+               "--out {tmp}/history.csv is the input --history {tmp}/history.csv"),
+    guard_case("summarize --out is an assessment", lambda x: (x.tmp / "a.json").write_text("{}"), lambda x: x.lcflow(
+        "summarize", "--assessments", x.tmp / "a.json", "--out", x.tmp / "a.json"),
+        "--out {tmp}/a.json is the input --assessments {tmp}/a.json"),
+    guard_case("compare-models --figure inside a model", _trained_rf, lambda x: x.lcflow(
+        "compare-models", "--assessments", x.tmp / "a.json", "--models", x.tmp / "model", "--out", x.tmp / "c.tsv",
+        "--figure", x.tmp / "model" / "c.png"), "--figure {tmp}/model/c.png lies inside the input directory --models"),
+    guard_case("tune-summary --out is the study's journal", _study, lambda x: x.lcflow(
+        "tune-summary", "--study", x.tmp / "study", "--out", x.tmp / "study" / "journal.log"),
+        "--out {tmp}/study/journal.log is journal.log of the input --study {tmp}/study"),
+    guard_case("tune-summary --out where its trials table goes", _study, lambda x: x.lcflow(
+        "tune-summary", "--study", x.tmp / "study", "--out", x.tmp / "study" / "trials.csv"),
+        "--out and --out's trials.csv name the same file {tmp}/study/trials.csv"),
+    guard_case("tune --out is the study's journal", _study, lambda x: x.lcflow(
+        "tune", "--model", "rf", "--samples", x.stages["samples2018"], "--study", x.tmp / "study", "--trials", 1,
+        "--out", x.tmp / "study" / "journal.log"), "--out {tmp}/study/journal.log is journal.log of the input --study"),
+    guard_case("train --out is the samples table", lambda x: _own(x, "samples2018", "s.parquet"), lambda x: x.lcflow(
+        "train", "--model", "rf", "--samples", x.tmp / "s.parquet", "--out", x.tmp / "s.parquet"),
+        "--out {tmp}/s.parquet is a file, not a directory: name a directory to write into"),
+    guard_case("train with its samples inside --out", lambda x: (x.tmp / "m").mkdir() or _own(x, "samples2018", "m/s.parquet"),
+               lambda x: x.lcflow("train", "--model", "rf", "--samples", x.tmp / "m" / "s.parquet", "--out", x.tmp / "m"),
+               "the input --samples {tmp}/m/s.parquet lies inside the output directory --out {tmp}/m"),
+    guard_case("design-sample --out is a directory", lambda x: (x.tmp / "points").mkdir() or _own(x, "labels", "map.tif"),
+               lambda x: x.lcflow("design-sample", "--map", x.tmp / "map.tif", "--out", x.tmp / "points"),
+               "--out {tmp}/points is a directory, not a file: name the file to write"),
+    guard_case("sample --out is the labels", lambda x: _own(x, "labels"), lambda x: x.lcflow(
+        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.tmp / "labels.tif",
+        "--tile", "31UFT", "--year", 2018, "--out", x.tmp / "labels.tif"),
+        "--out {tmp}/labels.tif is the input --labels {tmp}/labels.tif"),
+    guard_case("blend --out is a member", _with(_trained_rf, lambda x: _trained_rf(x, "other")), lambda x: x.lcflow(
+        "blend", "--members", x.tmp / "model", x.tmp / "other", "--out", x.tmp / "model"),
+        "--out {tmp}/model is the input --members {tmp}/model"),
+    guard_case("blend-maps --out is a member's probabilities", lambda x: _own(x, "labels", "p.tif"), lambda x: x.lcflow(
+        "blend-maps", "--model-dir", x.tmp / "blend", "--member-probabilities", x.tmp / "p.tif", "--out", x.tmp / "p.tif",
+        "--confidence", x.tmp / "c.tif"), "--out {tmp}/p.tif is the input --member-probabilities {tmp}/p.tif"),
+    guard_case("consistent-maps --changes is a year's probabilities", lambda x: _own(x, "labels", "p.tif"),
+               lambda x: x.lcflow("consistent-maps", "--probabilities", x.tmp / "p.tif", x.tmp / "q.tif", "--years",
+                                  2018, 2019, "--out", x.tmp / "m18.tif", x.tmp / "m19.tif", "--confidence",
+                                  x.tmp / "c18.tif", x.tmp / "c19.tif", "--changes", x.tmp / "p.tif", "--summary",
+                                  x.tmp / "s.json"),
+               "--changes {tmp}/p.tif is the input --probabilities {tmp}/p.tif"),
+    guard_case("summarize-changes --out is a summary", lambda x: (x.tmp / "s.json").write_text("{}"), lambda x: x.lcflow(
+        "summarize-changes", "--summaries", x.tmp / "s.json", "--out", x.tmp / "s.json"),
+        "--out {tmp}/s.json is the input --summaries {tmp}/s.json"),
+    guard_case("change-figure --out is the summary", lambda x: (x.tmp / "s.json").write_text("{}"), lambda x: x.lcflow(
+        "change-figure", "--change", x.tmp / "ch.tif", "--summary", x.tmp / "s.json", "--out", x.tmp / "s.json"),
+        "--out {tmp}/s.json is the input --summary {tmp}/s.json"),
+    guard_case("label-reference --out is the points", lambda x: (x.tmp / "p.gpkg").write_text("x"), lambda x: x.lcflow(
+        "label-reference", "--points", x.tmp / "p.gpkg", "--truth", x.tmp / "t.tif", "--out", x.tmp / "p.gpkg"),
+        "--out {tmp}/p.gpkg is the input --points {tmp}/p.gpkg"),
+    guard_case("job-resources --out inside the benchmarks folder",
+               lambda x: (x.tmp / "bench").mkdir() or (x.tmp / "bench" / "a.tsv").write_text("s\n1\n"),
+               lambda x: x.lcflow("job-resources", "--benchmarks", x.tmp / "bench", "--out", x.tmp / "bench" / "r.tsv"),
+               "--out {tmp}/bench/r.tsv lies inside the input directory --benchmarks {tmp}/bench"),
+]
+
+CASES = CONFIG_CASES + COMMAND_CASES + GUARD_CASES
 
 
 def _snapshot(root: Path) -> dict[str, str]:
@@ -868,15 +1077,23 @@ def test_a_crash_while_writing_weights_leaves_no_half_model(stages, tmp_path, mo
 
 
 def test_a_killed_writer_leaves_staging_files_that_the_next_run_removes(stages, tmp_path):
+    from lcflow.common.atomic import staging_prefix
     from lcflow.retrieve import cube
 
-    stale_dir, stale_file = tmp_path / ".cube.tif.k1ll3d", tmp_path / ".valid.tif.x7.tif"
-    stale_dir.mkdir()
-    (stale_dir / "stage.tif").write_bytes(b"\0" * 1000)
+    stale_dir = tmp_path / f"{staging_prefix(tmp_path / 'cube.tif')}4242-k1ll3d00"
+    stale_file = tmp_path / f"{staging_prefix(tmp_path / 'valid.tif')}4242-x7x7x7x7.tif"
+    ranks = tmp_path / f"{staging_prefix(tmp_path / 'cube.tif')}ranks"
+    users = [tmp_path / ".cube.tif.swp", tmp_path / ".valid.tif.k1ll3d"]  # a user's own files beside the outputs
+    for d in (stale_dir, ranks):
+        d.mkdir()
+        (d / "stage.tif").write_bytes(b"\0" * 1000)
     stale_file.write_bytes(b"\0")
+    for f in users:
+        f.write_text("mine")
     cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "cube.tif", tmp_path / "valid.tif", bands=["B04"],
              bounds=SMALL)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cube.tif", "valid.tif"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["cube.tif", "valid.tif", *(f.name for f in users)])
+    assert all(f.read_text() == "mine" for f in users)
 
 
 def test_a_set_of_outputs_is_published_whole_or_not_at_all(tmp_path, monkeypatch):
@@ -928,6 +1145,8 @@ def test_outputs_follow_the_umask(mask, mode, stages, tmp_path):
 def test_a_cancelled_cube_job_leaves_nothing(stages, tmp_path):
     """SIGTERM (scancel, Snakemake cancelling) unwinds: no cube, no staging directory."""
     import signal
+
+    from lcflow.common.atomic import staging_prefix
     import subprocess
     import sys
     import time
@@ -938,9 +1157,10 @@ def test_a_cancelled_cube_job_leaves_nothing(stages, tmp_path):
                              "--out", str(tmp_path / "cube.tif"), "--valid", str(tmp_path / "valid.tif")],
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while time.time() < deadline and not list(tmp_path.glob(".cube.tif.*/stage.tif")):
+    staging = f"{staging_prefix(tmp_path / 'cube.tif')}*/stage.tif"
+    while time.time() < deadline and not list(tmp_path.glob(staging)):
         time.sleep(0.05)
-    assert list(tmp_path.glob(".cube.tif.*/stage.tif")), "the cube never started"
+    assert list(tmp_path.glob(staging)), "the cube never started"
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
@@ -983,6 +1203,58 @@ def test_rows_without_any_observation_are_left_out_with_a_warning(stages, tmp_pa
     assert metrics["n_train"] == int((frame["split"] == "train").sum()) - 7
     assert any("7 of" in r.getMessage() and "train rows have no observation at all" in r.getMessage()
                for r in caplog.records)
+
+
+def test_rows_a_score_counts_as_wrong_are_said_with_their_number(stages, tmp_path, caplog):
+    """Test rows without observation and rows of classes the model does not know count as wrong in a score:
+    the log says how many, by class, for evaluate and for training's closing test score."""
+    from lcflow.train import saved_models, training
+
+    frame = pd.read_parquet(stages["samples2018"])
+    bands = [c for c in frame.columns if "_t" in c]
+    test = frame.index[frame["split"] == "test"]
+    frame.loc[test[:4], bands] = np.nan
+    frame.loc[test[4:7], "label"] = 99
+    frame.to_parquet(tmp_path / "t.parquet")
+    with caplog.at_level("WARNING", logger="lcflow"):
+        metrics = training.train("rf", [str(tmp_path / "t.parquet")], tmp_path / "rf", {"n_estimators": 10})
+        result = saved_models.evaluate(tmp_path / "rf", [str(tmp_path / "t.parquet")], tmp_path / "m.json")
+    said = [r.getMessage() for r in caplog.records]
+    source = f"the test rows of {tmp_path}/t.parquet"
+    for score in (metrics["test"], result):
+        assert score["n_without_observation"] == 4 and score["n_unknown_class"] == 3
+    assert said.count(f"{source}: 4 of {len(test)} rows have no observation at all, and count as wrong") == 2, said
+    assert said.count(f"{source}: 3 of {len(test)} rows are of classes the model does not know (99 (3 rows)), and "
+                      "count as wrong") == 2, said
+
+
+def test_corine_leaving_part_of_a_tile_unlabelled_is_said_before_any_job(demo, stages, tmp_path, caplog):
+    """Labels from a CORINE raster that covers half a tile: the labels job and check-config warn with the
+    share, and refuse it above labels.unlabelled_max."""
+    from lcflow import config
+    from lcflow.labels import alignment, nomenclature
+
+    ctx = Ctx(tmp_path, demo, stages, None)
+    half = _corine_half(ctx)
+    with caplog.at_level("WARNING", logger="lcflow"):
+        alignment.run(half, stages["cube2018"], tmp_path / "labels.tif", nomenclature.clc_level(2))
+    assert any(f"CORINE raster {half} gives no class to 56.0 % of the tile area" in r.getMessage() and
+               "above labels.unlabelled_warn (25 %)" in r.getMessage() for r in caplog.records)
+    cfg = copy.deepcopy(DEMO)
+    cfg.pop("demo")
+    cfg["tiles"], cfg["aoi"] = ["31UFT"], {"31UFT": SMALL_AOI["31UFT"]}
+    cfg["stac"] = {"catalog": str(demo / "catalog" / "catalog.json")}
+    cfg["labels"]["corine"] = half
+    cfg.pop("assess", None)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="lcflow"):
+        config.check(cfg, SCHEMA, base=tmp_path)
+    assert any("gives no class to 5" in r.getMessage() and "% of the area of tile 31UFT" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    cfg["labels"]["unlabelled_max"] = 0.4
+    with pytest.raises(LcflowError, match=r"config: labels.corine: CORINE raster .* gives no class to 5\d.\d % of the "
+                                          r"area of tile 31UFT .*above labels.unlabelled_max \(40 %\)"):
+        config.check(cfg, SCHEMA, base=tmp_path)
 
 
 def test_a_number_yaml_reads_as_text_is_still_a_number():

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from lcflow.common import path_guard
 from lcflow.common.yaml_files import load_file
 from lcflow.defaults import SCHEMA, SafeLoader
 from lcflow.errors import LcflowError
 from lcflow.retrieve import indices as spectral_indices
 from lcflow.retrieve import mgrs
-from lcflow.retrieve.remote import is_url
+from lcflow.retrieve.remote import is_url, refuse_secrets
 from lcflow.train import hyperparameters
 from lcflow.train.models import PATCH as PATCH_MODELS
 
@@ -152,7 +153,24 @@ def _validator(schema_path: Path, version: int) -> jsonschema.Draft202012Validat
     return jsonschema.Draft202012Validator(yaml.load(schema_path.read_text(), Loader=SafeLoader))
 
 
+def _refuse_secrets(node: Any, path: tuple = ()) -> None:
+    """No URL in the config carries credentials: the config reaches job command lines and Snakemake's logs.
+    Checked first, so that no later message repeats a secret."""
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            _refuse_secrets(v, path + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _refuse_secrets(v, path + (i,))
+    elif isinstance(node, str) and "://" in node:
+        try:
+            refuse_secrets(node, _where(path))
+        except LcflowError as exc:
+            raise _Bad(path, str(exc)) from None
+
+
 def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: dt.date | None) -> None:
+    _refuse_secrets(config)
     schema_path = Path(schema_path).resolve()
     validator = _validator(schema_path, schema_path.stat().st_mtime_ns)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
@@ -207,6 +225,10 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
     if len(given) != 1:
         raise _Bad(("labels",), "labels: give corine (a CORINE raster or vector layer) or reference (your own labelled "
                    f"polygons or points), exactly one of them (given: {', '.join(given) or 'neither'})")
+    warn, most = labels_cfg.get("unlabelled_warn", 0), labels_cfg.get("unlabelled_max", 1)
+    if warn > most:
+        raise _Bad(("labels", "unlabelled_warn"), f"labels.unlabelled_warn = {warn:g} is above labels.unlabelled_max "
+                   f"= {most:g}")
     if given == ["reference"] and not labels_cfg.get("mapping"):
         raise _Bad(("labels", "reference"), "labels.reference needs labels.mapping: the nomenclature file that maps "
                    "its codes to classes")
@@ -295,12 +317,16 @@ def _check_labels(base: Path, config: dict[str, Any], key: str) -> None:
         raise _Bad(("labels", "mapping"), f"labels.mapping: {exc}") from None
     source = labels.LabelSource(base / cfg[key], corine=key == "corine", code_column=cfg.get("code_column"),
                                 layer=cfg.get("layer"), resampling=cfg.get("resampling", "auto"))
+    unlabelled = labels.Unlabelled(cfg.get("unlabelled_warn", labels.Unlabelled.warn),
+                                   cfg.get("unlabelled_max", labels.Unlabelled.max))
     aoi = config.get("aoi") or {}
     for tile in config["tiles"]:
         area = aoi.get(tile) or mgrs.tile_bounds(tile)
         try:
             present = labels.codes_in_area(source, mgrs.tile_epsg(tile), area, where=f"tile {tile}")
             nomen.check_covers(present, f"{source.path} in tile {tile}")
+            unlabelled.check(labels.unlabelled_share(source, mgrs.tile_epsg(tile), area, f"tile {tile}"), source,
+                             f"the area of tile {tile}")
         except LcflowError as exc:
             raise _Bad(("labels", key), f"labels.{key}: {exc}") from None
     change = cfg.get("change")
@@ -334,7 +360,7 @@ def cmd_check_config(a) -> None:
 def register(command) -> None:
     """``lcflow check-config``; ``command(name, help, **kw)`` makes its sub-parser."""
     p = command("check-config", "check a workflow configuration as the workflow does before any job")
-    p.add_argument("--configfile", nargs="+", help="config file(s), merged in order (default: config/config.yaml "
+    p.add_argument("--configfile", nargs="+", type=path_guard.input_file, help="config file(s), merged in order (default: config/config.yaml "
                                                     "of this checkout)")
     p.add_argument("--directory", default=".", help="directory the config's relative paths start from")
     p.set_defaults(func=cmd_check_config)

@@ -15,11 +15,12 @@ rule labels:
         source=label_source_args,
         nomenclature=nomenclature_args(),
         resampling=LABELS.get("resampling", "auto"),
+        unlabelled=f"--unlabelled-warn {LABELS.get('unlabelled_warn', 0.25)} --unlabelled-max {LABELS.get('unlabelled_max', 0.75)}",
     conda:
         ENV
     shell:
         "lcflow -v labels {params.source} --grid {input.grid:q} --resampling {params.resampling}"
-        " {params.nomenclature}"
+        " {params.nomenclature} {params.unlabelled}"
         " --out {output:q} > {log:q} 2>&1"
 
 

@@ -132,7 +132,7 @@ def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: s
     if reference is not None:
         result["reference"] = against_reference(map_path, reference, reference_column, nomenclature)
     if len(test.frame):
-        result["test_samples"] = {**evaluate_table(trained, test),
+        result["test_samples"] = {**evaluate_table(trained, test, f"the test rows of {samples}"),
                                   "what": "agreement with the training labels on held-out samples, not map accuracy"}
     if truth is not None:
         if nomenclature is None:

@@ -19,6 +19,7 @@ from rasterio.warp import Resampling, reproject, transform_bounds
 from rasterio.windows import Window, from_bounds
 
 from lcflow.common.raster import Grid, write_cog
+from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels import vector as vector_labels
 from lcflow.labels.nomenclature import CLC_NOT_A_CLASS, Nomenclature, clc_codes_from_raster, clc_legend
@@ -212,18 +213,52 @@ def change_mask(change: str | Path, grid: Grid, where: str = "the tile", layer: 
     return out > 0
 
 
+@dataclass(frozen=True)
+class Unlabelled:
+    """How much of a tile CORINE may leave without a class: a warning above ``warn``, refused above ``max``
+    (a raster that covers part of the tile, or holds no data there, would train and map on that part only)."""
+
+    warn: float = default("labels.unlabelled_warn")
+    max: float = default("labels.unlabelled_max")
+
+    def check(self, share: float, source: "LabelSource", where: str) -> None:
+        if not source.corine:
+            return  # reference data label parts of a tile by nature
+        said = (f"{source.what} {source.path} gives no class to {100 * share:.1f} % of {where} (outside its coverage, "
+                "no data or unclassified)")
+        if share > self.max:
+            raise LcflowError(f"{said}, above labels.unlabelled_max ({100 * self.max:g} %): give a CORINE file that "
+                              "covers the tile, or raise the share")
+        if share > self.warn:
+            log.warning("%s, above labels.unlabelled_warn (%g %%): only the rest is sampled and assessed", said,
+                        100 * self.warn)
+
+
+def unlabelled_share(source: LabelSource, crs, bounds, where: str) -> float:
+    """The share of an area the source gives no class, read on a grid of at most 200 x 200 cells of at least
+    CORINE's 100 m: the check before any job, without reading the source at the tile's resolution."""
+    side = max(bounds[2] - bounds[0], bounds[3] - bounds[1])
+    cells = min(200, max(1, int(side // 100)))  # a side's cells: the grid ends on the area's edges
+    grid = Grid.from_bounds(crs, tuple(bounds), side / cells)
+    codes, _ = source_on_grid(source, grid, where)
+    return float((codes == NO_CODE).mean())
+
+
 def run(source: "LabelSource | str | Path", grid_of: str | Path, out: str | Path, nomenclature: Nomenclature,
-        change: str | Path | None = None, change_layer: str | None = None) -> np.ndarray:
+        change: str | Path | None = None, change_layer: str | None = None,
+        unlabelled: Unlabelled = Unlabelled()) -> np.ndarray:
     """Write the class raster of one tile, on the grid of ``grid_of`` (its cube); return the classes.
 
     Every source code on the grid must be mapped or ignored by the nomenclature (checked before writing);
-    pixels of ``change`` (a CLC change layer) are left unlabelled."""
+    pixels of ``change`` (a CLC change layer) are left unlabelled; CORINE leaving more of the tile without
+    a class than ``unlabelled`` allows is refused, or warned about."""
     source = _source(source)
     grid = Grid.of(grid_of)
     codes, record = source_on_grid(source, grid)
     present = codes[codes != NO_CODE]
     if present.size == 0:
         raise LcflowError(f"{source.what} {source.path} has no class inside the tile area {grid.bounds} ({grid.crs})")
+    unlabelled.check(1 - present.size / codes.size, source, f"the tile area {list(grid.bounds)}")
     values, counts = np.unique(present, return_counts=True)
     nomenclature.check_covers(dict(zip(values.tolist(), counts.tolist())), f"{source.path} in the tile area")
     if change is not None:

@@ -139,7 +139,7 @@ def make(member_dirs: list[str | Path], out: str | Path, sample_paths: list[str]
         for split in ("val", "test"):
             part = table.split(split)
             if len(part.frame):
-                metrics[split] = evaluate_table(blended, part)
+                metrics[split] = evaluate_table(blended, part, f"the {split} rows of {', '.join(map(str, sample_paths))}")
                 log.info("blend of %s: %s OA %.4f on %d rows", ", ".join(metrics["members"]), split,
                          metrics[split]["overall_accuracy"], len(part.frame))
     out.mkdir(parents=True, exist_ok=True)

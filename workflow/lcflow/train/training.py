@@ -231,7 +231,7 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
                           "source": "out-of-bag samples"}
     test_part = table.split("test") if "split" in table.frame.columns else None
     if test_part is not None and len(test_part.frame):
-        metrics["test"] = evaluate_table(trained, test_part)
+        metrics["test"] = evaluate_table(trained, test_part, f"the test rows of {data.names}")
     publish(out, trained, history, metrics)
     for done in (CHECKPOINT, REFIT_CHECKPOINT):
         (out / done).unlink(missing_ok=True)  # finished: a later run starts afresh
