@@ -18,9 +18,18 @@ def test_local_launcher_is_taken_as_given():
 
 def test_mpi_job_repeats_its_task_layout_to_srun():
     res = {"mpi": "srun --mpi=pmix", "nodes": 2, "tasks_per_node": 4, "cpus_per_task": 12, "launcher": "env"}
-    assert launch.command(res) == "srun --mpi=pmix --nodes=2 --ntasks-per-node=4 --cpus-per-task=12"
+    assert launch.command(res) == "srun --mpi=pmix --kill-on-bad-exit=1 --nodes=2 --ntasks-per-node=4 --cpus-per-task=12"
     assert launch.threads_per_rank(res) == 12
-    assert launch.command({"mpi": "srun --mpi=pmix", "tasks": 3}) == "srun --mpi=pmix --ntasks=3"
+    assert launch.command({"mpi": "srun --mpi=pmix", "tasks": 3}) == "srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=3"
+
+
+def test_a_rank_that_fails_ends_a_slurm_step_but_a_site_s_own_setting_stays():
+    """srun waits for the step's other tasks when one exits with an error unless told to kill them: every
+    srun launcher line says so, except where the site's MPI value already decides it."""
+    assert launch.command({"mpi": "env X=1 srun --mpi=pmix", "tasks": 2}) == \
+        "env X=1 srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=2"
+    assert launch.command({"mpi": "srun -K0 --mpi=pmix", "tasks": 2}) == "srun -K0 --mpi=pmix --ntasks=2"
+    assert launch.command({"mpi": "mpirun", "tasks": 2}) == "mpirun --ntasks=2"
 
 
 @pytest.mark.parametrize("res", [{"mpi": "srun"}, {"mpi": "srun", "tasks": 2, "tasks_per_node": 2}])

@@ -95,3 +95,136 @@ def test_elastic_training_under_the_torch_backend_is_refused_before_any_step():
     x, y = np.zeros((8, 3, 2), np.float32), np.arange(8) % 2
     with pytest.raises(LcflowError, match="elastic training is Horovod's"):
         deep.fit(Network(2, 2, 4, 1, False, 0.0), x, y, None, None, 2, cfg, comm=TorchRanks())
+
+
+# ------------------------------------------------------------- ranks started as srun starts them, failing
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _srun_rank(rank: int, port: int, args: list[str], program: list[str] | None = None):
+    """``lcflow ARGS`` as rank ``rank`` of a two-task Slurm step: the variables srun sets, no launcher above."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "PMI", "HOROVOD_"))}
+    env.update(SLURM_PROCID=str(rank), SLURM_STEP_ID="0", SLURM_STEP_NUM_TASKS="2", SLURM_LOCALID=str(rank),
+               SLURM_STEP_TASKS_PER_NODE="2", SLURM_NODEID="0", SLURM_JOB_ID="4242", SLURMD_NODENAME="n1",
+               SLURM_LAUNCH_NODE_IPADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    return subprocess.Popen([*(program or [str(Path(sys.executable).parent / "lcflow")]), *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _last_line(proc, timeout: float = 120) -> tuple[int, str]:
+    _, err = proc.communicate(timeout=timeout)
+    lines = [line for line in err.splitlines() if line.strip()]
+    return proc.returncode, lines[-1] if lines else ""
+
+
+def _train_rf(stages, tmp_path, name: str) -> list[str]:
+    return ["train", "--model", "rf", "--samples", str(stages["samples2018"]), "--out", str(tmp_path / name),
+            "--set", "n_estimators=5", "--backend", "torch", "--rendezvous-minutes", "0.05"]
+
+
+def test_a_rank_whose_partner_never_starts_ends_in_time_naming_the_rendezvous(stages, tmp_path):
+    """Rank 1 failed before it could join (or was never started): rank 0 ends after the rendezvous timeout
+    (3 s here), and a lone rank 1 after its own, each with one line naming rank, address and port."""
+    import time
+
+    port = _free_port()
+    started = time.monotonic()
+    code, line = _last_line(_srun_rank(0, port, _train_rf(stages, tmp_path, "a")))
+    assert code == 2 and line.startswith(f"lcflow train: error: rank 0 of 2 (node n1, started by srun): the "
+                                         f"rendezvous at 127.0.0.1:{port} failed: not every rank joined within "
+                                         "distributed.rendezvous_minutes (0.05)"), line
+    code, line = _last_line(_srun_rank(1, port, _train_rf(stages, tmp_path, "b")))
+    assert code == 2 and f"rank 1 of 2 (node n1, started by srun): the rendezvous at 127.0.0.1:{port} failed: rank 0 " \
+                         "did not answer" in line, line
+    assert time.monotonic() - started < 90
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_port_another_program_holds_ends_both_ranks_in_time(stages, tmp_path):
+    """MASTER_PORT held by a program that accepts and never answers: rank 0 cannot listen and says so at
+    once; rank 1, connected to that program, waits for an answer that never comes and ends itself."""
+    import socket
+    import time
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen(8)
+        port = squatter.getsockname()[1]
+        started = time.monotonic()
+        ranks = [_srun_rank(r, port, _train_rf(stages, tmp_path, "m")) for r in (0, 1)]
+        (code0, line0), (code1, line1) = (_last_line(p) for p in ranks)
+    assert code0 == 2 and f"rank 0 of 2 (node n1, started by srun): the rendezvous at 127.0.0.1:{port} failed: its " \
+                          "port is in use by another program" in line0, line0
+    assert code1 == 2 and line1.startswith(f"lcflow: error: rank 1 of 2 (node n1, started by srun): the rendezvous at "
+                                           f"127.0.0.1:{port} is still waiting after 18 s"), line1
+    assert time.monotonic() - started < 90
+
+
+SLOW_RANK_1 = """
+import os, sys, time
+from lcflow.train import model_dir
+real = model_dir.TrainedModel.input_probabilities
+def slow(self, x):
+    if os.environ["SLURM_PROCID"] == "1":
+        time.sleep(600)  # rank 0 maps its windows and waits for this rank in a collective
+    return real(self, x)
+model_dir.TrainedModel.input_probabilities = slow
+from lcflow.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_ends_a_rank_blocked_in_a_collective(stages, tmp_path):
+    """Rank 0 waits in an allreduce for a rank that is still busy: SIGTERM (scancel) ends it within the grace
+    period, with one line, where Python's own handler would never run until the collective returns."""
+    import signal
+    import sys
+    import time
+
+    from lcflow.common import termination
+    from lcflow.train import training
+
+    training.train("rf", [str(stages["samples2018"])], tmp_path / "rf", {"n_estimators": 5})
+    (tmp_path / "slow.py").write_text(SLOW_RANK_1)
+    port = _free_port()
+    args = ["predict", "--model-dir", str(tmp_path / "rf"), "--cube", str(stages["cube2018"]), "--out",
+            str(tmp_path / "map.tif"), "--confidence", str(tmp_path / "conf.tif"), "--block", "64", "--backend", "torch"]
+    ranks = [_srun_rank(r, port, args, program=[sys.executable, str(tmp_path / "slow.py")]) for r in (0, 1)]
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(tmp_path.glob(".lcflow-*-ranks/000000.npz")):
+            time.sleep(0.2)
+        assert list(tmp_path.glob(".lcflow-*-ranks/000000.npz")), "rank 0 never mapped its windows"
+        time.sleep(1)  # rank 0 is in the allreduce now: its windows were the first, and few
+        ranks[0].send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        code, line = _last_line(ranks[0], timeout=60)
+        assert time.monotonic() - sent < termination.GRACE_S + 10
+        assert code == 128 + signal.SIGTERM and line == (
+            f"lcflow predict: error: stopped by SIGTERM while blocked (in a collective, or a read that does not "
+            f"return); ended after {termination.GRACE_S:g} s"), line
+    finally:
+        ranks[1].kill()
+        ranks[1].communicate(timeout=60)
+    assert not (tmp_path / "map.tif").exists()
+
+
+def test_slurm_variables_beyond_the_step_s_own_are_read_as_fallbacks():
+    env = {"SLURM_PROCID": "1", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "3", "SLURM_LOCALID": "1",
+           "SLURM_TASKS_PER_NODE": "2,1", "SLURM_NODEID": "0", "SLURM_JOB_ID": "7"}
+    meeting = Rendezvous.from_environment(env)
+    assert (meeting.size, meeting.local_size, meeting.address) == (3, 2, "127.0.0.1")
+    beyond = Rendezvous.from_environment({**env, "SLURM_NODEID": "5", "SLURM_LOCALID": "3"})
+    assert beyond.local_size == 4  # a node the list does not reach: at least this rank's own place

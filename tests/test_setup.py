@@ -69,3 +69,24 @@ def test_a_required_tool_fails_its_tests_instead_of_skipping_them(monkeypatch):
         conftest.missing("slurm", "Slurm is not installed")
     with pytest.raises(Skipped, match="chromium is not installed"):
         conftest.missing("chromium", "chromium is not installed")
+
+
+def test_readme_s_launcher_lines_work_after_the_step_it_names_before_them():
+    """README's launcher lines start lcflow under horovodrun and torchrun: from a shell whose PATH holds only
+    the system's directories, the one step README names before them makes every program of those lines
+    found, as the job script of a Slurm site would run them."""
+    import re
+
+    block = re.search(r"```sh\n(source [^\n]*)\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    assert block, "README names no step before its launcher lines"
+    step = block.group(1).split("#")[0].strip()
+    programs = {line.split()[0] for line in block.group(2).splitlines() if line.strip()}
+    assert {"lcflow", "horovodrun", "torchrun", "srun"} <= programs
+    venv = Path(sys.executable).parent.parent
+    checks = " && ".join(f"command -v {p}" for p in sorted(programs - {"srun"}))
+    done = subprocess.run(["bash", "-c", f"cd {venv.parent} && {step.replace('.venv', str(venv))} && {checks} && "
+                                         "lcflow --help >/dev/null && torchrun --help >/dev/null"],
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert all(line.startswith(str(venv)) for line in done.stdout.split()), done.stdout

@@ -8,11 +8,10 @@ level (``-v``), which is how the workflow's rules run every command.
 import argparse
 import contextlib
 import logging
-import signal
 import sys
 
 from lcflow import config, job_resources
-from lcflow.common import atomic, path_guard
+from lcflow.common import atomic, path_guard, termination
 from lcflow.assess import commands as assess_commands
 from lcflow.errors import LcflowError
 from lcflow.labels import commands as labels_commands
@@ -61,11 +60,6 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _terminate(signum, frame):
-    """SIGTERM (Slurm's scancel, Snakemake cancelling a job) unwinds like an error: staging files go."""
-    raise SystemExit(128 + signum)
-
-
 def _guarded(args: argparse.Namespace) -> None:
     """Run the command once its paths are checked (no output may destroy an input), holding the writer
     lock of every output it declares (rank 0 of a parallel job: the ranks name the same outputs)."""
@@ -86,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else BAD_INPUT
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        _guarded(args)
+        with termination.ended_by_sigterm(args.command):  # unwinds like an error: staging files go
+            _guarded(args)
     except LcflowError as exc:
         log.debug("%s failed", args.command, exc_info=True)
         print(f"lcflow {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
@@ -100,8 +94,6 @@ def main(argv: list[str] | None = None) -> int:
         hint = "" if args.verbose else " (run with -v for the traceback)"
         print(f"lcflow {args.command}: error: {type(exc).__name__}: {_one_line(str(exc))[:500]}{hint}", file=sys.stderr)
         return FAILED
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return 0
 
 

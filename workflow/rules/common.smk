@@ -24,6 +24,8 @@ SERIES = sorted(YEARS)  # the years of a tile's consistent map series, in time o
 PAIRS = [f"{a}_{b}" for a, b in zip(SERIES, SERIES[1:])]  # consecutive years: one change map each
 CONSISTENCY = config["consistency"]
 BACKEND = config["distributed"]["backend"]  # how the ranks of a deep model's jobs talk: horovod or torch
+# how long a torch rank waits for the others at start-up before it ends the job
+RENDEZVOUS = f"--rendezvous-minutes {config['distributed'].get('rendezvous_minutes', 5)}"
 
 
 def all_cores():

@@ -23,6 +23,7 @@ rule predict:
         block=config["predict"]["block_px"],
         launcher=lambda wc, resources: launch.command(resources, rule="predict", backend=BACKEND),
         backend=BACKEND,
+        rendezvous=RENDEZVOUS,
     resources:
         ranks=1,
     conda:
@@ -30,7 +31,7 @@ rule predict:
     shell:
         "{params.launcher} lcflow -v predict --model-dir {params.model_dir:q} --cube {input.cube:q} --out {output.map:q}"
         " --confidence {output.confidence:q} --probabilities {output.probabilities:q} --block {params.block}"
-        " --timing {output.timing:q} --backend {params.backend} > {log:q} 2>&1"
+        " --timing {output.timing:q} --backend {params.backend} {params.rendezvous} > {log:q} 2>&1"
 
 
 use rule predict as predict_rf with:

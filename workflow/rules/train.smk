@@ -49,6 +49,7 @@ rule train:
         # process using every core
         launcher=lambda wc, resources: launch.command(resources, backend=BACKEND),
         backend=BACKEND,
+        rendezvous=RENDEZVOUS,
         threads=lambda wc, resources: launch.threads_per_rank(resources),
     threads: CORES
     resources:
@@ -58,7 +59,7 @@ rule train:
         ENV
     shell:
         "{params.launcher} lcflow -v train --model {wildcards.model} --samples {input.samples:q} --out {params.out:q}"
-        " --params {params.model_params:q} --set threads={params.threads} {params.tuned} --backend {params.backend}"
+        " --params {params.model_params:q} --set threads={params.threads} {params.tuned} --backend {params.backend} {params.rendezvous}"
         " > {log:q} 2>&1"
 
 

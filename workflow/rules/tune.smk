@@ -52,6 +52,7 @@ rule hpo:
         # started as train is (lcflow.train.launch): the same launcher, nodes and tasks
         launcher=lambda wc, resources: launch.command(resources, rule="hpo", backend=BACKEND),
         backend=BACKEND,
+        rendezvous=RENDEZVOUS,
         threads=lambda wc, resources: launch.threads_per_rank(resources),
     # locally the workers share the machine's cores, so they run at the same time
     threads: max(1, CORES // HPO.get("workers", 1))
@@ -64,7 +65,7 @@ rule hpo:
     shell:
         "{params.launcher} lcflow -v tune --model {wildcards.model} --samples {input:q} --study {params.study:q}"
         " --worker {wildcards.worker} {params.hpo} --params {params.model_params:q} --set threads={params.threads}"
-        " --backend {params.backend} --out {output:q} > {log:q} 2>&1"
+        " --backend {params.backend} {params.rendezvous} --out {output:q} > {log:q} 2>&1"
 
 
 rule hpo_summary:

@@ -10,8 +10,11 @@ neither. The launcher is configuration (a rule's resources), the backend a confi
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import socket
+import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,8 +31,14 @@ LAUNCH_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RA
 BACKENDS = ("horovod", "torch")
 #: the port of a Slurm job's rendezvous is this plus the job id modulo 10000 (MASTER_PORT overrides it)
 SLURM_PORT_BASE = 20000
-#: how long a rank waits for the others to join the process group, or in one collective
+#: how long a rank waits in one collective (a rank 0 that validates or writes while the others wait)
 TORCH_TIMEOUT_MINUTES = 30
+#: how long a rank waits at start-up for the others to meet (distributed.rendezvous_minutes; set from the
+#: command line by :func:`configure`)
+rendezvous_minutes: float = 5.0
+#: beyond the rendezvous timeout, how long a rank stuck in a connection that never answers (a port that
+#: another program holds) is given before it ends itself (torch's client retries for a few seconds more)
+STUCK_GRACE_S = 15.0
 
 
 class Single:
@@ -174,9 +183,13 @@ class TorchDistributed:
             check_gpus_per_rank(meeting.local_size, torch.cuda.device_count(), node_name())
             torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
         self.device = torch.device("cuda", torch.cuda.current_device()) if gpu else torch.device("cpu")
-        dist.init_process_group("nccl" if gpu else "gloo", init_method=f"tcp://{meeting.address}:{meeting.port}",
-                                rank=self.rank, world_size=self.size,
-                                timeout=datetime.timedelta(minutes=TORCH_TIMEOUT_MINUTES))
+        with _deadline(meeting, rendezvous_minutes * 60 + STUCK_GRACE_S):
+            store = _store(meeting, datetime.timedelta(minutes=rendezvous_minutes))
+            try:
+                dist.init_process_group("nccl" if gpu else "gloo", store=store, rank=self.rank, world_size=self.size,
+                                        timeout=datetime.timedelta(minutes=TORCH_TIMEOUT_MINUTES))
+            except dist.DistError as exc:
+                raise _no_rendezvous(meeting, exc) from exc
         atexit.register(lambda: dist.is_initialized() and dist.destroy_process_group())
         self.dist = dist
 
@@ -198,6 +211,61 @@ class TorchDistributed:
     def broadcast_parameters(self, model) -> None:
         for tensor in model.state_dict().values():
             self.dist.broadcast(tensor.data if hasattr(tensor, "data") else tensor, src=0)
+
+
+def configure(minutes: float) -> None:
+    """How long ranks wait for each other at start-up (``distributed.rendezvous_minutes``)."""
+    global rendezvous_minutes
+    rendezvous_minutes = float(minutes)
+
+
+def _where(meeting: Rendezvous) -> str:
+    return (f"rank {meeting.rank} of {meeting.size} (node {node_name()}, started by {meeting.launcher}): the "
+            f"rendezvous at {meeting.address}:{meeting.port}")
+
+
+def _no_rendezvous(meeting: Rendezvous, exc: BaseException) -> LcflowError:
+    """One line for a rendezvous that failed: who, where, why, and what to do."""
+    text = " ".join(str(exc).split("Exception raised from")[0].split())
+    if "EADDRINUSE" in text or "address already in use" in text.lower():
+        why = ("its port is in use by another program (another job's rank 0?): set MASTER_PORT to a free port, or "
+               "leave it unset under Slurm, where it follows from the job id")
+    elif meeting.rank == 0:
+        why = (f"not every rank joined within distributed.rendezvous_minutes ({rendezvous_minutes:g}): a rank that "
+               f"failed at start-up (see its log) or never started ({text[:200]})")
+    else:
+        why = (f"rank 0 did not answer within distributed.rendezvous_minutes ({rendezvous_minutes:g}): it failed at "
+               f"start-up (see its log) or is not listening there ({text[:200]})")
+    return LcflowError(f"{_where(meeting)} failed: {why}")
+
+
+def _store(meeting: Rendezvous, timeout) -> Any:
+    """The rendezvous's key-value store, rank 0 serving it: every rank joins it, or it fails in time."""
+    from torch.distributed import DistError, TCPStore
+
+    try:
+        return TCPStore(meeting.address, meeting.port, meeting.size, meeting.rank == 0, timeout=timeout,
+                        wait_for_workers=True)
+    except DistError as exc:
+        raise _no_rendezvous(meeting, exc) from exc
+
+
+@contextlib.contextmanager
+def _deadline(meeting: Rendezvous, seconds: float):
+    """End this process, with one line, if the rendezvous is not over after ``seconds``: a connection to a
+    port that another program holds waits for an answer that never comes, past torch's own timeout."""
+    def give_up() -> None:
+        print(f"lcflow: error: {_where(meeting)} is still waiting after {seconds:g} s: another program holds "
+              f"the port, or rank 0 hangs; set MASTER_PORT to a free port", file=sys.stderr, flush=True)
+        os._exit(2)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 class AveragingOptimizer:

@@ -21,7 +21,8 @@ LOCAL_LAUNCHERS = {"horovod": "horovodrun -np {n} -H localhost:{n} --gloo",
 
 
 def command(resources: Mapping[str, Any], rule: str = "train", backend: str = "horovod") -> str:
-    """``{mpi} --nodes=N --ntasks-per-node=T --cpus-per-task=C`` for an MPI job, else the
+    """``{mpi} --nodes=N --ntasks-per-node=T --cpus-per-task=C`` for an MPI job (``srun`` with
+    ``--kill-on-bad-exit=1``), else the
     ``launcher`` resource (``horovodrun -np 2 -H localhost:2 --gloo``, ...), else the ``backend``'s
     launcher of ``ranks`` local processes, else ``env`` (one process)."""
     if backend not in LOCAL_LAUNCHERS:
@@ -37,6 +38,8 @@ def command(resources: Mapping[str, Any], rule: str = "train", backend: str = "h
         raise LcflowError(f"rule {rule}: an mpi job needs exactly one of the resources tasks_per_node and tasks "
                           f"(got tasks_per_node={per_node}, tasks={tasks})")
     parts = [str(mpi)]
+    if program(str(mpi)) == "srun" and "kill-on-bad-exit" not in str(mpi) and " -K" not in f" {mpi}":
+        parts.append("--kill-on-bad-exit=1")  # a rank that fails ends the step: the others never wait for it
     if resources.get("nodes"):
         parts.append(f"--nodes={int(resources['nodes'])}")
     parts.append(f"--ntasks-per-node={int(per_node)}" if per_node else f"--ntasks={int(tasks)}")
