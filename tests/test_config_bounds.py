@@ -129,3 +129,43 @@ def test_the_three_absurd_values_of_the_review_are_refused():
         with pytest.raises(LcflowError) as refused:
             config.check(with_value(path, value), SCHEMA)
         assert str(refused.value) == said
+
+
+def _config_options():
+    """(command, option, config key, argparse action) of every option that sets a config key."""
+    from lcflow.cli import parser
+
+    for name, command in parser().parse_args(["check-config"]).commands.items():
+        for action in command._actions:
+            key = getattr(action.type, "config_key", None)
+            if key:
+                yield name, action.option_strings[-1], key, action
+
+
+def test_a_command_takes_what_the_config_takes_and_refuses_what_it_refuses():
+    """One table of bounds, the schema: an option that sets a config key accepts its bounds, refuses the
+    nearest values outside, and defaults to the config's default."""
+    import argparse
+
+    from lcflow.defaults import default, node
+
+    options = list(_config_options())
+    assert {o for _, o, _, _ in options} >= {"--clean-tree-rows", "--trials", "--block", "--rendezvous-minutes",
+                                             "--per-class", "--evidence-ratio", "--http-timeout"}
+    for command, option, key, action in options:
+        spec = node(key)
+        integer = "integer" in str(spec["type"])
+        step = 1 if integer else 1e-9 * max(1.0, abs(spec.get("maximum", spec.get("exclusiveMaximum", 1))))
+        for bound, inside in (("minimum", True), ("maximum", True), ("exclusiveMinimum", False),
+                              ("exclusiveMaximum", False)):
+            if bound not in spec:
+                continue
+            value = spec[bound]
+            if inside:
+                assert action.type(str(value)) == value, (command, option, value)
+            beyond = value - step if "inimum" in bound else value + step
+            for refused in ([beyond] if inside else [value, beyond]):
+                with pytest.raises(argparse.ArgumentTypeError, match=rf"is outside .*\({key}"):
+                    action.type(repr(refused) if not integer else str(refused))
+        if action.default is not None and spec.get("default") is not None:
+            assert action.default == default(key), (command, option)

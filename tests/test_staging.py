@@ -1,12 +1,10 @@
 """Outputs are staged beside their final name and renamed: staging names that are lcflow's own, one writer
 an output, a stale staging removed only when its writer is gone, a full disk named, a set published whole."""
 
-import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np

@@ -20,12 +20,18 @@ def schema() -> dict[str, Any]:
     return yaml.load(SCHEMA.read_text(), Loader=SafeLoader)
 
 
+def node(key: str) -> dict[str, Any]:
+    """The schema of a dotted config key, e.g. ``cube.cache_mb``: its type, bounds and default."""
+    found = schema()
+    for part in key.split("."):
+        found = found["properties"][part]
+    return found
+
+
 def default(key: str) -> Any:
     """The schema's default of a dotted config key, e.g. ``cube.cache_mb``; KeyError where it has none."""
-    node = schema()
-    for part in key.split("."):
-        node = node["properties"][part]
-    if "default" not in node:
+    node_ = node(key)
+    if "default" not in node_:
         raise KeyError(f"{key} has no default in {SCHEMA}")
-    value = node["default"]
+    value = node_["default"]
     return list(value) if isinstance(value, list) else value

@@ -56,13 +56,13 @@ def register(command) -> None:
     p.add_argument("--map", required=True, type=path_guard.input_file, help="class map written by lcflow predict: its classes are the strata")
     p.add_argument("--out", required=True, type=path_guard.output_file, help="GeoPackage of points to write (map CRS; an empty 'reference' column)")
     p.add_argument("--csv", type=path_guard.output_file, help="also write the points as CSV (with lon/lat)")
-    p.add_argument("--target-se", type=cli_args.float_above(0), default=default("assess.design.target_se"),
+    p.add_argument("--target-se", **cli_args.from_config("assess.design.target_se"),
                    help="standard error of overall accuracy aimed at (Cochran's sample size)")
-    p.add_argument("--min-per-class", type=cli_args.int_at_least(2), default=default("assess.design.min_per_class"), help="points per map class at least")
-    p.add_argument("--users-accuracy", type=cli_args.share, default=default("assess.design.users_accuracy"), help="guess of every class's user's accuracy")
+    p.add_argument("--min-per-class", **cli_args.from_config("assess.design.min_per_class"), help="points per map class at least")
+    p.add_argument("--users-accuracy", **cli_args.from_config("assess.design.users_accuracy"), help="guess of every class's user's accuracy")
     p.add_argument("--class-users-accuracy", nargs="*", default=[], metavar="CODE=U",
                    help="guesses for single classes, e.g. 512=0.95 133=0.5")
-    p.add_argument("--seed", type=int, default=default("assess.design.seed"), help="draw seed")
+    p.add_argument("--seed", **cli_args.from_config("assess.design.seed"), help="draw seed")
     p.set_defaults(func=cmd_design_sample)
 
     p = command("assess", "accuracy of a map: reference sample, test samples, truth")

@@ -3,6 +3,7 @@
 import argparse
 import json
 import math
+import re
 
 
 def int_at_least(low: int):
@@ -52,3 +53,74 @@ def json_object(text: str) -> dict:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a JSON object")
     return value
+
+
+def _plain(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _interval(node: dict) -> str:
+    """A schema's bounds in interval notation, as check-config writes them: ``[1000, 100000000]``, ``(0, 1440]``."""
+    low = (f"({_plain(node['exclusiveMinimum'])}" if "exclusiveMinimum" in node else
+           f"[{_plain(node['minimum'])}" if "minimum" in node else "(-inf")
+    high = (f"{_plain(node['exclusiveMaximum'])})" if "exclusiveMaximum" in node else
+            f"{_plain(node['maximum'])}]" if "maximum" in node else "inf)")
+    return f"{low}, {high}"
+
+
+def worker_id(text: str) -> str:
+    """A study worker's id: letters, digits, '.', '_' and '-', beginning with a letter or digit (the workflow
+    numbers its workers 0 .. hpo.workers - 1)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: a worker id is up to 64 letters, digits, '.', '_' or '-', "
+                                         "beginning with a letter or digit")
+    return text
+
+
+def config_value(key: str, null_as: str | None = None):
+    """The argparse type of an option that sets the config key ``key``: the schema's type and bounds, so a
+    command refuses what the config refuses (``null_as``: the text that stands for the config's null)."""
+    from lcflow.defaults import node
+
+    spec = node(key)
+    kinds = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+    integer = "integer" in kinds
+
+    def parse(text: str):
+        if null_as is not None and text == null_as:
+            return int(text) if integer else float(text)
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if integer else 'a number'} "
+                                             f"({key})") from None
+        inside = (math.isfinite(value)
+                  and value >= spec.get("minimum", -math.inf) and value <= spec.get("maximum", math.inf)
+                  and value > spec.get("exclusiveMinimum", -math.inf) and value < spec.get("exclusiveMaximum", math.inf))
+        if not inside:
+            raise argparse.ArgumentTypeError(f"{text} is outside {_interval(spec)} ({key}"
+                                             + (f"; {null_as}: none" if null_as is not None else "") + ")")
+        return value
+
+    parse.config_key = key  # type: ignore[attr-defined]
+    parse.__name__ = key
+    return parse
+
+
+def from_config(key: str, null_as: str | None = None) -> dict:
+    """``type`` and ``default`` of an option that sets the config key ``key`` (see :func:`config_value`)."""
+    from lcflow.defaults import default
+
+    value = default(key)
+    parse = config_value(key, null_as)
+    if value is None and null_as is not None:
+        value = parse(null_as)
+    elif isinstance(value, int) and not isinstance(value, bool) and "integer" not in str(node_type(key)):
+        value = float(value)  # a number option's default is a float, as the values it parses
+    return {"type": parse, "default": value}
+
+
+def node_type(key: str):
+    from lcflow.defaults import node
+
+    return node(key)["type"]

@@ -72,9 +72,9 @@ def register(command) -> None:
                    help="raster cells onto the grid: auto takes nearest onto a finer grid, mode onto a coarser one "
                         "(polygons are burnt by pixel centre)")
     nomenclature_options(p)
-    p.add_argument("--unlabelled-warn", type=cli_args.share, default=default("labels.unlabelled_warn"),
+    p.add_argument("--unlabelled-warn", **cli_args.from_config("labels.unlabelled_warn"),
                    help="warn when CORINE gives no class to more than this share of the tile")
-    p.add_argument("--unlabelled-max", type=cli_args.share, default=default("labels.unlabelled_max"),
+    p.add_argument("--unlabelled-max", **cli_args.from_config("labels.unlabelled_max"),
                    help="refuse a tile CORINE leaves without a class above this share")
     p.add_argument("--out", required=True, type=path_guard.output_file, help="class raster (COG) to write")
     p.set_defaults(func=cmd_labels)
@@ -85,28 +85,28 @@ def register(command) -> None:
     p.add_argument("--labels", required=True, type=path_guard.input_file, help="class raster written by lcflow labels")
     p.add_argument("--tile", required=True, help="MGRS tile id")
     p.add_argument("--year", type=int, required=True, help="year of the cube")
-    p.add_argument("--per-class", type=cli_args.int_at_least(1), default=default("sample.per_class"), help="samples per class at most")
-    p.add_argument("--min-valid-fraction", type=cli_args.share, default=default("sample.min_valid_fraction"),
+    p.add_argument("--per-class", **cli_args.from_config("sample.per_class"), help="samples per class at most")
+    p.add_argument("--min-valid-fraction", **cli_args.from_config("sample.min_valid_fraction"),
                    help="share of time steps with a clear composite a pixel needs")
-    p.add_argument("--boundary-px", type=cli_args.int_at_least(0), default=default("sample.boundary_px"), help="skip pixels this close to another label")
-    p.add_argument("--block-px", type=cli_args.int_at_least(1), default=default("sample.block_px"), help="side of the blocks splits are drawn by")
+    p.add_argument("--boundary-px", **cli_args.from_config("sample.boundary_px"), help="skip pixels this close to another label")
+    p.add_argument("--block-px", **cli_args.from_config("sample.block_px"), help="side of the blocks splits are drawn by")
     p.add_argument("--fractions", type=cli_args.json_object, help='JSON {"train": 0.6, "val": 0.2, "test": 0.2}, summing to 1')
-    p.add_argument("--seed", type=int, default=default("sample.seed"), help="sampling and split seed")
-    p.add_argument("--patch-px", type=cli_args.int_at_least(0), default=default("sample.patch_px"), help="also store a patch of this (odd) size around each sample")
-    p.add_argument("--min-per-class", type=cli_args.int_at_least(0), default=default("sample.min_per_class"),
+    p.add_argument("--seed", **cli_args.from_config("sample.seed"), help="sampling and split seed")
+    p.add_argument("--patch-px", **cli_args.from_config("sample.patch_px"), help="also store a patch of this (odd) size around each sample")
+    p.add_argument("--min-per-class", **cli_args.from_config("sample.min_per_class"),
                    help="warn about a class with fewer samples (it is kept)")
-    p.add_argument("--min-label-probability", type=cli_args.share, default=default("sample.clean.min_label_probability"),
+    p.add_argument("--min-label-probability", **cli_args.from_config("sample.clean.min_label_probability"),
                    help="drop train/val samples whose label gets a lower out-of-fold probability while another class "
                         "is likelier (0: no cleaning)")
-    p.add_argument("--clean-folds", type=cli_args.int_at_least(2), default=default("sample.clean.folds"), help="folds (by spatial block) of the cleaning")
-    p.add_argument("--max-drop-fraction", type=cli_args.share, default=default("sample.clean.max_drop_fraction"), help="cleaning drops at most this share of a class")
-    p.add_argument("--clean-tree-rows", type=cli_args.int_at_least(0), default=default("sample.clean.tree_rows") or 0,
+    p.add_argument("--clean-folds", **cli_args.from_config("sample.clean.folds"), help="folds (by spatial block) of the cleaning")
+    p.add_argument("--max-drop-fraction", **cli_args.from_config("sample.clean.max_drop_fraction"), help="cleaning drops at most this share of a class")
+    p.add_argument("--clean-tree-rows", **cli_args.from_config("sample.clean.tree_rows", null_as="0"),
                    help="each judging tree grows on at most this many of its fold's rows (0: a bootstrap of them all)")
     p.add_argument("--clean-reference-data", action="store_true",
                    help="clean labels from your own reference data too (by default only CORINE labels are cleaned)")
     p.add_argument("--reference-cube", type=path_guard.input_file, help="cube of the year the labels show, when --year is another: samples "
                                             "whose series changed since then are dropped from train/val")
-    p.add_argument("--change-mad-k", type=cli_args.non_negative, default=float(default("sample.transfer.mad_k")),
+    p.add_argument("--change-mad-k", **cli_args.from_config("sample.transfer.mad_k"),
                    help="changed: distance between years above the class median + K robust standard deviations")
     p.add_argument("--out", required=True, type=path_guard.output_file, help="samples table (parquet) to write")
     p.set_defaults(func=cmd_sample)

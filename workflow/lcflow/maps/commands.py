@@ -4,10 +4,9 @@ import logging
 from pathlib import Path
 
 from lcflow.common import cli_args, path_guard
-from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels.commands import nomenclature_of, nomenclature_options
-from lcflow.train.commands import backend_option
+from lcflow.train.commands import backend_of, backend_option
 
 log = logging.getLogger("lcflow")
 
@@ -16,7 +15,7 @@ def cmd_predict(a):
     from lcflow.maps import predict
 
     predict.run(a.model_dir, a.cube, a.out, a.confidence, block=a.block, out_probabilities=a.probabilities,
-                backend=a.backend, out_timing=a.timing)
+                backend=backend_of(a), out_timing=a.timing)
     log.info("map -> %s, confidence -> %s%s", a.out, a.confidence,
              f", probabilities -> {a.probabilities}" if a.probabilities else "")
 
@@ -93,7 +92,7 @@ def register(command) -> None:
     p.add_argument("--cube", required=True, type=path_guard.input_file, help="cube written by lcflow cube")
     p.add_argument("--out", required=True, type=path_guard.output_file, help="class map (COG) to write")
     p.add_argument("--confidence", required=True, type=path_guard.output_file, help="confidence map (COG, percent) to write")
-    p.add_argument("--block", type=cli_args.int_at_least(16), default=default("predict.block_px"), help="prediction window, pixels a side")
+    p.add_argument("--block", **cli_args.from_config("predict.block_px"), help="prediction window, pixels a side")
     p.add_argument("--probabilities", type=path_guard.output_file, help="also write every class's probability (GeoTIFF, one band a class), "
                                            "the input of consistent-maps")
     p.add_argument("--timing", type=path_guard.output_file, help="JSON to write: the mapping's wall time and pixels per second "
@@ -112,7 +111,7 @@ def register(command) -> None:
     p.add_argument("--member-timings", nargs="+", type=path_guard.input_file, help="each member's timing file of the tile-year (lcflow predict "
                                                        "--timing): the blend's timing adds them to its own")
     p.add_argument("--timing", type=path_guard.output_file, help="JSON to write (with --member-timings): what the blend's map took, members included")
-    p.add_argument("--block", type=cli_args.int_at_least(16), default=default("predict.block_px"),
+    p.add_argument("--block", **cli_args.from_config("predict.block_px"),
                    help="window, pixels a side")
     p.set_defaults(func=cmd_blend_maps)
 
@@ -125,13 +124,13 @@ def register(command) -> None:
     p.add_argument("--changes", nargs="*", type=path_guard.output_file, help="change maps (COG, from-to codes) to write, one per pair of "
                                                 "consecutive years")
     p.add_argument("--summary", required=True, type=path_guard.output_file, help="JSON to write: agreement, change matrices, truth scores")
-    p.add_argument("--evidence-ratio", type=cli_args.float_above(1), default=float(default("consistency.evidence_ratio")),
+    p.add_argument("--evidence-ratio", **cli_args.from_config("consistency.evidence_ratio"),
                    help="how many times more likely a class change must be than keeping the class")
-    p.add_argument("--min-change-ha", type=cli_args.non_negative, default=default("consistency.min_change_ha"),
+    p.add_argument("--min-change-ha", **cli_args.from_config("consistency.min_change_ha"),
                    help="smallest patch of change kept, hectares (0: every changed pixel)")
     p.add_argument("--truth", nargs="*", type=path_guard.input_file, help="truth rasters of CLC level-3 codes, one a year (the demo)")
     nomenclature_options(p)
-    p.add_argument("--block", type=cli_args.int_at_least(16), default=default("predict.block_px"), help="window, pixels a side")
+    p.add_argument("--block", **cli_args.from_config("predict.block_px"), help="window, pixels a side")
     p.set_defaults(func=cmd_consistent_maps)
 
     p = command("quicklook", "picture of a map for the report: classes with a legend, and the confidence")

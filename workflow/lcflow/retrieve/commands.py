@@ -63,7 +63,7 @@ def register(command) -> None:
     p.add_argument("--catalog", type=path_guard.input_file, help="static STAC catalog.json, a local path or an http(s) URL (or give --api)")
     p.add_argument("--api", help="STAC API root URL (or give --catalog)")
     p.add_argument("--collection", default=default("stac.collection"), help="collection to search")
-    p.add_argument("--max-cloud-cover", type=float, default=float(default("stac.max_cloud_cover")), help="skip scenes with more cloud, percent")
+    p.add_argument("--max-cloud-cover", **cli_args.from_config("stac.max_cloud_cover"), help="skip scenes with more cloud, percent")
     p.add_argument("--out", required=True, type=path_guard.output_file, help="manifest to write (a STAC ItemCollection)")
     p.set_defaults(func=cmd_search)
 
@@ -72,27 +72,27 @@ def register(command) -> None:
     p.add_argument("--tile", required=True, help="MGRS tile id")
     p.add_argument("--year", type=int, required=True, help="calendar year of the time grid")
     p.add_argument("--bands", default=",".join(default("cube.bands")), help="Sentinel-2 bands, comma-separated")
-    p.add_argument("--resolution", type=cli_args.positive_float, default=float(default("cube.resolution")), help="metres per pixel")
+    p.add_argument("--resolution", **cli_args.from_config("cube.resolution"), help="metres per pixel")
     p.add_argument("--bounds", type=_bounds, help="xmin,ymin,xmax,ymax in the tile's CRS (default: the whole tile)")
     p.add_argument("--invalid-scl", type=_scl_classes, default=default("cube.invalid_scl"), help="SCL classes masked out")
-    p.add_argument("--dilation-px", type=cli_args.int_at_least(0), default=default("cube.dilation_px"), help="grow the invalid mask by this many pixels")
-    p.add_argument("--time-steps", type=cli_args.int_at_least(1), default=default("cube.time_steps"), help="composites per calendar year")
-    p.add_argument("--block", type=cli_args.int_at_least(16), default=default("cube.block_px"), help="processing window, pixels a side")
-    p.add_argument("--min-clear-fraction", type=cli_args.share, default=default("cube.min_clear_fraction"),
+    p.add_argument("--dilation-px", **cli_args.from_config("cube.dilation_px"), help="grow the invalid mask by this many pixels")
+    p.add_argument("--time-steps", **cli_args.from_config("cube.time_steps"), help="composites per calendar year")
+    p.add_argument("--block", **cli_args.from_config("cube.block_px"), help="processing window, pixels a side")
+    p.add_argument("--min-clear-fraction", **cli_args.from_config("cube.min_clear_fraction"),
                    help="refuse a cube whose share of composite cells with a clear observation is lower")
     p.add_argument("--indices", default=",".join(default("cube.indices")), help="spectral indices added as bands after the reflectance bands, "
                                                  "comma-separated (NDVI, EVI, SAVI, NDWI, MNDWI, NDMI, NBR, NDBI, NDRE)")
     p.add_argument("--fill-gaps", choices=["none", "linear"], default=default("cube.fill_gaps"),
                    help="steps without a clear observation: left as nodata, or interpolated linearly in time")
-    p.add_argument("--read-threads", type=cli_args.int_at_least(1), default=default("cube.read_threads"), help="scene files read at a time")
-    p.add_argument("--cache-mb", type=cli_args.int_at_least(1), default=default("cube.cache_mb"),
+    p.add_argument("--read-threads", **cli_args.from_config("cube.read_threads"), help="scene files read at a time")
+    p.add_argument("--cache-mb", **cli_args.from_config("cube.cache_mb"),
                    help="the most GDAL's block cache may grow to, to hold a decoded block of every scene's assets")
     p.add_argument("--signing", choices=SIGNING_CHOICES, default=default("stac.signing"),
                    help="sign asset URLs before reading (auto: Planetary Computer items are signed)")
-    p.add_argument("--http-timeout", type=cli_args.positive_float, default=float(default("stac.http.timeout_s")), help="seconds before a request is given up")
-    p.add_argument("--http-retries", type=cli_args.int_at_least(0), default=default("stac.http.retries"),
+    p.add_argument("--http-timeout", **cli_args.from_config("stac.http.timeout_s"), help="seconds before a request is given up")
+    p.add_argument("--http-retries", **cli_args.from_config("stac.http.retries"),
                    help="retries of a request answered 429 or 5xx or timed out")
-    p.add_argument("--http-retry-delay", type=cli_args.positive_float, default=float(default("stac.http.retry_delay_s")),
+    p.add_argument("--http-retry-delay", **cli_args.from_config("stac.http.retry_delay_s"),
                    help="seconds before the first retry; about doubled before each next")
     p.add_argument("--s3-endpoint", help="S3 endpoint of s3:// assets (default: AWS; Copernicus Data Space's is "
                                          "set for its items)")

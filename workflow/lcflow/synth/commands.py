@@ -31,11 +31,11 @@ def register(command) -> None:
     p.add_argument("--aoi", required=True, type=cli_args.json_object,
                    help='JSON {"31UFT": [xmin, ymin, xmax, ymax], ...} in each tile\'s UTM CRS')
     p.add_argument("--years", type=int, nargs="+", required=True, help="years of scenes (the first has CORINE)")
-    p.add_argument("--resolution", type=cli_args.positive_float, default=float(default("cube.resolution")), help="metres per pixel of the 10 m bands")
+    p.add_argument("--resolution", **cli_args.from_config("cube.resolution"), help="metres per pixel of the 10 m bands")
     p.add_argument("--acquisitions", type=cli_args.int_at_least(1), nargs=2, default=default("demo.acquisitions"), metavar=("MIN", "MAX"),
                    help="fewest and most acquisitions a year")
-    p.add_argument("--mmu-cells", type=cli_args.int_at_least(1), default=default("demo.mmu_cells"), help="minimum mapping unit of CORINE, 100 m cells")
-    p.add_argument("--change-fraction", type=cli_args.share, default=default("demo.change_fraction"), help="share of the area that changes class")
+    p.add_argument("--mmu-cells", **cli_args.from_config("demo.mmu_cells"), help="minimum mapping unit of CORINE, 100 m cells")
+    p.add_argument("--change-fraction", **cli_args.from_config("demo.change_fraction"), help="share of the area that changes class")
     p.set_defaults(func=cmd_synth)
 
     p = command("label-reference", "demo: label reference points from a truth raster, as an interpreter would")

@@ -3,7 +3,7 @@
 import logging
 from pathlib import Path
 
-from lcflow.common import path_guard
+from lcflow.common import cli_args, path_guard
 from lcflow.defaults import default
 from lcflow.train.models import REGISTRY
 
@@ -26,7 +26,7 @@ def cmd_train(a):
         from lcflow.train.hyperparameters import read_best
 
         tuned = read_best(a.tuned, a.model)
-    metrics = training.train(a.model, a.samples, a.out, params, tuned=tuned, backend=a.backend)
+    metrics = training.train(a.model, a.samples, a.out, params, tuned=tuned, backend=backend_of(a))
     if not metrics:  # a rank other than 0: rank 0 reports
         return
     test = metrics.get("test")
@@ -59,12 +59,23 @@ def cmd_learning_curve(a):
 
 
 def backend_option(parser) -> None:
-    """``--backend``: how the ranks of a parallel launch talk (train, tune and predict take it)."""
+    """``--backend`` and ``--rendezvous-minutes``: how the ranks of a parallel launch talk, and how long they
+    wait for each other at start-up (train, tune and predict take them)."""
     from lcflow.train.distributed import BACKENDS
 
     parser.add_argument("--backend", choices=BACKENDS, default=default("distributed.backend"),
                         help="distributed backend when a launcher starts several ranks: horovod (horovodrun, "
                              "srun --mpi=pmix) or torch (torchrun, srun)")
+    parser.add_argument("--rendezvous-minutes", **cli_args.from_config("distributed.rendezvous_minutes"),
+                        help="how long a torch rank waits for the others at start-up before it ends the job")
+
+
+def backend_of(a) -> str:
+    """The backend the command's ranks use, its rendezvous timeout set."""
+    from lcflow.train import distributed
+
+    distributed.configure(a.rendezvous_minutes)
+    return a.backend
 
 
 def register(command) -> None:
