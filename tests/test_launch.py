@@ -72,7 +72,7 @@ def test_a_number_of_ranks_starts_the_backends_own_launcher(backend, expected):
     assert launch.command({"ranks": 1}, backend=backend) == "env"  # one rank: no launcher at all
     # a launcher command line, or an MPI job, is taken whatever the backend
     assert launch.command({"ranks": 3, "launcher": "mpirun -np 3"}, backend=backend) == "mpirun -np 3"
-    assert launch.command({"ranks": 3, "mpi": "srun", "tasks": 3}, backend=backend) == "srun --ntasks=3"
+    assert launch.command({"ranks": 3, "mpi": "srun", "tasks": 3}, backend=backend) == "srun --kill-on-bad-exit=1 --ntasks=3"
     by_rule = {"train": {"ranks": 3}, "hpo": {"ranks": 3, "launcher": "mpirun -np 3"}, "predict": {"ranks": 1}}
     assert launch.configured_launchers(by_rule, backend) == [expected, "mpirun -np 3"]
 
