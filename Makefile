@@ -1,6 +1,7 @@
 # make demo   set up .venv, run the embedded demo end to end, print where the maps and accuracy are
 # make test   set up .venv, run the test suite
 # make bench  set up .venv, run the benchmarks (ratios measured side by side)
+# make slurm-profile  link profiles/slurm where Snakemake looks for named profiles: snakemake --profile slurm
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -8,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml envs/build-horovod.sh env
 RESULTS := results
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup demo test bench lint clean
+.PHONY: setup demo test bench lint clean slurm-profile
 
 $(STAMP): pyproject.toml envs/build-horovod.sh envs/system-deps.sh
 	# Debian packages first: installed with apt where make runs as root, else the one command to run
@@ -35,6 +36,8 @@ demo: setup
 	@echo "Report: $(CURDIR)/$(RESULTS)/report.html"
 	@echo
 	@column -t -s "$$(printf '\t')" $(RESULTS)/accuracy.tsv 2>/dev/null || cat $(RESULTS)/accuracy.tsv
+	@echo "Quote reference_OA with its 95 % interval (the quote column): the map's accuracy from an independent reference"
+	@echo "sample. test_agreement_OA is agreement with the training labels (CORINE), truth_OA the demo's synthetic truth."
 	@echo
 	@echo "Change between years, independent (_raw) and consistent maps: $(RESULTS)/changes.tsv"
 	@column -t -s "$$(printf '\t')" $(RESULTS)/changes.tsv 2>/dev/null || cat $(RESULTS)/changes.tsv
@@ -45,6 +48,18 @@ test: setup
 bench: setup
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[bench]'
 	python benchmarks/run.py
+
+# Snakemake finds a named profile in its user config folder ($XDG_CONFIG_HOME/snakemake, else ~/.config/snakemake):
+# a link there to this checkout's profiles/slurm, so that edits to the profile take effect; a profile of that
+# name that is not this link is left alone
+PROFILES := $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
+slurm-profile:
+	@mkdir -p "$(PROFILES)"
+	@if [ -e "$(PROFILES)/slurm" ] && [ "$$(readlink -f "$(PROFILES)/slurm")" != "$$(readlink -f profiles/slurm)" ]; then \
+	  echo "$(PROFILES)/slurm exists and is not lcflow's profile: leave it, and run snakemake --profile $(CURDIR)/profiles/slurm"; \
+	  exit 1; fi
+	ln -sfn "$(CURDIR)/profiles/slurm" "$(PROFILES)/slurm"
+	@echo "snakemake --profile slurm now reads $(CURDIR)/profiles/slurm (set your site's values in it: ACCOUNT, partitions, GPUs)"
 
 lint: setup
 	snakemake --lint

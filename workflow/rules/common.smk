@@ -42,7 +42,8 @@ CORES = all_cores()
 # Every rule runs the tools of the environment Snakemake itself runs in (lcflow, horovodrun, mpirun of the
 # same virtualenv or conda environment), whatever PATH the shell that started Snakemake had: so that
 # `.venv/bin/snakemake ...` works from a shell with no environment activated. Snakemake removes a job's old
-# outputs before the job starts, so a command that cannot start is found here, before any job runs.
+# outputs before the job starts, so a command that cannot start is found before any job runs (onstart: a
+# real run, not a dry run, which plans on a laptop or a login node without the launchers).
 TOOLS = str(Path(sys.executable).parent)
 JOB_PATH = f"{TOOLS}{os.pathsep}{os.environ.get('PATH', '')}"
 QUOTED_TOOLS = shlex.quote(TOOLS).replace("{", "{{").replace("}", "}}")  # shell.prefix is formatted as a rule's shell
@@ -51,9 +52,17 @@ shell.prefix(f'set -euo pipefail; export PATH={QUOTED_TOOLS}:"$PATH"; ')
 MISSING = launch.missing_programs(
     ["lcflow", *launch.configured_launchers(workflow.resource_settings.overwrite_resources, BACKEND)], JOB_PATH
 )
-if MISSING:
-    raise SystemExit(f"lcflow: {MISSING[0]} is neither beside {sys.executable} nor on PATH: the rules could not "
-                     "start their commands (install lcflow into the environment that runs snakemake: make setup)")
+if launch.account_of(workflow.resource_settings.default_resources) == launch.PLACEHOLDER_ACCOUNT:
+    print(f"lcflow: warning: the Slurm profile's account is the placeholder {launch.PLACEHOLDER_ACCOUNT!r}; a real "
+          "run refuses it (set ACCOUNT in profiles/slurm/config.yaml or LCFLOW_SLURM_ACCOUNT)", file=sys.stderr)
+
+
+onstart:
+    try:
+        launch.check_before_jobs(MISSING, sys.executable, getattr(workflow.executor_plugin, "name", None),
+                                 workflow.resource_settings.default_resources)
+    except LcflowError as exc:
+        raise SystemExit(f"lcflow: {exc}") from None
 
 
 wildcard_constraints:

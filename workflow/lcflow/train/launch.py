@@ -89,3 +89,33 @@ def configured_launchers(resources_by_rule: Mapping[str, Any], backend: str = "h
             named.append(LOCAL_LAUNCHERS[backend].format(n=int(ranks)))
         found.extend(named)
     return found
+
+
+#: the account the Slurm profile ships with, which no site has: a real run refuses it before any job
+PLACEHOLDER_ACCOUNT = "my-project"
+
+
+def account_of(default_resources: Mapping[str, Any]) -> str | None:
+    """The ``slurm_account`` of a profile's default resources (Snakemake's parsed ones or a plain mapping)."""
+    value = default_resources.get("slurm_account") if default_resources else None
+    if hasattr(value, "raw"):  # Snakemake's Resource: the text the profile gave (its value needs a rule)
+        value = value.raw
+    return None if value is None else str(value).strip("'\"")
+
+
+def check_before_jobs(missing: list[str], python: str, executor: str | None,
+                      default_resources: Mapping[str, Any]) -> None:
+    """Before a real run's first job (never in a dry run): the programs the rules start are found, and a
+    Slurm run names a real account. Refused in one line that says what to do on a cluster."""
+    if missing and missing[0] == "lcflow":
+        raise LcflowError(f"lcflow is neither beside {python} nor on PATH: run snakemake from the environment lcflow "
+                          "is installed in (make setup, then .venv/bin/snakemake or source .venv/bin/activate)")
+    if missing:
+        raise LcflowError(f"{missing[0]}, which the profile starts the distributed jobs with, is neither beside "
+                          f"{python} nor on PATH: run snakemake where the site's launcher is (a Slurm login node, "
+                          "after `module load` of Slurm or MPI where the site asks for it), or name the launcher "
+                          "your site has (MPI in profiles/slurm/config.yaml, or LCFLOW_SLURM_MPI)")
+    if executor == "slurm" and account_of(default_resources) == PLACEHOLDER_ACCOUNT:
+        raise LcflowError(f"the Slurm profile's account is still the placeholder {PLACEHOLDER_ACCOUNT!r}: set ACCOUNT "
+                          "in profiles/slurm/config.yaml, or export LCFLOW_SLURM_ACCOUNT=<your project> (sacctmgr show "
+                          "assoc user=$USER lists yours)")
