@@ -210,8 +210,8 @@ CONFIG_CASES = [
     cfg_case("aoi outside its tile", lambda c, x: c["aoi"].update({"31UFT": [800000, 5760000, 802560, 5762560]}),
              "aoi.31UFT = [800000, 5760000, 802560, 5762560]: area [800000, 5760000, 802560, 5762560] is not inside "
              "tile 31UFT"),
-    cfg_case("aoi of a tile not configured", lambda c, x: c["aoi"].update({"31UFU": [640000, 5860000, 642560, 5862560]}),
-             "aoi.31UFU: 31UFU is not one of tiles"),
+    cfg_case("aoi of a misspelt tile", lambda c, x: c["aoi"].update({"31UFU": c["aoi"].pop("31UFT")}),
+             "aoi.31UFU: 31UFU is not one of tiles ['31UFT', '32ULC'], and tile 31UFT has no aoi"),
     cfg_case("three-value aoi", lambda c, x: c["aoi"].update({"31UFT": [640000, 5760000, 642560]}),
              "aoi.31UFT = [640000, 5760000, 642560]"),
     cfg_case("missing mapping file", lambda c, x: c["labels"].update(mapping="nope.csv"),

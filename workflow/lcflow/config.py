@@ -141,7 +141,13 @@ def check(config: dict[str, Any], schema_path: str | Path, base: str | Path = ".
         _check(config, schema_path, Path(base), today)
     except _Bad as bad:
         source = origins.of(bad.path) if origins else None
-        raise LcflowError(f"config: {bad.message}" + (f" (set in {source})" if source else "")) from None
+        hint = ""
+        if not bad.path and "is a required property" in bad.message and origins and origins.files:
+            given = " ".join(map(str, origins.files))
+            hint = (f" (config files: {given}): a config names tiles, years, models, results, stac and labels; to "
+                    f"change a few keys of another config, give both, yours last: --configfile {DEFAULT_CONFIG} "
+                    f"{origins.files[-1]}")
+        raise LcflowError(f"config: {bad.message}" + (f" (set in {source})" if source else "") + hint) from None
 
 
 @functools.lru_cache(maxsize=4)
@@ -205,13 +211,17 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
             spectral_indices.check([name], bands, where=f"cube.indices[{i}]")
         except LcflowError as exc:
             raise _Bad(("cube", "indices", i), str(exc)) from None
-    aoi = config.get("aoi", {})
+    aoi = {tile: bounds for tile, bounds in (config.get("aoi") or {}).items() if bounds is not None}
+    whole = [t for t in config["tiles"] if t not in aoi]
     for tile, bounds in aoi.items():
         if bounds[0] >= bounds[2] or bounds[1] >= bounds[3]:
             raise _Bad(("aoi", tile), f"aoi.{tile} = {bounds} is not [xmin, ymin, xmax, ymax]")
+        if tile not in config["tiles"] and whole:  # beside a tile without one: a misspelt key?
+            raise _Bad(("aoi", tile), f"aoi.{tile}: {tile} is not one of tiles {config['tiles']}, and tile {whole[0]} "
+                       f"has no aoi: a misspelt key would leave {whole[0]} to be processed whole (aoi.{tile}: null "
+                       "removes an entry)")
         if tile not in config["tiles"]:
-            raise _Bad(("aoi", tile), f"aoi.{tile}: {tile} is not one of tiles {config['tiles']} "
-                       "(a misspelt aoi key would leave its tile to be processed whole)")
+            continue  # a tile left out of this run (a config layered over another): its area is not used
         try:
             mgrs.check_inside_tile(tile, bounds)
         except LcflowError as exc:
