@@ -58,6 +58,7 @@ localrules:
     stac_change_item,
     stac_catalog,
     job_resources,
+    synth_catalog,
 
 
 rule all:
@@ -65,3 +66,4 @@ rule all:
     input:
         PRODUCTS,
         f"{R}/job_resources.tsv",
+        [f"{config['demo']['out']}/catalog/catalog.json"] if "demo" in config else [],

@@ -282,7 +282,6 @@ def test_the_report_gives_each_stages_wall_time_and_memory(run):
     import pandas as pd
 
     table = pd.read_csv(run / "job_resources.tsv", sep="\t").set_index("stage")
-    files = {p.stem: p for p in (run / "benchmarks").rglob("*.tsv")}
     for stage in ("synth", "search", "cube", "labels", "sample", "train", "predict", "consistent_maps", "assess"):
         assert stage in table.index, table
         assert table.loc[stage, "wall_s_max"] > 0 and table.loc[stage, "wall_s_total"] >= table.loc[stage, "wall_s_max"]
@@ -291,10 +290,28 @@ def test_the_report_gives_each_stages_wall_time_and_memory(run):
     # the cube's peak memory is the largest of its jobs' files, as Snakemake measured them
     cubes = [pd.read_csv(p, sep="\t", na_values=["NA"]).iloc[-1]["max_rss"] for p in (run / "benchmarks" / "cube").glob("*.tsv")]
     assert table.loc["cube", "max_rss_mb"] == pytest.approx(max(cubes), abs=0.01) and max(cubes) > 50
-    assert "synth" in files and (run / "job_resources.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(list((run / "benchmarks" / "synth").glob("*.tsv"))) == len(DEMO["tiles"]) * len(DEMO["years"])
+    assert (run / "job_resources.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = run / "report.html"
     if report.exists():
         assert '"filename": "job_resources.png"' in report.read_text(encoding="utf-8")
+
+
+def test_adding_a_year_to_the_demo_makes_only_that_year_s_data(run, tmp_path):
+    """A year added to a finished demo: its scenes are made, searched and composited for each tile, and no
+    other tile-year's (the models and maps change, as they learn from the new year's samples too)."""
+    year = max(DEMO["years"]) + 1
+    over = tmp_path / "year.yaml"
+    over.write_text(yaml.safe_dump({"years": [*DEMO["years"], year]}))
+    done = snakemake(run.parent, "-n", configfile=[run.parent / "demo.yaml", over], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = job_counts(done.stdout)
+    tiles = len(DEMO["tiles"])
+    assert counts["synth_scenes"] == counts["search"] == counts["cube"] == counts["sample"] == tiles, counts
+    assert "synth_corine" not in counts and "labels" not in counts, counts
+    for rule in ("synth_scenes", "search", "cube"):
+        years = set(re.findall(rf"rule {rule}:.*?wildcards: tile=\w+, year=(\d+)", done.stdout, re.DOTALL))
+        assert years == {str(year)}, (rule, years)
 
 
 def test_readmes_rerun_works_from_a_shell_with_no_environment(run, tmp_path):

@@ -1,29 +1,59 @@
 if "demo" in config:
     DEMO = config["demo"]
 
-    rule synth:
+    # the demo's data per tile-year, so that adding a year or a tile writes only its own scenes: each
+    # tile-year's scenes in a STAC catalogue of their own (what its search reads), the CORINE raster of the
+    # first year over every tile, and a catalogue of them all (stac.catalog)
+    DEMO_OUT = DEMO["out"]
+    SCENERY = (
+        f"--first-year {YEARS[0]} --resolution {config['cube']['resolution']}"
+        f" --acquisitions {' '.join(map(str, DEMO.get('acquisitions', [12, 20])))}"
+        f" --change-fraction {DEMO.get('change_fraction', 0.03)}"
+    )
+
+    rule synth_scenes:
         output:
-            catalog=f"{DEMO['out']}/catalog/catalog.json",
-            corine=f"{DEMO['out']}/corine/clc_demo_3035.tif",
-            truth=expand(f"{DEMO['out']}/truth/{{tile}}_{{year}}.tif", tile=TILES, year=YEARS),
+            catalog=f"{DEMO_OUT}/catalog/{{tile}}_{{year}}/catalog.json",
+            truth=f"{DEMO_OUT}/truth/{{tile}}_{{year}}.tif",
         log:
-            f"{R}/logs/synth.log",
+            f"{R}/logs/synth/{{tile}}_{{year}}.log",
         benchmark:
-            f"{R}/benchmarks/synth.tsv"
+            f"{R}/benchmarks/synth/{{tile}}_{{year}}.tsv"
         params:
-            out=lambda wildcards, output: Path(output.catalog).parent.parent,
-            aoi=json.dumps({t: config["aoi"][t] for t in TILES}),
-            years=" ".join(map(str, YEARS)),
-            acquisitions=" ".join(map(str, DEMO.get("acquisitions", [12, 20]))),
-            mmu=DEMO.get("mmu_cells", 4),
-            change=DEMO.get("change_fraction", 0.03),
-            resolution=config["cube"]["resolution"],
+            bounds=lambda wc: json.dumps(config["aoi"][wc.tile]),
+            scenery=SCENERY,
         conda:
             ENV
         shell:
-            "lcflow -v synth --out {params.out:q} --aoi {params.aoi:q} --years {params.years}"
-            " --acquisitions {params.acquisitions} --mmu-cells {params.mmu} --change-fraction {params.change}"
-            " --resolution {params.resolution} > {log:q} 2>&1"
+            "lcflow -v synth-scenes --out {DEMO_OUT:q} --tile {wildcards.tile} --year {wildcards.year}"
+            " --bounds {params.bounds:q} {params.scenery} > {log:q} 2>&1"
+
+    rule synth_corine:
+        output:
+            f"{DEMO_OUT}/corine/clc_demo_3035.tif",
+        log:
+            f"{R}/logs/synth/corine.log",
+        params:
+            aoi=json.dumps({t: config["aoi"][t] for t in TILES}),
+            mmu=DEMO.get("mmu_cells", 4),
+            scenery=SCENERY,
+        conda:
+            ENV
+        shell:
+            "lcflow -v synth-corine --out {DEMO_OUT:q} --aoi {params.aoi:q} --mmu-cells {params.mmu} {params.scenery}"
+            " > {log:q} 2>&1"
+
+    rule synth_catalog:
+        input:
+            expand(f"{DEMO_OUT}/catalog/{{tile}}_{{year}}/catalog.json", tile=TILES, year=YEARS),
+        output:
+            f"{DEMO_OUT}/catalog/catalog.json",
+        log:
+            f"{R}/logs/synth/catalog.log",
+        conda:
+            ENV
+        shell:
+            "lcflow -v synth-catalog --out {DEMO_OUT:q} --children {input:q} > {log:q} 2>&1"
 
     if DEMO_REFERENCE:
 

@@ -2,9 +2,22 @@ STAC = config["stac"]
 CUBE = config["cube"]
 
 
+def search_catalog(wildcards):
+    """The local catalogue a tile-year's search reads: the demo's own catalogue of that tile-year (so that
+    adding a year searches the new year alone), else stac.catalog; none for a remote one."""
+    if "demo" in config:
+        return [f"{config['demo']['out']}/catalog/{wildcards.tile}_{wildcards.year}/catalog.json"]
+    return [STAC["catalog"]] if STAC.get("catalog") and not is_url(STAC["catalog"]) else []
+
+
+def search_source(wildcards, input):
+    return f"--catalog {shlex.quote(input[0])}" if input else (
+        f"--catalog {shlex.quote(STAC['catalog'])}" if STAC.get("catalog") else f"--api {shlex.quote(STAC['api'])}")
+
+
 rule search:
     input:
-        [STAC["catalog"]] if STAC.get("catalog") and not is_url(STAC["catalog"]) else [],
+        search_catalog,
     output:
         f"{R}/{{tile}}/{{year}}/items.json",
     log:
@@ -12,7 +25,7 @@ rule search:
     benchmark:
         f"{R}/benchmarks/search/{{tile}}_{{year}}.tsv"
     params:
-        source=f"--catalog {shlex.quote(STAC['catalog'])}" if STAC.get("catalog") else f"--api {shlex.quote(STAC['api'])}",
+        source=search_source,
         collection=STAC["collection"],
         clouds=STAC["max_cloud_cover"],
     conda:

@@ -45,6 +45,16 @@ def share(text: str) -> float:
     return value
 
 
+def json_list(text: str) -> list:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not JSON ({exc})") from None
+    if not isinstance(value, list):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a JSON list")
+    return value
+
+
 def json_object(text: str) -> dict:
     try:
         value = json.loads(text)

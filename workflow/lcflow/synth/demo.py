@@ -1,14 +1,18 @@
 """Write the embedded demo: a static STAC catalog of synthetic Sentinel-2 L2A scenes, CORINE, truth."""
 
 import datetime as dt
+import json
+import os
 import shutil
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pystac
 from rasterio.warp import transform_geom
 
+from lcflow.common.atomic import staging_dir, write_text
 from lcflow.common.raster import Grid, write_cog
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
@@ -107,46 +111,105 @@ def _add_asset(item: pystac.Item, item_dir: Path, band: str, data: np.ndarray, g
     ))
 
 
+def check_aoi(tile: str, bounds) -> None:
+    """A demo area is a square inside its tile, [xmin, ymin, xmax, ymax] in the tile's UTM CRS."""
+    if not isinstance(bounds, list) or len(bounds) != 4 or bounds[0] >= bounds[2] or bounds[1] >= bounds[3]:
+        raise LcflowError(f"demo aoi of {tile} = {bounds!r} is not [xmin, ymin, xmax, ymax]")
+    if bounds[2] - bounds[0] != bounds[3] - bounds[1]:
+        raise LcflowError(f"demo aoi of {tile} = {bounds} must be square")
+    mgrs.check_inside_tile(tile, bounds)
+
+
+@dataclass(frozen=True)
+class Scenery:
+    """What a demo tile-year's landscape and scenes follow from, besides its tile and year: the first year
+    (CORINE's, before the change), the pixel size, the acquisitions a year and the share that changes."""
+
+    first_year: int
+    resolution: float = float(default("cube.resolution"))
+    acquisitions: tuple[int, int] = tuple(default("demo.acquisitions"))
+    change_fraction: float = default("demo.change_fraction")
+
+    def landscape(self, tile: str, bounds: list[float]) -> tuple[Grid, landscape.Landscape]:
+        grid = Grid.from_bounds(mgrs.tile_epsg(tile), tuple(bounds), self.resolution)
+        return grid, landscape.generate(np.random.default_rng(_seed("landscape", tile)), grid.width, self.change_fraction)
+
+
+def tile_year_catalog(out: Path, tile: str, year: int) -> Path:
+    """Where a demo tile-year's catalogue is written: a catalogue of its own, so that adding a year or a tile
+    writes only its own scenes."""
+    return Path(out) / "catalog" / f"{tile}_{year}" / "catalog.json"
+
+
+def write_tile_year(out: str | Path, tile: str, bounds: list[float], year: int, scenery: Scenery) -> Path:
+    """The scenes (a STAC catalogue of their own) and the truth of one tile-year; the same bytes whatever
+    other tiles and years the demo has. Returns the catalogue."""
+    check_aoi(tile, bounds)
+    out = Path(out)
+    grid, land = scenery.landscape(tile, bounds)
+    truth = land.before if year == scenery.first_year else land.after
+    legend = {e.clc_code: e.rgb for e in nomenclature.clc_legend()}
+    write_cog(out / "truth" / f"{tile}_{year}.tif", truth, grid, nodata=0, colors=legend,
+              names={e.clc_code: e.label3 for e in nomenclature.clc_legend()},
+              tags={"content": "synthetic truth, CLC level-3 codes"})
+    final = tile_year_catalog(out, tile, year).parent
+    with staging_dir(final) as stage:
+        catalog = pystac.Catalog(f"lcflow-demo-{tile}-{year}", f"Synthetic Sentinel-2 L2A scenes of {tile} in {year}")
+        collection = pystac.Collection(
+            COLLECTION, "Synthetic Sentinel-2 L2A (Earth Search v1 layout)",
+            pystac.Extent(pystac.SpatialExtent([[-180, -90, 180, 90]]),
+                          pystac.TemporalExtent([[dt.datetime(year, 1, 1, tzinfo=dt.timezone.utc),
+                                                  dt.datetime(year, 12, 31, tzinfo=dt.timezone.utc)]])))
+        catalog.add_child(collection)
+        for item in write_scenes(stage, tile, grid, [year], {year: truth}, land.parcels, scenery.acquisitions):
+            collection.add_item(item)
+        collection.update_extent_from_items()
+        catalog.normalize_hrefs(str(stage.resolve()))
+        catalog.make_all_asset_hrefs_relative()
+        catalog.save(pystac.CatalogType.SELF_CONTAINED)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(stage, final)
+    return final / "catalog.json"
+
+
+def write_corine(out: str | Path, aoi: dict[str, list[float]], scenery: Scenery, mmu_cells: int) -> Path:
+    """The demo's CORINE raster of the first year over every tile area (grid codes, EPSG:3035, 100 m)."""
+    truths = []
+    for tile, bounds in aoi.items():
+        check_aoi(tile, bounds)
+        grid, land = scenery.landscape(tile, bounds)
+        truths.append((land.before, grid))
+    codes, grid = corine.generalise(truths, mmu_cells)
+    path = Path(out) / "corine" / "clc_demo_3035.tif"
+    write_cog(path, codes, grid, nodata=nomenclature.CLC_NODATA_GRID,
+              colors={e.grid_code: e.rgb for e in nomenclature.clc_legend()},
+              tags={"content": f"synthetic CORINE {scenery.first_year}, grid codes"})
+    return path
+
+
+def write_root_catalog(out: str | Path, children: list[Path]) -> Path:
+    """The demo's catalogue: every tile-year's catalogue as a child (``stac.catalog`` of the demo config)."""
+    root = Path(out) / "catalog" / "catalog.json"
+    catalog = {"type": "Catalog", "stac_version": "1.1.0", "id": "lcflow-demo",
+               "description": "Synthetic Sentinel-2 L2A scenes for the lcflow demo",
+               "links": [{"rel": "root", "href": "./catalog.json", "type": "application/json"}] +
+                        [{"rel": "child", "href": f"./{Path(c).parent.name}/catalog.json", "type": "application/json"}
+                         for c in sorted(children)]}
+    write_text(root, json.dumps(catalog, indent=2) + "\n")
+    return root
+
+
 def make_demo(out: str | Path, aoi: dict[str, list[float]], years: list[int], resolution: float = float(default("cube.resolution")),
               acquisitions: tuple[int, int] = tuple(default("demo.acquisitions")), mmu_cells: int = default("demo.mmu_cells"),
               change_fraction: float = default("demo.change_fraction")) -> None:
-    """Write catalog/, corine/clc_demo_3035.tif and truth/{tile}_{year}.tif under ``out``."""
+    """Write catalog/ (a catalogue of every tile-year's), corine/clc_demo_3035.tif and truth/{tile}_{year}.tif
+    under ``out``."""
     out = Path(out)
     for tile, bounds in aoi.items():
-        if not isinstance(bounds, list) or len(bounds) != 4 or bounds[0] >= bounds[2] or bounds[1] >= bounds[3]:
-            raise LcflowError(f"demo aoi of {tile} = {bounds!r} is not [xmin, ymin, xmax, ymax]")
-        if bounds[2] - bounds[0] != bounds[3] - bounds[1]:
-            raise LcflowError(f"demo aoi of {tile} = {bounds} must be square")
-        mgrs.check_inside_tile(tile, bounds)
+        check_aoi(tile, bounds)
     for sub in ("catalog", "truth", "corine"):
         shutil.rmtree(out / sub, ignore_errors=True)
-    first, second = years[0], years[-1]
-    catalog = pystac.Catalog("lcflow-demo", "Synthetic Sentinel-2 L2A scenes for the lcflow demo")
-    collection = pystac.Collection(
-        COLLECTION, "Synthetic Sentinel-2 L2A (Earth Search v1 layout)",
-        pystac.Extent(pystac.SpatialExtent([[-180, -90, 180, 90]]),
-                      pystac.TemporalExtent([[dt.datetime(first, 1, 1, tzinfo=dt.timezone.utc),
-                                              dt.datetime(second, 12, 31, tzinfo=dt.timezone.utc)]])),
-    )
-    catalog.add_child(collection)
-    legend = {e.clc_code: e.rgb for e in nomenclature.clc_legend()}
-    truths_for_clc = []
-    for tile, bounds in aoi.items():
-        grid = Grid.from_bounds(mgrs.tile_epsg(tile), tuple(bounds), resolution)
-        rng = np.random.default_rng(_seed("landscape", tile))
-        land = landscape.generate(rng, grid.width, change_fraction)
-        truths = {y: (land.before if y == first else land.after) for y in years}
-        for year, truth in truths.items():
-            write_cog(out / "truth" / f"{tile}_{year}.tif", truth, grid, nodata=0, colors=legend,
-                      tags={"content": "synthetic truth, CLC level-3 codes"})
-        truths_for_clc.append((land.before, grid))
-        for item in write_scenes(out / "catalog", tile, grid, years, truths, land.parcels, acquisitions):
-            collection.add_item(item)
-    collection.update_extent_from_items()
-    catalog.normalize_hrefs(str((out / "catalog").resolve()))
-    catalog.make_all_asset_hrefs_relative()
-    catalog.save(pystac.CatalogType.SELF_CONTAINED)
-    codes, grid = corine.generalise(truths_for_clc, mmu_cells)
-    grid_legend = {e.grid_code: e.rgb for e in nomenclature.clc_legend()}
-    write_cog(out / "corine" / "clc_demo_3035.tif", codes, grid, nodata=nomenclature.CLC_NODATA_GRID,
-              colors=grid_legend, tags={"content": f"synthetic CORINE {first}, grid codes"})
+    scenery = Scenery(years[0], resolution, tuple(acquisitions), change_fraction)
+    children = [write_tile_year(out, tile, bounds, year, scenery) for tile, bounds in aoi.items() for year in years]
+    write_root_catalog(out, children)
+    write_corine(out, aoi, scenery, mmu_cells)
