@@ -152,7 +152,8 @@ def test_a_rank_that_fails_names_its_window_and_nothing_is_published(two_ranks, 
                             "--out", str(tmp_path / "map.tif"), "--confidence", str(tmp_path / "conf.tif"), "--block",
                             "32"], env=ENV, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["conf.tif", "failing_lcflow.py", "map.tif"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conf.tif", "failing_lcflow.py", "map.qml", "map.tif",
+                                                          "map.tif.aux.xml"]
 
 
 @pytest.fixture(scope="module")

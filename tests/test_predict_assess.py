@@ -36,6 +36,32 @@ def test_map_is_a_georeferenced_cog_with_classes_and_colours(stages, rf_model, t
         assert c.dtypes[0] == "uint8" and conf[conf != 255].max() <= 100 and conf[conf != 255].min() > 0
 
 
+def test_a_map_s_classes_are_named_where_gdal_and_qgis_look(stages, rf_model, tmp_path):
+    """Beside the map, GDAL's auxiliary file gives the band its category names (gdalinfo lists them) and a
+    QGIS style of the same name gives each class its name and the map's colour."""
+    import shutil
+    import subprocess
+    import xml.etree.ElementTree as ET
+
+    from .conftest import missing
+
+    predict.run(rf_model, stages["cube2018"], tmp_path / "map.tif", tmp_path / "conf.tif", block=64)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conf.tif", "map.qml", "map.tif", "map.tif.aux.xml"]
+    with rasterio.open(tmp_path / "map.tif") as m:
+        cmap, names = m.colormap(1), {int(k): v for k, v in json.loads(m.tags()["class_names"]).items()}
+    palette = ET.parse(tmp_path / "map.qml").getroot().findall(".//paletteEntry")
+    assert {int(e.get("value")): e.get("label") for e in palette} == {c: f"{c} {n}" for c, n in names.items()}
+    for e in palette:
+        assert e.get("color") == "#{:02x}{:02x}{:02x}".format(*cmap[int(e.get("value"))][:3])
+    if shutil.which("gdalinfo") is None:
+        missing("gdal", "gdal-bin is not installed (its gdalinfo reads the categories as a user would)")
+    info = subprocess.run(["gdalinfo", str(tmp_path / "map.tif")], capture_output=True, text=True, timeout=60).stdout
+    categories = info.split("Categories:", 1)[1]
+    for code, name in names.items():
+        assert f"{code}: {name}" in categories, info[-2000:]
+    assert "31: Forests" in categories
+
+
 def test_windowed_prediction_equals_one_window(stages, rf_model, tmp_path):
     predict.run(rf_model, stages["cube2018"], tmp_path / "a.tif", tmp_path / "ac.tif", block=32)
     predict.run(rf_model, stages["cube2018"], tmp_path / "b.tif", tmp_path / "bc.tif", block=1024)

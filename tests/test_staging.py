@@ -36,7 +36,8 @@ def test_a_users_files_beside_an_output_survive_and_no_staging_stays(stages, tmp
             "--confidence", str(out / "conf.tif"), "--timing", str(out / "t.json")]
     assert main(args) == 0, capsys.readouterr().err
     assert main(args) == 0, capsys.readouterr().err  # a rerun over the products too
-    assert sorted(p.name for p in out.iterdir()) == sorted([*mine, "map.tif", "conf.tif", "t.json"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([*mine, "map.tif", "map.tif.aux.xml", "map.qml",
+                                                            "conf.tif", "t.json"])
     assert {name: (out / name).read_text() for name in mine} == mine
 
 

@@ -86,12 +86,54 @@ def colormap(colors: dict[int, tuple[int, int, int]]) -> dict[int, tuple[int, in
     return {int(k): (*v, 255) for k, v in colors.items()}
 
 
-class StagedCog:
-    """A GeoTIFF being written beside its final path, made a COG by :meth:`finish`, not yet published."""
+def pam_categories(legend: dict[int, tuple[str, tuple[int, int, int]]]) -> str:
+    """GDAL's auxiliary metadata (PAM) of a class map's band: its category names, one per value from 0."""
+    from xml.sax.saxutils import escape
 
-    def __init__(self, final: Path, tmpdir: Path, dataset: rasterio.io.DatasetWriter, count: int, resampling: str):
+    names = [escape(legend[v][0]) if v in legend else "" for v in range(max(legend) + 1)]
+    entries = "".join(f"      <Category>{n}</Category>\n" for n in names)
+    return (f"<PAMDataset>\n  <PAMRasterBand band=\"1\">\n    <CategoryNames>\n{entries}    </CategoryNames>\n"
+            "  </PAMRasterBand>\n</PAMDataset>\n")
+
+
+def qgis_style(legend: dict[int, tuple[str, tuple[int, int, int]]], nodata: float | None) -> str:
+    """A QGIS layer style (.qml) of a class map: a paletted renderer with each class's name and colour."""
+    from xml.sax.saxutils import quoteattr
+
+    entries = "".join(
+        f"        <paletteEntry value=\"{code}\" color=\"#{r:02x}{g:02x}{b:02x}\" alpha=\"255\" "
+        f"label={quoteattr(f'{code} {name}')}/>\n" for code, (name, (r, g, b)) in sorted(legend.items()))
+    transparent = "" if nodata is None else (
+        f"      <rasterTransparency><singleValuePixelList><pixelListEntry min=\"{nodata:g}\" max=\"{nodata:g}\" "
+        "percentTransparent=\"100\"/></singleValuePixelList></rasterTransparency>\n")
+    return ("<!DOCTYPE qgis PUBLIC 'http://mrcc.com/qgis.dtd' 'SYSTEM'>\n"
+            "<qgis version=\"3.28\" styleCategories=\"Symbology\">\n  <pipe>\n"
+            "    <rasterrenderer type=\"paletted\" band=\"1\" opacity=\"1\" alphaBand=\"-1\" nodataColor=\"\">\n"
+            f"{transparent}      <colorPalette>\n{entries}      </colorPalette>\n    </rasterrenderer>\n"
+            "  </pipe>\n</qgis>\n")
+
+
+class StagedCog:
+    """A GeoTIFF being written beside its final path, made a COG by :meth:`finish`, not yet published.
+
+    A class map (``legend``: code -> (name, colour)) also gets the two files GIS read a legend from beside
+    it: ``{name}.aux.xml`` (GDAL's PAM: the band's category names, which gdalinfo lists) and ``{stem}.qml``
+    (a QGIS style: the classes by name and colour, loaded with the layer)."""
+
+    def __init__(self, final: Path, tmpdir: Path, dataset: rasterio.io.DatasetWriter, count: int, resampling: str,
+                 legend: dict[int, tuple[str, tuple[int, int, int]]] | None = None):
         self.final, self.tmpdir, self.dataset = final, tmpdir, dataset
-        self._count, self._resampling = count, resampling
+        self._count, self._resampling, self._legend = count, resampling, legend
+
+    def finished(self) -> list[tuple[Path, Path]]:
+        """:meth:`finish` as (temporary, final) pairs to publish: the legend's files first, the COG last."""
+        pairs = []
+        if self._legend:
+            pam, qml = self.tmpdir / "legend.aux.xml", self.tmpdir / "legend.qml"
+            pam.write_text(pam_categories(self._legend))
+            qml.write_text(qgis_style(self._legend, self.dataset.nodata))
+            pairs += [(pam, self.final.with_name(self.final.name + ".aux.xml")), (qml, self.final.with_suffix(".qml"))]
+        return pairs + [(self.finish(), self.final)]
 
     def finish(self, cog: bool = True) -> Path:
         """Close the staging file and copy it as a COG with overviews; return the COG's temporary path.
@@ -140,6 +182,7 @@ def staged_cog(
     *,
     nodata: float | None = None,
     colors: dict[int, tuple[int, int, int]] | None = None,
+    names: dict[int, str] | None = None,
     tags: dict[str, Any] | None = None,
     descriptions: list[str] | None = None,
     resampling: str = "nearest",
@@ -147,7 +190,8 @@ def staged_cog(
     """A tiled staging GeoTIFF for windowed writes, in a hidden directory beside ``path`` that is removed
     on leaving, success or not (and by the next writer, should a killed job leave it).
 
-    Colour table, tags and band names go along into the COG; non-string tag values are stored as JSON
+    Colour table, tags and band names go along into the COG (with ``names``, the class names of a class
+    map, its legend files beside it: :class:`StagedCog`); non-string tag values are stored as JSON
     (read them with :func:`read_tag`).
     """
     final = Path(path)
@@ -160,7 +204,8 @@ def staged_cog(
                 dst.update_tags(**{k: v if isinstance(v, str) else json.dumps(v) for k, v in tags.items()})
             for i, d in enumerate(descriptions or [], start=1):
                 dst.set_band_description(i, d)
-            yield StagedCog(final, tmpdir, dst, count, resampling)
+            legend = {int(c): (names[c], tuple(colors.get(c, (0, 0, 0)))) for c in names} if names and colors else None
+            yield StagedCog(final, tmpdir, dst, count, resampling, legend)
         finally:
             if not dst.closed:
                 dst.close()
@@ -174,7 +219,7 @@ def cog_writer(path: str | Path, grid: Grid, count: int, dtype: str, **options: 
     """
     with staged_cog(path, grid, count, dtype, **options) as staged:
         yield staged.dataset
-        publish_together([(staged.finish(), staged.final)])
+        publish_together(staged.finished())
 
 
 def write_cog(path: str | Path, data: np.ndarray, grid: Grid, **kwargs: Any) -> None:

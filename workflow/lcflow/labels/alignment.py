@@ -275,6 +275,7 @@ def run(source: "LabelSource | str | Path", grid_of: str | Path, out: str | Path
     present = sorted(pixels)
     log.info("labels from %s: %s", source.path, pixels)
     write_cog(out, classes, grid, nodata=nomenclature.nodata, colors=nomenclature.colors,
+              names={c: nomenclature.names[c] for c in present},
               tags={"nomenclature": nomenclature.name,
                     "class_names": {str(c): nomenclature.names[c] for c in present},
                     "class_colors": {str(c): nomenclature.colors.get(c) for c in present},

@@ -119,7 +119,8 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
     progress = Progress(log, f"consistent maps of {len(years)} years", grid.width * grid.height)
     with contextlib.ExitStack() as stack:
         out_maps = [stack.enter_context(staged_cog(
-            m, grid, 1, dtype, nodata=nodata, colors=colors, tags={**tags, "year": y}, descriptions=["class"],
+            m, grid, 1, dtype, nodata=nodata, colors=colors, names={int(c): v for c, v in info["class_names"].items()},
+            tags={**tags, "year": y}, descriptions=["class"],
             resampling="mode")) for m, y in zip(maps, years)]
         out_conf = [stack.enter_context(staged_cog(
             c, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": info["model"], "year": y},
@@ -164,7 +165,7 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
                     raw_tally[t].add_truth(truly, raw[t] != raw[t + 1], both)
                     tally[t].add_truth(truly, path[t] != path[t + 1], both)
             progress.add(1, len(windows), shape[0] * shape[1])
-        staged = [(s.finish(), s.final) for s in out_conf + out_change + out_maps]
+        staged = [pair for s in out_conf + out_change + out_maps for pair in s.finished()]
         publish_together(staged)
     result = {
         "model": info["model"], "years": list(years), "method": METHOD, "evidence_ratio": evidence_ratio,

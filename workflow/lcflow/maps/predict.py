@@ -250,7 +250,8 @@ def publish(trained: TrainedModel, grid: Grid, mapped: Iterable[tuple[int, objec
             "class_codes": trained.classes}
     with contextlib.ExitStack() as stack:
         staged_map = stack.enter_context(staged_cog(
-            out_map, grid, 1, dtype, nodata=nodata, colors=trained.class_colors, tags=tags, descriptions=["class"],
+            out_map, grid, 1, dtype, nodata=nodata, colors=trained.class_colors, names=trained.class_names, tags=tags,
+            descriptions=["class"],
             resampling="mode"))
         staged_conf = stack.enter_context(staged_cog(
             out_confidence, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": trained.model.name},
@@ -267,7 +268,7 @@ def publish(trained: TrainedModel, grid: Grid, mapped: Iterable[tuple[int, objec
                 staged_proba.dataset.write(arrays["probabilities"], window=win)
             staged_map.dataset.write(arrays["map"], 1, window=win)
             staged_conf.dataset.write(arrays["confidence"], 1, window=win)
-        staged = [(staged_conf.finish(), staged_conf.final), (staged_map.finish(), staged_map.final)]
+        staged = [*staged_conf.finished(), *staged_map.finished()]  # the map last: the set's mark
         if staged_proba is not None:
             staged.insert(0, (staged_proba.finish(cog=False), staged_proba.final))
         publish_together(staged)
