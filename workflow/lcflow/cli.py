@@ -37,8 +37,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Defaults shown after each option; descriptions and epilogs keep their line breaks."""
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """A default shown after each option that has one (not after a required option, a flag or an unset
+    one); descriptions and epilogs keep their line breaks and lose reStructuredText's markup."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "%(default)" in text or action.required or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        if action.option_strings and action.nargs != 0:
+            return f"{text} (default: %(default)s)"
+        return text
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain(text))
+
+
+def plain(text: str) -> str:
+    """``text`` without reStructuredText's inline markup: ``code`` and :role:`target` as plain words."""
+    import re
+
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "")
 
 
 def parser() -> argparse.ArgumentParser:

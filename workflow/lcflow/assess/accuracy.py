@@ -213,10 +213,22 @@ def areas_figure(result: dict, map_path: str | Path, path: str | Path, title: st
     plt.close(fig)
 
 
+def quote(assessment: dict) -> str:
+    """The accuracy of a map to quote: the reference sample's (an independent, area-weighted estimate), with
+    its 95 % interval; the agreement with the training labels and the demo's truth are not map accuracy."""
+    ref = assessment.get("reference") or {}
+    if ref.get("overall_accuracy") is None:
+        return "none: no reference sample (test_agreement_OA is agreement with the training labels, not accuracy)"
+    return (f"OA {ref['overall_accuracy']:.3f} ± {ref['overall_accuracy_ci95']:.3f} (reference sample of "
+            f"{ref.get('points_used', '?')} points, 95 % CI)")
+
+
 def summarize(paths: list[str | Path], out: str | Path) -> str:
     """One line per assessment as TSV: overall accuracy from the reference sample with its 95 % interval,
-    agreement with the training labels on test samples (OA, kappa), and against truth where there is one."""
-    lines = ["map\tmodel\treference_OA\treference_OA_ci95\ttest_agreement_OA\ttest_agreement_kappa\ttruth_OA\ttruth_kappa"]
+    agreement with the training labels on test samples (OA, kappa), against truth where there is one, and
+    which of them to quote."""
+    lines = ["map\tmodel\treference_OA\treference_OA_ci95\ttest_agreement_OA\ttest_agreement_kappa\ttruth_OA\ttruth_kappa"
+             "\tquote"]
     for p in sorted(map(Path, paths)):
         try:
             r = json.loads(p.read_text())
@@ -226,7 +238,7 @@ def summarize(paths: list[str | Path], out: str | Path) -> str:
         t, g, ref = r.get("test_samples", {}), r.get("truth", {}), r.get("reference", {})
         cells = [ref.get("overall_accuracy"), ref.get("overall_accuracy_ci95"), t.get("overall_accuracy"), t.get("kappa"),
                  g.get("overall_accuracy"), g.get("kappa")]
-        lines.append("\t".join([p.stem, model] + ["" if v is None else f"{v:.4f}" for v in cells]))
+        lines.append("\t".join([p.stem, model] + ["" if v is None else f"{v:.4f}" for v in cells] + [quote(r)]))
     text = "\n".join(lines) + "\n"
     write_text(out, text)
     return text

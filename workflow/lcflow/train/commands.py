@@ -13,8 +13,7 @@ log = logging.getLogger("lcflow")
 def _model_epilog() -> str:
     from lcflow.train import hyperparameters
 
-    return "model parameters (--set KEY=VALUE):\n" + "\n".join(
-        f"{model}:\n{hyperparameters.describe(model)}" for model in hyperparameters.MODELS)
+    return "model parameters (--set KEY=VALUE):\n" + hyperparameters.describe_all()
 
 
 def cmd_train(a):
@@ -31,7 +30,8 @@ def cmd_train(a):
         return
     test = metrics.get("test")
     log.info("%s trained -> %s%s", a.model, a.out,
-             f"; test OA {test['overall_accuracy']:.4f}, kappa {test['kappa']:.4f}" if test else "")
+             f"; agreement with the test rows' labels {test['overall_accuracy']:.4f} (kappa {test['kappa']:.4f}; "
+             "the map's accuracy comes from a reference sample: lcflow assess)" if test else "")
 
 
 def cmd_blend(a):

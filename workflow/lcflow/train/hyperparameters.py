@@ -166,44 +166,34 @@ TRAINING: dict[str, Param] = {
     "class_weight": _choice("sqrt", "weight of each class in the loss: none, sqrt (square root of balanced) or "
                             "balanced (inverse frequency)", "none", "sqrt", "balanced"),
     "weight_correction": _float(0.0, "exponent of the loss's class weights divided out of the predicted "
-                                "probabilities (then renormalised): the network learns with class_weight, the map "
-                                "decides as if it had not (1: the posterior of the training rows' class frequencies; 0: "
-                                "as trained). It trades balanced for overall accuracy: on the whole Slovenia table 0.5 "
-                                "lifted the LSTM's overall accuracy 0.903 -> 0.915 and cut its balanced accuracy 0.627 "
-                                "-> 0.501; on the 500-row folds measured it gained nothing (README). Training, and the "
-                                "round it keeps, are the same whatever its value", 0, 1),
+                                "probabilities: the map decides as if trained without class_weight (0: as trained); "
+                                "trades balanced for overall accuracy", 0, 1),
     "label_smoothing": _float(0.1, "share of each target spread over the other classes (calmer on noisy labels)",
                               0, 1, high_open=True),
     "input_noise": _float(0.2, "standard deviation of Gaussian noise added to the standardised training inputs "
                           "(an augmentation for small tables)", 0, 10),
     "mixup": _float(0.0, "alpha of mixup's Beta(alpha, alpha): each batch trains on a blend of its samples and "
-                    "their targets (0: off; on the 500-row tables of README it lifted no model)", 0, 10),
+                    "their targets (0: off)", 0, 10),
     "drop_observations": _float(0.0, "share of each training series' observed steps hidden at random in every batch "
-                                "and filled again from the others (an augmentation for cloudy series; 0: off; on the "
-                                "500-row tables of README 0.3 lifted no model past its seeds' noise)", 0, 0.9),
+                                "and filled again from the others (an augmentation for cloudy series; 0: off)", 0, 0.9),
     "weight_ema": _float(0.0, "decay a step of an exponential moving average of the weights, which each round "
-                         "validates and the model keeps (0: off; 0.99 averages about the last 100 steps; on the 500-row "
-                         "tables of README 0.99 lifted no model)", 0, 1,
+                         "validates and the model keeps (0: off; 0.99 averages about the last 100 steps)", 0, 1,
                          high_open=True),
     "select_by": _choice("accuracy", "what picks the round whose weights the run keeps, and what patience waits "
                          "for: val accuracy (ties: the lower loss) or val loss", "accuracy", "loss"),
     "distill": _float(0.0, "share of each training target taken from a Random Forest's out-of-fold class "
-                      "probabilities for the row instead of its label (a forest as the network's teacher; 0: off; on the "
-                      "500-row tables of README 0.5 lifted the three networks 0.010-0.028 against the demo's truth, "
-                      "under CORINE-like labels, and cost each a little on surveyed labels)",
+                      "probabilities for the row instead of its label (a forest as the network's teacher; 0: off)",
                       0, 1),
     "val_fraction": _float(0.2, "share of the training rows set aside for validation when the table has no "
                            "val rows (stratified, in spatial blocks where x/y or row/col are given)", 0, 0.5,
                            low_open=True),
     "refit": _bool(False, "after the run selects its round on the val rows, train afresh on the train and val "
-                          "rows together for as many passes, and keep the last weights (twice the training; on the "
-                          "500-row tables of README it gained no model more than the seed's noise)"),
+                          "rows together for as many passes, and keep the last weights (twice the training)"),
     "seed": _int(42, "seed of weights, shuffling and dropout (32 bits)", 0, 2**32 - 1),
     "threads": _int(0, "torch threads per worker (0: torch's default)", 0, 1024),
     "fp16_allreduce": _bool(False, "compress gradients to float16 for the allreduce"),
     "amp": _bool(False, "bfloat16 autocast in training (GPU, or CPU where the network runs so: else float32, "
-                        "with a warning); off: on an H100 it made lstm, tempcnn and ltae "
-                        "0.63-1.00x as fast, presto 0.8x at batch 128 and 1.5-1.7x at 1024 (benchmarks/gpu.py)"),
+                        "with a warning)"),
     "elastic": _bool(False, "Horovod elastic: survive workers leaving (horovodrun --min-np/--max-np)"),
 }
 
@@ -216,10 +206,8 @@ LSTM: dict[str, Param] = {
     "bidirectional": _bool(True, "read the series both ways"),
     "dropout": _dropout(0.5),  # recurrent stacks overfit small tables first
     "pooling": _choice("flatten", "how the outputs over time become one vector: flatten (every step's output in "
-                       "its place, as TempCNN reads its convolutions': the classifier knows which date each came from; "
-                       "on the 500-row tables of README +0.010 +- 0.005 over mean_last, two seeds), mean_last (their "
-                       "mean plus the last step's), attention (a weighted sum, the weights learnt per step), final "
-                       "(each direction's state after the whole series) or mean_final (their mean plus those states)",
+                       "its place), mean_last (their mean plus the last step's), attention (a weighted sum), final "
+                       "(each direction's last state) or mean_final (their mean plus those states)",
                        "flatten", "mean_last", "attention", "final", "mean_final"),
 }
 
@@ -305,12 +293,29 @@ def check(model: str, given: dict[str, Any] | None, where: str | None = None) ->
     return out
 
 
-def describe(model: str) -> str:
-    """One line per parameter: name, default, meaning, accepted values (for help texts)."""
-    lines = []
-    for name, p in table(model).items():
-        default = "null" if p.default is None else str(p.default).lower() if p.kind == "bool" else p.default
-        lines.append(f"  {name} (default {default}): {p.help}; {p.expected()}")
+def describe(model: str, skip: frozenset[str] = frozenset()) -> str:
+    """One line per parameter: name, default, meaning, accepted values (for help texts); ``skip``: the
+    parameters described elsewhere (the networks' shared training parameters)."""
+    return "\n".join(_line(name, p) for name, p in table(model).items() if name not in skip)
+
+
+def _line(name: str, p: Param) -> str:
+    default = "null" if p.default is None else str(p.default).lower() if p.kind == "bool" else p.default
+    return f"  {name} (default {default}): {p.help}; {p.expected()}"
+
+
+def describe_all() -> str:
+    """Every model's parameters for ``lcflow train --help``: the forest's, then the training parameters
+    every network shares (once), then each network's own (and a shared one whose default it changes)."""
+    lines = ["rf:", describe("rf"), "every network (lstm, tempcnn, resnet, ltae, presto):",
+             "\n".join(_line(n, p) for n, p in TRAINING.items())]
+    for model, spec in MODELS.items():
+        if model == "rf":
+            continue
+        own = {n: p for n, p in spec.items() if n not in TRAINING or p is not TRAINING[n]}
+        absent = [n for n in TRAINING if n not in spec]
+        lines.append(f"{model}:" + (f" (no {', '.join(absent)})" if absent else ""))
+        lines.append("\n".join(_line(n, p) for n, p in own.items()))
     return "\n".join(lines)
 
 
