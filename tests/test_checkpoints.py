@@ -60,7 +60,7 @@ def finished(tmp_path):
 
 def test_the_run_that_wrote_a_checkpoint_resumes_from_it(finished, caplog):
     checkpoint, weights = finished
-    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+    with caplog.at_level(logging.DEBUG, logger="lcflow.train"):
         net, history = _fit(checkpoint, "run-a")
     assert f"checkpoint {checkpoint} holds this run ended after round 4" in caplog.text
     assert "round=" not in caplog.text  # nothing left to train
@@ -81,7 +81,7 @@ def test_an_early_stopped_run_is_taken_as_it_ended_and_a_pruned_one_goes_on(tmp_
     torch.manual_seed(0)
     again = LSTM()
     caplog.clear()  # the first run's lines, where an earlier test left the logger at INFO
-    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+    with caplog.at_level(logging.DEBUG, logger="lcflow.train"):
         rerun = deep.fit(again, *_noise(), 3, deep.TrainConfig.from_params(check("lstm", {**PARAMS, **stop})),
                          checkpoint=checkpoint, fingerprint="run-a", status=status)
     assert f"holds this run ended after round {len(history)}" in caplog.text and "round=" not in caplog.text
@@ -113,7 +113,7 @@ def test_a_valid_checkpoint_of_another_run_is_ignored(finished, tmp_path, caplog
         state["world_size"] = 2
         torch.save(state, checkpoint)
     fresh, fresh_history = _fit(None, fingerprint)
-    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+    with caplog.at_level(logging.DEBUG, logger="lcflow.train"):
         net, history = _fit(checkpoint, fingerprint)
     assert f"checkpoint {checkpoint} is of another run" in caplog.text and "resumed" not in caplog.text
     assert [r["round"] for r in history] == [1, 2, 3, 4] and "round=1 rank=0" in caplog.text

@@ -31,7 +31,7 @@ PARAMS = ["--set", "epochs=6", "--set", "min_steps=0", "--set", "evaluations=6",
 
 def horovodrun(np_: int, *args: str, log: Path, wait: bool = True, command: str = "train"):
     cmd = [str(BIN / "horovodrun"), "-np", str(np_), "-H", f"localhost:{np_}", "--gloo",
-           str(BIN / "lcflow"), command, *args]
+           str(BIN / "lcflow"), "-v", command, *args]  # -v: each rank's sums and final checksum
     fh = log.open("w")
     proc = subprocess.Popen(cmd, env=ENV, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     if wait:
@@ -41,7 +41,7 @@ def horovodrun(np_: int, *args: str, log: Path, wait: bool = True, command: str 
 
 def torchrun(np_: int, *args: str, log: Path, command: str = "train") -> None:
     cmd = [str(BIN / "torchrun"), "--standalone", "--nnodes=1", f"--nproc-per-node={np_}", "--no-python",
-           str(BIN / "lcflow"), command, *args, "--backend", "torch"]
+           str(BIN / "lcflow"), "-v", command, *args, "--backend", "torch"]
     with log.open("w") as fh:
         done = subprocess.run(cmd, env=ENV, stdout=fh, stderr=subprocess.STDOUT, timeout=600)
     assert done.returncode == 0, log.read_text()[-3000:]
@@ -198,6 +198,14 @@ def test_gradients_are_averaged_in_fp16_when_asked(backend, samples, tmp_path):
 def test_logged_metrics_are_the_allreduced_ones(two_ranks):
     out, log = two_ranks
     history = pd.read_csv(out / "history.csv")
+    # one line a round, from rank 0 only: the round, the allreduced loss and accuracies, the rate, time left
+    lines = re.findall(r"round (\d+)/6: loss ([\d.]+), accuracy ([\d.]+), val accuracy ([\d.]+), (\d+) samples/s, "
+                       r"(\d+ (?:s|min \d+ s)) left", log)
+    assert [int(r) for r, *_ in lines] == history["round"].tolist(), log[-3000:]
+    for (_, loss, accuracy, val, rate, _), (_, row) in zip(lines, history.iterrows()):
+        assert float(loss) == pytest.approx(row["loss"], abs=1e-4) and float(accuracy) == pytest.approx(row["accuracy"], abs=1e-4)
+        assert float(val) == pytest.approx(row["val_accuracy"], abs=1e-4) and int(rate) > 0
+    assert lines[-1][-1] == "0 s"
     per_rank = {}
     for r, rank, loss_sum, correct, seen in re.findall(
             r"round=(\d+) rank=(\d) size=2 steps=\S+ loss_sum=([\d.]+) correct=(\d+) seen=(\d+)", log):
@@ -357,7 +365,7 @@ def _workers(root: int) -> list[int]:
         return False
 
     return [pid for pid, cmd in command.items()
-            if len(cmd) > 2 and cmd[1].endswith(b"/lcflow") and cmd[2] == b"train" and below_root(pid)]
+            if len(cmd) > 2 and cmd[1].endswith(b"/lcflow") and b"train" in cmd[2:4] and below_root(pid)]
 
 
 def _running(pid: int) -> bool:
@@ -376,7 +384,7 @@ def test_elastic_training_goes_on_when_a_worker_dies(samples, tmp_path):
     out, log = tmp_path / "lstm", tmp_path / "elastic.log"
     cmd = [str(BIN / "horovodrun"), "-np", "2", "--min-np", "1", "--max-np", "2",
            "--host-discovery-script", str(hosts), "--network-interface", "lo",
-           str(BIN / "lcflow"), "train", "--model", "lstm", "--samples", *samples, "--out", str(out),
+           str(BIN / "lcflow"), "-v", "train", "--model", "lstm", "--samples", *samples, "--out", str(out),
            *PARAMS, "--set", "epochs=14", "--set", "evaluations=14", "--set", "batch_size=64", "--set", "elastic=true",
            "--set", "weight_ema=0.9"]  # the weights' average is part of the state a reset rolls back
     with log.open("w") as fh:

@@ -329,7 +329,7 @@ def test_a_refit_learns_from_the_val_rows_too_and_resumes_where_it_was_cut(tmp_p
     assert not (tmp_path / "cut" / "model.pt").exists()
     monkeypatch.setattr(deep, "_save_checkpoint", real_save)
     caplog.clear()  # the runs above, where an earlier test left the logger at INFO
-    with caplog.at_level(logging.INFO, logger="lcflow.train"):
+    with caplog.at_level(logging.DEBUG, logger="lcflow.train"):
         resumed = training.train("tempcnn", [path], tmp_path / "cut", {**FAST_CNN, "refit": True})
     assert "holds this run ended" in caplog.text and "resumed from checkpoint" in caplog.text
     assert "round=1 rank=0" not in caplog.text and "round=5 rank=0" in caplog.text  # the refit went on at round 5

@@ -226,6 +226,8 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
         progress["history"].append(row)
         progress["round"] = r
         progress["seconds"] = progress.get("seconds", 0.0) + time.perf_counter() - started
+        if comm.rank == 0:
+            _log_round(row, plan.rounds, progress)
         if comm.rank == 0 and checkpoint is not None:
             _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size, averaged)
         if on_round is not None and on_round(row):
@@ -257,7 +259,7 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     elif averaged is not None:  # no validation rows (a refit): the average of the last steps, not the last step
         net.load_state_dict(averaged.module.state_dict())
     net.to("cpu")
-    log.info("rank=%d size=%d final weights sha256=%s", comm.rank, comm.size, state_checksum(net))
+    log.debug("rank=%d size=%d final weights sha256=%s", comm.rank, comm.size, state_checksum(net))
     return progress["history"]
 
 
@@ -349,6 +351,24 @@ def bfloat16_runs(net: nn.Module, xb: torch.Tensor, device: torch.device) -> boo
     return True
 
 
+def _log_round(row: dict, rounds: int, progress: dict) -> None:
+    """Rank 0's line of a round: how far, the training loss and accuracy, the validation accuracy, the rate
+    and the time left at the rate of the rounds so far (each rank's sums are logged at debug level, -v)."""
+    r = row["round"]
+    done = len(progress["history"]) or 1
+    left = progress.get("seconds", 0.0) / done * (rounds - r)
+    val = f", val accuracy {row['val_accuracy']:.4f}" if "val_accuracy" in row else ""
+    log.info("round %d/%d: loss %.4f, accuracy %.4f%s, %.0f samples/s, %s left", r, rounds, row["loss"],
+             row["accuracy"], val, row["samples_per_s"], _duration(left))
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
 def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: Schedule, comm, device, r: int,
                  progress: dict, use_amp: bool, averaged: AveragedModel | None = None,
                  observed_flag: int | None = None) -> dict:
@@ -380,8 +400,8 @@ def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: S
             averaged.update_parameters(net)
         totals += (loss.item() * len(batch), int((logits.argmax(1) == data.y[bi]).sum()), len(batch))
     progress["step"] = last
-    log.info("round=%d rank=%d size=%d steps=%d-%d loss_sum=%.6f correct=%d seen=%d", r, rank, size, first + 1, last,
-             *totals)
+    log.debug("round=%d rank=%d size=%d steps=%d-%d loss_sum=%.6f correct=%d seen=%d", r, rank, size, first + 1, last,
+              *totals)
     loss_sum, correct, seen = comm.allreduce_sum(totals, name=f"lcflow.train.{r}")
     elapsed = comm.allreduce_sum(np.array([time.perf_counter() - start]), name=f"lcflow.time.{r}")[0] / size
     return {"round": r, "step": last, "epoch": float(progress["position"] / data.n), "loss": float(loss_sum / seen),
