@@ -37,3 +37,30 @@ def test_a_learning_curve_marks_the_kept_round(tmp_path):
     with pytest.raises(LcflowError, match="bad.csv is not a training history"):
         learning_curve.write(tmp_path / "bad.csv", tmp_path / "x.png", "lstm")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_class_names_are_shown_whole_and_colours_follow_the_data(tmp_path, monkeypatch):
+    """Tick labels keep every word of a class's name (on several lines), the model comparison's dots say
+    their tile-year, and its F1 colours span the values' own range."""
+    import matplotlib.axes
+    import numpy as np
+
+    from lcflow.assess import accuracy, comparison
+    from lcflow.common.figure_text import wrapped
+
+    name = "121 Industrial, commercial and transport units"
+    assert wrapped(name).split() == name.split() and max(map(len, wrapped(name).splitlines())) <= 22
+    assert comparison.tile_year("31UFT_2018_lstm") == "31UFT 2018"
+    low, high = comparison.color_range(np.array([[0.95, 0.99], [np.nan, 0.97]]))
+    assert 0.94 <= low < 0.95 and 0.99 < high <= 1.0
+
+    seen = []
+    real = matplotlib.axes.Axes.set_xticks
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_xticks",
+                        lambda self, ticks, labels=None, **kw: (seen.extend(labels or []), real(self, ticks, labels, **kw))[1])
+    score = {"confusion_matrix": {"labels": [12, 31], "matrix": [[5, 1], [0, 7]]}, "overall_accuracy": 0.92,
+             "kappa": 0.84, "per_class": {"12": {"name": "Industrial, commercial and transport units"},
+                                          "31": {"name": "Forests"}}}
+    accuracy.confusion_figure(score, tmp_path / "c.png", "31UFT 2018")
+    assert seen == ["12 Industrial,\ncommercial and\ntransport units", "31 Forests"]
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"

@@ -10,6 +10,7 @@ import rasterio
 
 from lcflow.assess.design import class_pixels
 from lcflow.common.atomic import atomic_path, write_text
+from lcflow.common.figure_text import wrapped
 from lcflow.common.metrics import scores, stratified_estimates
 from lcflow.common.raster import Grid, read_tag
 from lcflow.errors import LcflowError
@@ -155,10 +156,13 @@ def confusion_figure(score: dict, path: str | Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = score["confusion_matrix"]["labels"]
+    codes = score["confusion_matrix"]["labels"]
+    per_class = score.get("per_class") or {}
+    names = {c: per_class.get(str(c), {}).get("name", "") for c in codes}
+    labels = [wrapped(f"{c} {names[c]}".strip() if names[c] != str(c) else str(c), 22) for c in codes]
     m = np.asarray(score["confusion_matrix"]["matrix"], dtype=float)
     norm = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
-    fig, ax = plt.subplots(figsize=(1.0 + 0.6 * len(labels), 0.8 + 0.6 * len(labels)))
+    fig, ax = plt.subplots(figsize=(2.5 + 0.6 * len(labels), 2.2 + 0.6 * len(labels)))
     ax.imshow(norm, cmap="Blues", vmin=0, vmax=1)
     ax.set_xticks(range(len(labels)), labels, rotation=90)
     ax.set_yticks(range(len(labels)), labels)
@@ -193,7 +197,7 @@ def areas_figure(result: dict, map_path: str | Path, path: str | Path, title: st
         tags = read_tag(map_path, "class_names") or {}
         classes = sorted(counts)
         names, mapped = [tags.get(str(c), "") for c in classes], [counts[c] * pixel_ha for c in classes]
-    labels = [f"{c} {name}"[:28] for c, name in zip(classes, names)]
+    labels = [wrapped(f"{c} {name}", 30) for c, name in zip(classes, names)]
     y = np.arange(len(classes))
     fig, ax = plt.subplots(figsize=(7, 1.2 + 0.35 * len(classes)))
     ax.barh(y + (0.2 if ref else 0), mapped, height=0.4, color="0.7", label="mapped")

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from lcflow.common.atomic import atomic_path, write_text
+from lcflow.common.figure_text import wrapped
 from lcflow.errors import LcflowError
 from lcflow.train.model_dir import read_metrics
 
@@ -153,6 +154,22 @@ def table(rows: dict[str, ModelRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def tile_year(name: str) -> str:
+    """A map's tile and year from its name (``31UFT_2018_lstm`` -> ``31UFT 2018``), for a dot's label."""
+    parts = name.split("_")
+    return " ".join(parts[:2]) if len(parts) >= 3 else name
+
+
+def color_range(values: np.ndarray) -> tuple[float, float]:
+    """A colour scale over the values' own range (0.95-0.99 F1s apart, not lost in 0-1), widened a little."""
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return 0.0, 1.0
+    low, high = float(finite.min()), float(finite.max())
+    pad = max(0.005, 0.05 * (high - low))
+    return max(0.0, low - pad), min(1.0, high + pad)
+
+
 def figure(rows: dict[str, ModelRow], out: str | Path) -> None:
     """One page: each map's accuracy with its interval per model; the per-class F1 of every model; training
     time and mapping speed."""
@@ -172,6 +189,8 @@ def figure(rows: dict[str, ModelRow], out: str | Path) -> None:
         for dy, m in zip(offsets, maps):
             ax.errorbar(m.accuracy, y + dy, xerr=[[m.accuracy - m.low], [m.high - m.accuracy]], fmt="o",
                         color="#08519c" if m.source == "reference sample" else "#969696", markersize=3, capsize=2)
+            ax.annotate(tile_year(m.name), (m.high, y + dy), xytext=(3, 0), textcoords="offset points", va="center",
+                        fontsize=5, color="0.35")
         ax.plot(np.mean([m.accuracy for m in maps]), y, "|", color="#cb181d", markersize=14, mew=2)
     sources = sorted({m.source for r in rows.values() for m in r.maps})
     ax.set_yticks(range(len(models)), models)
@@ -197,13 +216,15 @@ def figure(rows: dict[str, ModelRow], out: str | Path) -> None:
         ax.set_xlim(0, max(values + [1.0]) * 1.35)
     ax = fig.add_subplot(grid[1, :])
     f1 = np.array([[mean_f1(rows[m], c) for c in classes] for m in models]).reshape(len(models), len(classes))
-    image = ax.imshow(np.ma.masked_invalid(f1), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    low, high = color_range(f1)
+    image = ax.imshow(np.ma.masked_invalid(f1), vmin=low, vmax=high, cmap="viridis", aspect="auto")
     for (y, x), v in np.ndenumerate(f1):
         if not math.isnan(v):
-            ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize=8, color="white" if v < 0.6 else "black")
+            ax.text(x, y, f"{v:.3f}", ha="center", va="center", fontsize=8,
+                    color="white" if v < (low + high) / 2 else "black")
     ax.set_yticks(range(len(models)), models)
-    ax.set_xticks(range(len(classes)), [f"{c} {n}"[:28] for c, n in classes.items()], rotation=30, ha="right",
-                  fontsize=8)
+    ax.set_xticks(range(len(classes)), [wrapped(f"{c} {n}") for c, n in classes.items()], rotation=30, ha="right",
+                  fontsize=7)
     ax.set_title("F1 per class (mean of the maps)", fontsize=10)
     fig.colorbar(image, ax=ax, fraction=0.02)
     fig.suptitle(f"{len(models)} models, {sum(len(r.maps) for r in rows.values())} maps")

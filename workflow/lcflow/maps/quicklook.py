@@ -13,6 +13,7 @@ import rasterio
 from rasterio.enums import Resampling
 
 from lcflow.common.atomic import atomic_path
+from lcflow.common.figure_text import wrapped
 from lcflow.errors import LcflowError
 
 
@@ -114,7 +115,7 @@ def change_figure(change_path: str | Path, summary_path: str | Path, out: str | 
             if matrix[i, j] > 0:
                 right.text(j, i, f"{matrix[i, j]:,.0f}" if matrix[i, j] >= 10 else f"{matrix[i, j]:.1f}",
                            ha="center", va="center", fontsize=6, color="white" if i != j else "black")
-    labels = [f"{c} {names.get(str(c), '')}"[:24] for c in classes]
+    labels = [wrapped(f"{c} {names.get(str(c), '')}", 24) for c in classes]
     right.set_xticks(range(k), labels, rotation=60, ha="right", fontsize=6)
     right.set_yticks(range(k), labels, fontsize=6)
     right.set_xlabel(str(years[1]), fontsize=8)
