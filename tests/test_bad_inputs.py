@@ -723,7 +723,7 @@ GUARD_CASES = [
     guard_case("search --out is an item of the catalog", _own_catalog, lambda x: x.lcflow(
         "search", "--tile", "31UFT", "--year", 2018, "--catalog", x.tmp / "catalog" / "catalog.json", "--out",
         sorted((x.tmp / "catalog").rglob("S2*_31UFT_2018*_L2A.json"))[0]),
-        "is the input catalogue file {tmp}/catalog/sentinel-2-l2a/S2A_31UFT_20180118_0_L2A/"),
+        "is the input catalogue file {tmp}/catalog/31UFT_2018/sentinel-2-l2a/S2A_31UFT_20180118_0_L2A/"),
     guard_case("cube --out is the manifest", lambda x: _own(x, "items2018"), lambda x: x.lcflow(
         "cube", "--items", x.tmp / "items.json", "--tile", "31UFT", "--year", 2018, "--out", x.tmp / "items.json",
         "--valid", x.tmp / "v.tif"), "--out {tmp}/items.json is the input --items {tmp}/items.json"),

@@ -90,6 +90,9 @@ def test_declared_reads_the_roles_from_the_parser_and_the_command_s_implied_path
 #: every path option of every command, by role: the table a new path option joins
 ROLES = {
     "synth": {"--out": "output directory"},
+    "synth-scenes": {},  # its tile-year's catalogue and truth, named by implied_paths
+    "synth-corine": {},
+    "synth-catalog": {"--children": "input file"},
     "label-reference": {"--points": "input file", "--truth": "input file", "--mapping": "input file",
                         "--out": "output file"},
     "search": {"--catalog": "input file", "--out": "output file"},

@@ -93,7 +93,8 @@ def test_a_truncated_cog_names_item_and_asset_and_leaves_no_cube(demo, stages, t
     served = tmp_path / "catalog"
     shutil.copytree(demo / "catalog", served)
     victim = search.read_manifest(stages["items2018"])[3]
-    scene = served / "sentinel-2-l2a" / victim.id / "B08.tif"
+    folder = f"31UFT_2018/sentinel-2-l2a/{victim.id}"
+    scene = served / folder / "B08.tif"
     scene.write_bytes(scene.read_bytes()[: scene.stat().st_size // 3])
     work = tmp_path / "work"
     work.mkdir()
@@ -108,7 +109,7 @@ def test_a_truncated_cog_names_item_and_asset_and_leaves_no_cube(demo, stages, t
         with pytest.raises(LcflowError) as err:
             _cube_over_http(f"{server.url}/catalog.json", work, signing="planetary-computer")
     message = str(err.value)
-    assert f"item {victim.id} asset nir ({server.url}/sentinel-2-l2a/{victim.id}/B08.tif) failed" in message
+    assert f"item {victim.id} asset nir ({server.url}/{folder}/B08.tif) failed" in message
     assert "SECRET" not in message and "sig=" not in message
     assert signed  # the URLs were signed as they were read
     assert sorted(p.name for p in work.iterdir()) == ["items.json"]

@@ -50,7 +50,7 @@ def test_clouds_are_flagged_but_not_all():
 
 
 def test_demo_catalog_is_earth_search_shaped(demo):
-    items = sorted((demo / "catalog" / "sentinel-2-l2a").glob("*/*.json"))
+    items = sorted((demo / "catalog").glob("*_*/sentinel-2-l2a/*/*.json"))
     assert items
     item = json.loads(items[0].read_text())
     p = item["properties"]

@@ -3,6 +3,7 @@
 import base64
 import csv
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -16,7 +17,8 @@ import yaml
 
 from lcflow.labels import nomenclature
 
-from .conftest import HOSTILE_RESOURCES, HOSTILE_RESULTS, ROOT, corine_polygons, demo_config, job_counts, missing, snakemake
+from .conftest import (HOSTILE_RESOURCES, HOSTILE_RESULTS, ROOT, corine_polygons, demo_config, job_counts, missing,
+                       snakemake, snakemake_command)
 
 pytestmark = pytest.mark.integration
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -231,6 +233,87 @@ def test_rerun_does_nothing_and_forcerun_reruns_only_downstream(run):
                       "compare_models": 1, "job_resources": 1, "all": 1}
 
 
+def test_readme_s_rerun_recipes_plan_what_they_say(run):
+    """README's lines that rerun every model, one model, one tile-year's map, one tile-year from its cube:
+    each plans its own jobs and what is made from them, and nothing else."""
+    workdir, config = run.parent, run.parent / "demo.yaml"
+    recipes = re.findall(r"^snakemake --profile slurm --forcerun (.+?)  +#", (ROOT / "README.md").read_text(), re.M)
+    assert len(recipes) >= 4, recipes
+
+    def plan(*targets: str) -> dict[str, int]:
+        done = snakemake(workdir, "-n", "--forcerun", *targets, configfile=config)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return job_counts(done.stdout + done.stderr)
+
+    deep = [m for m in DEMO["models"] if m != "rf"]
+    tiles, years = len(DEMO["tiles"]), len(DEMO["years"])
+    every = plan(*recipes[0].replace("results/", f"{HOSTILE_RESULTS}/").split())
+    assert every["train"] == len(deep) and every["train_rf"] == 1
+    assert every["predict"] + every["predict_rf"] == tiles * years * len(DEMO["models"])
+    one_model = plan(recipes[1].replace("results/", f"{HOSTILE_RESULTS}/"))
+    assert one_model["train"] == 1 and "train_rf" not in one_model and one_model["predict"] == tiles * years
+    assert one_model["consistent_maps"] == tiles and one_model["assess"] == tiles * years
+    one_map = plan(recipes[2].replace("results/", f"{HOSTILE_RESULTS}/"))
+    # the series of the tile and model is made again from every year's probabilities (kept only while needed)
+    assert one_map["predict"] == years and one_map["consistent_maps"] == 1 and "train" not in one_map
+    assert one_map["assess"] == years and "cube" not in one_map
+    one_cube = plan(recipes[3].replace("results/", f"{HOSTILE_RESULTS}/"))
+    assert one_cube["cube"] == 1 and one_cube["sample"] >= 1 and "search" not in one_cube
+    assert one_cube["train"] == len(deep)  # the models learn from that tile-year's samples too
+
+
+def test_a_plain_rerun_finishes_an_interrupted_one(run, tmp_path):
+    """A forced rerun of the forest's maps, interrupted (Ctrl-C) once the first consistent series is made,
+    before the figures and assessments made from it: a plain rerun then makes everything made from the new
+    maps, and leaves no product older than what it was made from and no temporary probabilities behind
+    (the same maps again are files newer than their products: made again, as a real tile's would be)."""
+    import signal
+    import subprocess
+    import time
+
+    work = tmp_path / "work"
+    shutil.copytree(run.parent, work, symlinks=True)
+    results = work / HOSTILE_RESULTS
+    cmd, env = snakemake_command(work, "--forcerun", "predict_rf", configfile=work / "demo.yaml")
+    log = tmp_path / "forced.log"
+    with log.open("w") as out:
+        forced = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and "(Rule: consistent_maps)" not in log.read_text():
+        assert forced.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.05)
+    os.killpg(forced.pid, signal.SIGINT)
+    forced.wait(timeout=300)
+
+    def stale() -> list[str]:
+        """The products of the forest's maps older than the consistent map they show or assess."""
+        older = []
+        for tile in DEMO["tiles"]:
+            for year in DEMO["years"]:
+                shown = results / "maps" / f"{tile}_{year}_rf.tif"
+                if not shown.exists():  # a series cut off while it was made: it is made again
+                    continue
+                made = shown.stat().st_mtime
+                older += [p.name for p in (results / "quicklooks" / f"{tile}_{year}_rf.quicklook.png",
+                                           results / "assessment" / f"{tile}_{year}_rf.json") if p.stat().st_mtime < made]
+        return older
+
+    assert stale(), "the interruption came too late to leave any product older than its map"
+    again = snakemake(work, configfile=work / "demo.yaml", timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert not list((results / "maps" / "raw").glob("*_probabilities.tif"))
+    for tile in DEMO["tiles"]:
+        for year in DEMO["years"]:
+            raw = (results / "maps" / "raw" / f"{tile}_{year}_rf.tif").stat().st_mtime
+            consistent = (results / "maps" / f"{tile}_{year}_rf.tif").stat().st_mtime
+            look = (results / "quicklooks" / f"{tile}_{year}_rf.quicklook.png").stat().st_mtime
+            assessed = (results / "assessment" / f"{tile}_{year}_rf.json").stat().st_mtime
+            assert raw <= consistent <= look and consistent <= assessed, (tile, year)
+    assert (results / "accuracy.tsv").stat().st_mtime >= max(p.stat().st_mtime for p in (results / "assessment").glob("*.json"))
+    done = snakemake(work, "-n", configfile=work / "demo.yaml")
+    assert "Nothing to be done" in done.stdout + done.stderr
+
+
 def test_report_embeds_every_figure_and_the_accuracy_table(run):
     done = snakemake(run.parent, "--report", str(run / "report.html"), configfile=run.parent / "demo.yaml")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -339,9 +422,11 @@ def test_readmes_rerun_works_from_a_shell_with_no_environment(run, tmp_path):
     stopped = subprocess.run([*base, "--forcerun", "train", "--set-resources", "train:launcher=no-such-launcher -np 2"],
                              env=bare, capture_output=True, text=True, timeout=600)
     assert stopped.returncode != 0
-    assert _lcflow_lines(stopped) == [f"lcflow: no-such-launcher is neither beside {sys.executable} nor on PATH: the "
-                                      "rules could not start their commands (install lcflow into the environment that "
-                                      "runs snakemake: make setup)"]
+    assert _lcflow_lines(stopped) == [
+        f"lcflow: no-such-launcher, which the profile starts the distributed jobs with, is neither beside "
+        f"{sys.executable} nor on PATH: run snakemake where the site's launcher is (a Slurm login node, after `module "
+        "load` of Slurm or MPI where the site asks for it), or name the launcher your site has (MPI in "
+        "profiles/slurm/config.yaml, or LCFLOW_SLURM_MPI)"]
     assert {p: p.read_bytes() for p in (results / "models" / "lstm").iterdir()} == model
 
 
