@@ -3,7 +3,6 @@
 import base64
 import csv
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -17,8 +16,7 @@ import yaml
 
 from lcflow.labels import nomenclature
 
-from .conftest import (HOSTILE_RESOURCES, HOSTILE_RESULTS, ROOT, corine_polygons, demo_config, job_counts, missing,
-                       snakemake, snakemake_command)
+from .conftest import HOSTILE_RESOURCES, HOSTILE_RESULTS, ROOT, corine_polygons, demo_config, job_counts, missing, snakemake
 
 pytestmark = pytest.mark.integration
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -263,52 +261,33 @@ def test_readme_s_rerun_recipes_plan_what_they_say(run):
 
 
 def test_a_plain_rerun_finishes_an_interrupted_one(run, tmp_path):
-    """A forced rerun of the forest's maps, interrupted (Ctrl-C) once the first consistent series is made,
-    before the figures and assessments made from it: a plain rerun then makes everything made from the new
-    maps, and leaves no product older than what it was made from and no temporary probabilities behind
-    (the same maps again are files newer than their products: made again, as a real tile's would be)."""
-    import signal
-    import subprocess
-    import time
-
+    """A forced rerun of one tile-year's LSTM map that stopped once the tile's consistent series was made,
+    before the figures and assessments made from it (as an interruption there leaves it; --until makes
+    that point exact): a plain rerun then makes everything made from the new maps, and leaves no product
+    older than what it was made from and no temporary probabilities behind (the same maps again are files
+    newer than their products: made again, as a real tile's would be)."""
     work = tmp_path / "work"
     shutil.copytree(run.parent, work, symlinks=True)
     results = work / HOSTILE_RESULTS
-    cmd, env = snakemake_command(work, "--forcerun", "predict_rf", configfile=work / "demo.yaml")
-    log = tmp_path / "forced.log"
-    with log.open("w") as out:
-        forced = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and "(Rule: consistent_maps)" not in log.read_text():
-        assert forced.poll() is None, log.read_text()[-3000:]
-        time.sleep(0.05)
-    os.killpg(forced.pid, signal.SIGINT)
-    forced.wait(timeout=300)
+    tile, model = DEMO["tiles"][0], "lstm"
+    forced = snakemake(work, "--forcerun", f"{HOSTILE_RESULTS}/maps/raw/{tile}_{DEMO['years'][0]}_{model}.tif",
+                       "--until", "consistent_maps", configfile=work / "demo.yaml", timeout=900)
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    assert job_counts(forced.stdout + forced.stderr) == {"predict": len(DEMO["years"]), "consistent_maps": 1}
 
     def stale() -> list[str]:
-        """The products of the forest's maps older than the consistent map they show or assess."""
+        """The products of the tile's maps older than the consistent map they show or assess."""
         older = []
-        for tile in DEMO["tiles"]:
-            for year in DEMO["years"]:
-                shown = results / "maps" / f"{tile}_{year}_rf.tif"
-                if not shown.exists():  # a series cut off while it was made: it is made again
-                    continue
-                made = shown.stat().st_mtime
-                older += [p.name for p in (results / "quicklooks" / f"{tile}_{year}_rf.quicklook.png",
-                                           results / "assessment" / f"{tile}_{year}_rf.json") if p.stat().st_mtime < made]
+        for year in DEMO["years"]:
+            made = (results / "maps" / f"{tile}_{year}_{model}.tif").stat().st_mtime
+            older += [p.name for p in (results / "quicklooks" / f"{tile}_{year}_{model}.quicklook.png",
+                                       results / "assessment" / f"{tile}_{year}_{model}.json") if p.stat().st_mtime < made]
         return older
 
-    assert stale(), "the interruption came too late to leave any product older than its map"
+    assert len(stale()) == 2 * len(DEMO["years"])
     again = snakemake(work, configfile=work / "demo.yaml", timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert not list((results / "maps" / "raw").glob("*_probabilities.tif"))
-    for tile in DEMO["tiles"]:
-        for year in DEMO["years"]:
-            raw = (results / "maps" / "raw" / f"{tile}_{year}_rf.tif").stat().st_mtime
-            consistent = (results / "maps" / f"{tile}_{year}_rf.tif").stat().st_mtime
-            look = (results / "quicklooks" / f"{tile}_{year}_rf.quicklook.png").stat().st_mtime
-            assessed = (results / "assessment" / f"{tile}_{year}_rf.json").stat().st_mtime
-            assert raw <= consistent <= look and consistent <= assessed, (tile, year)
+    assert stale() == [] and not list((results / "maps" / "raw").glob("*_probabilities.tif"))
     assert (results / "accuracy.tsv").stat().st_mtime >= max(p.stat().st_mtime for p in (results / "assessment").glob("*.json"))
     done = snakemake(work, "-n", configfile=work / "demo.yaml")
     assert "Nothing to be done" in done.stdout + done.stderr
