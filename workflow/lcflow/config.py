@@ -317,7 +317,9 @@ def _check_catalog(path: Path) -> None:
 def _check_labels(base: Path, config: dict[str, Any], key: str) -> None:
     """Before any job: the label source is readable, covers each configured tile area, and every code it holds
     there is mapped or ignored by the nomenclature; the change layer, when given, is readable."""
-    from lcflow.labels import alignment as labels, nomenclature, vector as vector_labels
+    from lcflow.labels import alignment as labels
+    from lcflow.labels import nomenclature
+    from lcflow.labels import vector as vector_labels
 
     cfg = config["labels"]
     try:
@@ -359,8 +361,9 @@ def demo_outputs(config: dict[str, Any]) -> set[str]:
 
 def cmd_check_config(a) -> None:
     root = Path(__file__).resolve().parents[2]
-    if not (root / "Snakefile").exists():
-        raise LcflowError("check-config needs lcflow installed from its repository (pip install -e .)")
+    if not a.configfile and not (root / DEFAULT_CONFIG).exists():
+        raise LcflowError("name the config to check: --configfile CONFIG.yaml [OVERRIDE.yaml ...] (the demo's is "
+                          f"{DEFAULT_CONFIG} of lcflow's repository)")
     files = a.configfile or [root / DEFAULT_CONFIG]
     merged = merge(files)
     check(merged, SCHEMA, base=a.directory, origins=Origins(files))
@@ -370,7 +373,8 @@ def cmd_check_config(a) -> None:
 def register(command) -> None:
     """``lcflow check-config``; ``command(name, help, **kw)`` makes its sub-parser."""
     p = command("check-config", "check a workflow configuration as the workflow does before any job")
-    p.add_argument("--configfile", nargs="+", type=path_guard.input_file, help="config file(s), merged in order (default: config/config.yaml "
+    p.add_argument("--configfile", nargs="+", type=path_guard.input_file,
+                   help="config file(s), merged in order (default: config/config.yaml "
                                                     "of this checkout)")
     p.add_argument("--directory", default=".", help="directory the config's relative paths start from")
     p.set_defaults(func=cmd_check_config)

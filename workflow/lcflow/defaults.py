@@ -11,8 +11,9 @@ import yaml
 #: file lcflow itself ships and every command reads, the schema
 SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-#: the JSON schema of the workflow configuration (workflow/schemas/, beside the package)
-SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
+#: the JSON schema of the workflow configuration: package data (workflow/schemas/ links it, as the Snakemake
+#: workflow catalog lays a workflow out)
+SCHEMA = Path(__file__).resolve().parent / "schemas" / "config.schema.yaml"
 
 
 @functools.cache
