@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import rasterio
 
-from lcflow.labels import alignment as labels, nomenclature, sampling
+from lcflow.labels import alignment as labels
+from lcflow.labels import nomenclature, sampling
 from lcflow.retrieve import cube, search
 from lcflow.synth.demo import make_demo
 

@@ -34,13 +34,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from forest_size import balanced, demo_pixels, draw  # noqa: E402
+from teacher_at_scale import peak_mb  # noqa: E402
+
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
 from lcflow.labels import cleaning  # noqa: E402
 from lcflow.train import hyperparameters  # noqa: E402
 from lcflow.train.models import model_class  # noqa: E402
-
-from forest_size import balanced, demo_pixels, draw  # noqa: E402
-from teacher_at_scale import peak_mb  # noqa: E402
 
 
 def forest_scores(series: np.ndarray, label: np.ndarray, truth: np.ndarray, train: np.ndarray,

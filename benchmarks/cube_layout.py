@@ -21,6 +21,7 @@ from rasterio.windows import Window
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cube_whole_tile  # noqa: E402
+
 from lcflow.common.raster import Grid, staging_profile  # noqa: E402
 from lcflow.retrieve import cube, mgrs, search  # noqa: E402
 

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import models_on_small_tables as small  # noqa: E402
+
 from lcflow.common.features import Standardiser, fill_gaps, prepare  # noqa: E402
 from lcflow.labels import samples_table as samples  # noqa: E402
 from tests import real_tables  # noqa: E402

@@ -322,7 +322,8 @@ def main() -> None:
         steps = len(read_tag(big, "time_steps"))
         for model, model_dir in trained.items():
             blocks = [int(b) for b in args.blocks.split(",")]
-            runs = ([] if args.skip_one_thread else [(blocks[0], 1)]) + [(b, None) for b in blocks]  # one preparing thread, then lcflow's choice
+            # one preparing thread, then lcflow's choice
+            runs = ([] if args.skip_one_thread else [(blocks[0], 1)]) + [(b, None) for b in blocks]
             for block, threads in runs:
                 r = predict_rate(model_dir, big, work, block, threads)
                 r["model"] = model

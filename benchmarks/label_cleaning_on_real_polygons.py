@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT / "workflow"))
 sys.path.insert(0, str(ROOT))
 
 from lcflow.common.features import fill_gaps  # noqa: E402
-from lcflow.labels import alignment as labels, nomenclature, sampling  # noqa: E402
+from lcflow.labels import alignment as labels  # noqa: E402
+from lcflow.labels import nomenclature, sampling  # noqa: E402
 from lcflow.labels.cleaning import Cleaning  # noqa: E402
 from lcflow.labels.samples_table import read as read_samples  # noqa: E402
 from tests import real_tables  # noqa: E402

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
 from lcflow.common.raster import Grid  # noqa: E402
-from lcflow.labels import alignment as labels, nomenclature
+from lcflow.labels import alignment as labels  # noqa: E402
+from lcflow.labels import nomenclature  # noqa: E402
 from lcflow.retrieve import mgrs  # noqa: E402
 
 TILE = Grid.from_bounds(mgrs.tile_epsg("31UFT"), mgrs.tile_bounds("31UFT"), 10)

@@ -52,6 +52,7 @@ CASES = ("slovenia-500", "slovenia", "demo")
 def demo_samples(work: Path) -> list[pd.DataFrame]:
     """The demo's samples tables (600 per class and tile-year, as the demo config draws them)."""
     from _demo_cube import demo_tiles  # the demo's rasters: imported here, so that training alone needs no rasterio
+
     from lcflow.labels import sampling
 
     out = []

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from _demo_cube import BANDS, demo_cube
 from _tiled_cube import tiled_cube
+
 from lcflow.common.raster import read_tag
 from lcflow.train import training
 
@@ -129,7 +130,8 @@ def main() -> None:
         rss = [r["peak_rss_mb"] for r in mine]
         largest = max(mine, key=lambda r: r["size"])
         print(f"  {name:5s} peak RSS {min(rss):.0f}-{max(rss):.0f} MB over sides {', '.join(str(r['size']) for r in mine)}"
-              f" px (ratio largest/smallest cube {max(rss) / min(rss):.2f} for {largest['size'] ** 2 / min(r['size'] for r in mine) ** 2:.0f}x the pixels);"
+              f" px (ratio largest/smallest cube {max(rss) / min(rss):.2f} for "
+              f"{largest['size'] ** 2 / min(r['size'] for r in mine) ** 2:.0f}x the pixels);"
               f" a whole {TILE_PX} px tile at the window loop's {largest['loop_px_s']:.0f} px/s:"
               f" {TILE_PX ** 2 / largest['loop_px_s'] / 3600:.1f} h plus start-up and COG writing")
         for variant, (trained, _) in VARIANTS.items():

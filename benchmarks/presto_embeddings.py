@@ -70,7 +70,8 @@ def fold(directory: Path, stem: str) -> list[dict]:
     test = samples.read(path).split("test")
     x_test = training.model_input(presto.Model, test, data.standardise, stem)  # as the model's own rows
     empty = ~test.observed()
-    flat = lambda x: x[..., :-2].reshape(len(x), -1)  # lcflow's forest input: the series without the position
+    def flat(x):  # lcflow's forest input: the series without the position
+        return x[..., :-2].reshape(len(x), -1)
     labels = np.asarray(data.classes)
     truth_labels = test.frame["label"].to_numpy()
     rows = []

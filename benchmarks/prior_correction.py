@@ -31,14 +31,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
+import models_on_small_tables as small  # noqa: E402
+
 from lcflow.common.metrics import scores  # noqa: E402
 from lcflow.labels import samples_table as samples  # noqa: E402
 from lcflow.train import hyperparameters, training  # noqa: E402
 from lcflow.train.model_dir import TrainedModel  # noqa: E402
 from lcflow.train.models import model_class  # noqa: E402
 from tests import real_tables  # noqa: E402
-
-import models_on_small_tables as small  # noqa: E402
 
 
 def fold_rows(case: small.Case, k: int, table: pd.DataFrame, work: Path, models: list[str], taus: list[float],

@@ -66,6 +66,7 @@ def prepare(directory: Path, subsets: int, folds: int, clean: bool = False) -> N
     ``clean`` each fold's training rows are cleaned as ``sample.clean`` cleans a tile's (its defaults; the
     test rows are left as they are)."""
     import models_on_small_tables as small
+
     from lcflow.labels import samples_table as samples
     from tests import real_tables
 
@@ -107,6 +108,7 @@ def score(task: tuple[str, str, dict], directory: Path, stem: str, out: Path, ke
     (and against the truth, on the demo), balanced accuracy, macro F1, seconds. With ``keep_proba`` the
     test rows' probabilities are kept for :func:`blend`."""
     import models_on_small_tables as small
+
     from lcflow.labels import samples_table as samples
 
     name, model, params = task

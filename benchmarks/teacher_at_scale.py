@@ -34,11 +34,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from forest_size import demo_pixels, draw  # noqa: E402
+
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
 from lcflow.train import forest_teacher  # noqa: E402
 from lcflow.train.distributed import Single  # noqa: E402
-
-from forest_size import demo_pixels, draw  # noqa: E402
 
 
 class FirstRank(Single):

@@ -25,7 +25,8 @@ import pytest
 import yaml
 from hypothesis import settings
 
-from lcflow.labels import alignment as labels, nomenclature, sampling
+from lcflow.labels import alignment as labels
+from lcflow.labels import nomenclature, sampling
 from lcflow.retrieve import cube, search
 from lcflow.synth.demo import make_demo
 

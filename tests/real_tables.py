@@ -50,8 +50,8 @@ def slovenia_grid():
 def slovenia_cube(directory: Path) -> tuple[Path, Path]:
     """The NDVI series as a cube of the samples contract (``NDVI_tKK``, x 10000, nodata under clouds) and its
     valid counts, written in ``directory``; their paths."""
-    from lcflow.retrieve.composite import NODATA
     from lcflow.common.raster import write_cog
+    from lcflow.retrieve.composite import NODATA
 
     ndvi, cloud, times = _ndvi_and_cloud()
     grid = slovenia_grid()
@@ -106,7 +106,7 @@ def spatial_folds(frame: pd.DataFrame, k: int, block_m: float, seed: int = 0):
     keys += [np.floor(frame["x"] / block_m).astype(int), np.floor(frame["y"] / block_m).astype(int)]
     groups = pd.MultiIndex.from_arrays(keys).factorize()[0]
     folds = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
-    for train, test in folds.split(frame, frame["label"], groups):
+    for _, test in folds.split(frame, frame["label"], groups):
         split = np.full(len(frame), "train", dtype=object)
         split[test] = "test"
         yield frame.copy().assign(split=split)

@@ -12,8 +12,8 @@ random: whatever the mutation, a command either succeeds or ends with one line a
 """
 
 import copy
-import hashlib
 import datetime as dt
+import hashlib
 import json
 import os
 import pickle
@@ -168,7 +168,8 @@ CONFIG_CASES = [
              "config: model_params.lstm.batch_size = 201241: expected an integer in [1, 65536]"),
     cfg_case("cleaning threshold over 1", lambda c, x: c["sample"].update(clean={"min_label_probability": 1.4}),
              "sample.clean.min_label_probability"),
-    cfg_case("labels year as text", lambda c, x: c["labels"].update(year="2018a"), "labels.year = '2018a': '2018a' is not of type 'integer'"),
+    cfg_case("labels year as text", lambda c, x: c["labels"].update(year="2018a"),
+             "labels.year = '2018a': '2018a' is not of type 'integer'"),
     cfg_case("bad tile id", lambda c, x: c["tiles"].append("31UFTX"), "tiles[2] = '31UFTX' is not a valid MGRS tile id"),
     cfg_case("no tiles", lambda c, x: c.update(tiles=[]), "config: tiles = []: [] should be non-empty"),
     cfg_case("duplicate tiles", lambda c, x: c["tiles"].append("31UFT"), "['31UFT', '32ULC', '31UFT'] has non-unique elements"),
@@ -253,7 +254,8 @@ CONFIG_CASES = [
              "labels.corine: " + "{tmp}/clc.tif in tile 31UFT: value(s) 99 of the CORINE raster are not CORINE codes"),
     cfg_case("CORINE mixing grid and CLC codes", lambda c, x: _real_corine_config(c, x, _corine_copy(x, 112)),
              "the CORINE raster mixes grid codes (1..44: "),
-    cfg_case("CORINE not covering the tile", lambda c, x: _real_corine_config(c, x, str(ROOT / "tests" / "data" / "clc_lanjaron_epsg3042.tif")),
+    cfg_case("CORINE not covering the tile",
+             lambda c, x: _real_corine_config(c, x, str(ROOT / "tests" / "data" / "clc_lanjaron_epsg3042.tif")),
              "clc_lanjaron_epsg3042.tif does not cover the area of tile 31UFT"),
     cfg_case("CORINE covering a quarter of the tile area",
              lambda c, x: _real_corine_config(c, x, str(x.demo / "corine" / "clc_demo_3035.tif")),
@@ -1145,11 +1147,11 @@ def test_outputs_follow_the_umask(mask, mode, stages, tmp_path):
 def test_a_cancelled_cube_job_leaves_nothing(stages, tmp_path):
     """SIGTERM (scancel, Snakemake cancelling) unwinds: no cube, no staging directory."""
     import signal
-
-    from lcflow.common.atomic import staging_prefix
     import subprocess
     import sys
     import time
+
+    from lcflow.common.atomic import staging_prefix
 
     lcflow = Path(sys.executable).parent / "lcflow"
     proc = subprocess.Popen([str(lcflow), "cube", "--items", str(stages["items2018"]), "--tile", "31UFT", "--year",

@@ -11,7 +11,8 @@ import rasterio
 from lcflow.common.raster import Grid
 from lcflow.errors import LcflowError
 from lcflow.labels import nomenclature
-from lcflow.maps import change, consistent as consistent_maps
+from lcflow.maps import change
+from lcflow.maps import consistent as consistent_maps
 from lcflow.maps.hmm import PROBABILITY_FLOOR, ChangePrior, change_prior, marginals, small_changes, smooth, viterbi
 from lcflow.maps.predict import PROBABILITY_NODATA, PROBABILITY_SCALE
 

@@ -3,8 +3,8 @@ files; a static catalogue's items of another collection are left out, named."""
 
 import base64
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path

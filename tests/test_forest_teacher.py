@@ -11,8 +11,7 @@ import torch
 from sklearn.ensemble import RandomForestClassifier
 
 from lcflow.labels import samples_table as samples
-from lcflow.train import deep, training
-from lcflow.train import forest_teacher
+from lcflow.train import deep, forest_teacher, training
 from lcflow.train.forest_teacher import ForestTeacher
 from lcflow.train.hyperparameters import check
 from lcflow.train.models.lstm import Network

@@ -11,7 +11,8 @@ from rasterio.warp import transform
 
 from lcflow.common.raster import Grid
 from lcflow.errors import LcflowError
-from lcflow.labels import alignment as labels, nomenclature
+from lcflow.labels import alignment as labels
+from lcflow.labels import nomenclature
 
 from .conftest import DATA, missing
 

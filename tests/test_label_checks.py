@@ -8,7 +8,9 @@ import pyarrow.parquet as pq
 import rasterio
 from sklearn.ensemble import RandomForestClassifier
 
-from lcflow.labels import cleaning as label_noise, transfer as label_transfer, nomenclature, sampling
+from lcflow.labels import cleaning as label_noise
+from lcflow.labels import nomenclature, sampling
+from lcflow.labels import transfer as label_transfer
 from lcflow.labels.cleaning import Cleaning
 from lcflow.labels.transfer import ChangeTest
 

@@ -6,7 +6,8 @@ from rasterio.warp import transform
 
 from lcflow.common.raster import Grid
 from lcflow.errors import LcflowError
-from lcflow.labels import alignment as labels, nomenclature, sampling
+from lcflow.labels import alignment as labels
+from lcflow.labels import nomenclature, sampling
 
 from .conftest import DATA
 

@@ -4,7 +4,8 @@ from lcflow.errors import LcflowError
 from lcflow.retrieve import mgrs, sentinel2
 
 
-@pytest.mark.parametrize("tile,epsg", [("31UFT", 32631), ("32ULC", 32632), ("13TDE", 32613), ("35MNM", 32735), ("01CAA", 32701), ("60XVV", 32660)])
+@pytest.mark.parametrize("tile,epsg", [("31UFT", 32631), ("32ULC", 32632), ("13TDE", 32613), ("35MNM", 32735),
+                                       ("01CAA", 32701), ("60XVV", 32660)])
 def test_tile_epsg(tile, epsg):
     assert mgrs.tile_epsg(tile) == epsg
 

@@ -143,3 +143,13 @@ def test_map_jobs_import_neither_scikit_learn_nor_torch_until_a_model_needs_them
             "        sys.exit(f'importing {name} imports {heavy}')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_the_code_is_clean_under_ruff():
+    """ruff, as pyproject.toml configures it (pycodestyle, pyflakes, isort, bugbear), finds nothing."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([str(Path(sys.executable).parent / "ruff"), "check", "workflow", "tests", "benchmarks"],
+                          cwd=PKG.parents[1], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]

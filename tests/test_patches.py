@@ -8,7 +8,8 @@ import rasterio
 from sklearn.metrics import cohen_kappa_score
 
 from lcflow.errors import LcflowError
-from lcflow.labels import sampling, samples_table as samples
+from lcflow.labels import samples_table as samples
+from lcflow.labels import sampling
 from lcflow.maps import predict
 from lcflow.retrieve.composite import NODATA
 from lcflow.train import saved_models, training

@@ -22,7 +22,6 @@ from lcflow.labels import samples_table
 from lcflow.train import training
 from lcflow.train.model_dir import TrainedModel
 from lcflow.train.models import presto
-
 from tests import real_tables
 
 from .test_distributed import BIN, ENV, torchrun

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lcflow.errors import LcflowError
 from lcflow.labels import samples_table as samples
 from lcflow.train import balance, training
-from lcflow.errors import LcflowError
 from lcflow.train.deep import Schedule, TrainConfig, refit_steps
 from lcflow.train.hyperparameters import check
 from lcflow.train.model_dir import TrainedModel

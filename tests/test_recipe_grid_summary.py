@@ -36,13 +36,13 @@ def test_summary_pairs_each_recipe_with_the_forest_fold_by_fold(recipe_grid, tmp
     real_only = [{"recipe": "b", "model": "presto", "case": "slovenia_500_0", "fold": f, "oa": oa}
                  for f, oa in enumerate([0.70, 0.90])]
     recipe_grid.summary(tmp_path, [write_rows(tmp_path / "a.jsonl", fits)], [])
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("a "))
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("a "))
     # case means 0.840 and 0.890; differences +0.02, -0.04, +0.04, +0.04: mean +0.015, s.e. 0.019;
     # worst case -0.010 (Slovenia); against the truth +0.10 on both demo folds
     assert line.split()[1:] == ["4", "0.840", "0.890", "0.865", "+0.015", "+-", "0.019", "-0.010", "+0.100"]
     # a grid on the real tables alone has no true classes: its truth column is a dash
     recipe_grid.summary(tmp_path, [write_rows(tmp_path / "b.jsonl", real_only)], [])
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("b "))
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("b "))
     assert line.split()[1:] == ["2", "0.800", "-", "0.800", "-0.050", "+-", "0.050", "-0.050", "-"]
 
 

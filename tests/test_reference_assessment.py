@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import rasterio
 
-from lcflow.assess import accuracy as assess, design as sample_design
+from lcflow.assess import accuracy as assess
+from lcflow.assess import design as sample_design
 from lcflow.common.metrics import stratified_estimates
 from lcflow.common.raster import Grid, write_cog
 from lcflow.errors import LcflowError

@@ -17,7 +17,8 @@ import yaml
 
 from lcflow.train import hyperparameters, training
 from lcflow.train.hyperparameters import ParamError, check
-from lcflow.tune import space as search_space, study, tuning
+from lcflow.tune import space as search_space
+from lcflow.tune import study, tuning
 
 from .test_recipe import seasonal_table, write
 

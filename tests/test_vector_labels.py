@@ -13,7 +13,9 @@ import yaml
 
 from lcflow.common.raster import Grid, read_tag, write_cog
 from lcflow.errors import LcflowError
-from lcflow.labels import alignment as labels, nomenclature, sampling, vector as vector_labels
+from lcflow.labels import alignment as labels
+from lcflow.labels import nomenclature, sampling
+from lcflow.labels import vector as vector_labels
 
 from .conftest import DATA, corine_polygons
 from .real_tables import slovenia_cube, slovenia_grid
@@ -231,7 +233,8 @@ def test_yaml_and_csv_mappings_are_the_same_nomenclature(tmp_path):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda g: g.rename(columns={"Code_18": "code"}), "name one column of CLC codes named like Code_18 with labels.code_column (columns: ID, code)"),
+    (lambda g: g.rename(columns={"Code_18": "code"}),
+     "name one column of CLC codes named like Code_18 with labels.code_column (columns: ID, code)"),
     (lambda g: g.assign(Code_18="forest"), "column 'Code_18' holds value(s) that are not integer codes >= 0: forest"),
     (lambda g: g.assign(Code_18="999x"), "not integer codes"),
     (lambda g: g.assign(Code_18="219"), "holds value(s) 219 in the tile that are not CLC level-3 codes"),

@@ -11,8 +11,8 @@ import logging
 import sys
 
 from lcflow import config, job_resources
-from lcflow.common import atomic, path_guard, termination
 from lcflow.assess import commands as assess_commands
+from lcflow.common import atomic, path_guard, termination
 from lcflow.errors import LcflowError
 from lcflow.labels import commands as labels_commands
 from lcflow.maps import commands as maps_commands

@@ -53,13 +53,16 @@ def cmd_compare_models(a):
 def register(command) -> None:
     """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
     p = command("design-sample", "a stratified random sample of reference points from a map, to label independently")
-    p.add_argument("--map", required=True, type=path_guard.input_file, help="class map written by lcflow predict: its classes are the strata")
-    p.add_argument("--out", required=True, type=path_guard.output_file, help="GeoPackage of points to write (map CRS; an empty 'reference' column)")
+    p.add_argument("--map", required=True, type=path_guard.input_file,
+                   help="class map written by lcflow predict: its classes are the strata")
+    p.add_argument("--out", required=True, type=path_guard.output_file,
+                   help="GeoPackage of points to write (map CRS; an empty 'reference' column)")
     p.add_argument("--csv", type=path_guard.output_file, help="also write the points as CSV (with lon/lat)")
     p.add_argument("--target-se", **cli_args.from_config("assess.design.target_se"),
                    help="standard error of overall accuracy aimed at (Cochran's sample size)")
     p.add_argument("--min-per-class", **cli_args.from_config("assess.design.min_per_class"), help="points per map class at least")
-    p.add_argument("--users-accuracy", **cli_args.from_config("assess.design.users_accuracy"), help="guess of every class's user's accuracy")
+    p.add_argument("--users-accuracy", **cli_args.from_config("assess.design.users_accuracy"),
+                   help="guess of every class's user's accuracy")
     p.add_argument("--class-users-accuracy", nargs="*", default=[], metavar="CODE=U",
                    help="guesses for single classes, e.g. 512=0.95 133=0.5")
     p.add_argument("--seed", **cli_args.from_config("assess.design.seed"), help="draw seed")
@@ -75,7 +78,8 @@ def register(command) -> None:
     p.add_argument("--truth", type=path_guard.input_file, help="truth raster of CLC level-3 codes on the map's grid")
     nomenclature_options(p)
     p.add_argument("--figure", type=path_guard.output_file, help="confusion matrix PNG to write")
-    p.add_argument("--areas-figure", type=path_guard.output_file, help="class areas PNG to write (mapped, and estimated from the reference sample)")
+    p.add_argument("--areas-figure", type=path_guard.output_file,
+                   help="class areas PNG to write (mapped, and estimated from the reference sample)")
     p.add_argument("--out", required=True, type=path_guard.output_file, help="assessment JSON to write")
     p.set_defaults(func=cmd_assess)
 

@@ -5,8 +5,8 @@ memory holds the piece being read, the one being computed and the one being writ
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import TypeVar
 
 K = TypeVar("K")

@@ -23,13 +23,23 @@ class Progress:
             rate = self.amount / elapsed
             left = (self.total - self.amount) / rate if rate > 0 else float("inf")
             self.log.info("%s: %d/%d windows, %.0f %s/s, %s elapsed, %s left", self.what, self.steps, total_steps,
-                          rate, self.unit, _duration(elapsed), _duration(left))
+                          rate, self.unit, duration(elapsed), duration(left))
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """``1h02m03s``, ``4m05s``, ``6s``; ``?`` for an unknown time."""
     if seconds == float("inf"):
         return "?"
     seconds = int(round(seconds))
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def training_round(row: dict, rounds: int, seconds: float, done: int) -> str:
+    """The log line of a training round: how far, the training loss and accuracy, the validation accuracy,
+    the rate and the time left at the pace of the ``done`` rounds that took ``seconds``."""
+    val = f", val accuracy {row['val_accuracy']:.4f}" if "val_accuracy" in row else ""
+    left = seconds / max(done, 1) * (rounds - row["round"])
+    return (f"round {row['round']}/{rounds}: loss {row['loss']:.4f}, accuracy {row['accuracy']:.4f}{val}, "
+            f"{row['samples_per_s']:.0f} samples/s, {duration(left)} left")

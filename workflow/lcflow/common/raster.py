@@ -15,7 +15,6 @@ from rasterio.windows import Window
 
 from lcflow.common.atomic import publish_together, staging_dir
 
-
 #: GDAL's COG driver writes pixel-interleaved files (time series in one read) from 3.11 on
 _COG_INTERLEAVE = tuple(int(v) for v in rasterio.__gdal_version__.split(".")[:2]) >= (3, 11)
 

@@ -194,7 +194,8 @@ def source_on_grid(source: "LabelSource | str | Path", grid: Grid, where: str = 
         values[values == nodata] = NO_CODE
     out = np.full((grid.height, grid.width), NO_CODE, dtype=np.int32)
     reproject(values, out, src_transform=transform, src_crs=crs, src_nodata=NO_CODE, dst_transform=grid.transform,
-              dst_crs=grid.crs, dst_nodata=NO_CODE, resampling=Resampling[_resampling(source.resampling, grid, transform, crs, values.shape)])
+              dst_crs=grid.crs, dst_nodata=NO_CODE,
+              resampling=Resampling[_resampling(source.resampling, grid, transform, crs, values.shape)])
     return out, {**record, "geometry": "areas"}
 
 
@@ -203,7 +204,8 @@ def change_mask(change: str | Path, grid: Grid, where: str = "the tile", layer: 
     raster), widened to every pixel that touches a change: those pixels' labels are not trusted."""
     change = Path(change)
     if vector_labels.is_vector(change):
-        features, _ = vector_labels.read_in_area(vector_labels.open_layer(change, layer, "labels.change_layer"), grid.crs, grid.bounds, where, None)
+        layer_ = vector_labels.open_layer(change, layer, "labels.change_layer")
+        features, _ = vector_labels.read_in_area(layer_, grid.crs, grid.bounds, where, None)
         return vector_labels.burn(features, grid, all_touched=True) != NO_CODE
     values, transform, crs, nodata = _read_window(change, grid.crs, grid.bounds, where, "change layer")
     marked = ((values != 0) & ((values != nodata) if nodata is not None else True)).astype(np.uint8)

@@ -25,7 +25,8 @@ def nomenclature_of(args: argparse.Namespace, own_codes: bool = False):
 def nomenclature_options(p: argparse.ArgumentParser) -> None:
     """--level and --mapping: the nomenclature of labels, consistent maps, assessment and reference labels."""
     p.add_argument("--level", type=int, choices=(1, 2, 3), default=default("labels.level"), help="CORINE level of the classes")
-    p.add_argument("--mapping", type=path_guard.input_file, help="custom nomenclature, CSV (clc_code or code, class_code or 'ignore', class_name"
+    p.add_argument("--mapping", type=path_guard.input_file,
+                   help="custom nomenclature, CSV (clc_code or code, class_code or 'ignore', class_name"
                                      "[, red, green, blue]) or YAML (classes, ignore), instead of a level")
 
 
@@ -59,13 +60,16 @@ def register(command) -> None:
     """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
     p = command("labels", "CORINE or reference data on the tile grid, in the configured nomenclature")
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--corine", type=path_guard.input_file, help="CORINE raster (grid codes 1..44 or CLC codes) or vector layer (a Code_NN "
+    source.add_argument("--corine", type=path_guard.input_file,
+                        help="CORINE raster (grid codes 1..44 or CLC codes) or vector layer (a Code_NN "
                                          "column), any CRS")
-    source.add_argument("--reference", type=path_guard.input_file, help="your own labelled polygons or points (vector layer, any CRS); needs "
+    source.add_argument("--reference", type=path_guard.input_file,
+                        help="your own labelled polygons or points (vector layer, any CRS); needs "
                                             "--code-column and --mapping")
     p.add_argument("--code-column", help="column of codes of a vector layer (CORINE: the single Code_NN column)")
     p.add_argument("--layer", help="layer of a vector file that holds several")
-    p.add_argument("--change", type=path_guard.input_file, help="CLC change layer (raster or vector): the pixels it marks are left unlabelled")
+    p.add_argument("--change", type=path_guard.input_file,
+                   help="CLC change layer (raster or vector): the pixels it marks are left unlabelled")
     p.add_argument("--change-layer", help="layer of the change file, when it holds several")
     p.add_argument("--grid", required=True, type=path_guard.input_file, help="a raster on the tile grid (the cube)")
     p.add_argument("--resampling", choices=("auto", "nearest", "mode"), default=default("labels.resampling"),
@@ -99,7 +103,8 @@ def register(command) -> None:
                    help="drop train/val samples whose label gets a lower out-of-fold probability while another class "
                         "is likelier (0: no cleaning)")
     p.add_argument("--clean-folds", **cli_args.from_config("sample.clean.folds"), help="folds (by spatial block) of the cleaning")
-    p.add_argument("--max-drop-fraction", **cli_args.from_config("sample.clean.max_drop_fraction"), help="cleaning drops at most this share of a class")
+    p.add_argument("--max-drop-fraction", **cli_args.from_config("sample.clean.max_drop_fraction"),
+                   help="cleaning drops at most this share of a class")
     p.add_argument("--clean-tree-rows", **cli_args.from_config("sample.clean.tree_rows", null_as="0"),
                    help="each judging tree grows on at most this many of its fold's rows (0: a bootstrap of them all)")
     p.add_argument("--clean-reference-data", action="store_true",

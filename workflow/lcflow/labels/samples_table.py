@@ -2,8 +2,9 @@
 
 One row per sample: integer ``label``; optional ``split`` (train/val/test), ``tile``, ``year``, ``row``,
 ``col``, ``x``, ``y`` (in the metadata's ``crs``), ``lat``, ``lon`` (degrees, WGS 84); one column per band
-and time step named ``{band}_t{index:02d}``, where a band is a Sentinel-2 band (``B04``) or a spectral index (``NDVI``), any number of them and of time steps. Time-step
-dates, class names and colours travel in the parquet schema metadata under the key ``lcflow``.
+and time step named ``{band}_t{index:02d}``, where a band is a Sentinel-2 band (``B04``) or a spectral
+index (``NDVI``), any number of them and of time steps. Time-step dates, class names and colours travel
+in the parquet schema metadata under the key ``lcflow``.
 NaN cells (missed observations) are normal.
 
 Patch variant: a ``patch`` column (fixed-size list of int16) holds the cube around each sample,

@@ -23,8 +23,9 @@ from scipy import ndimage
 from lcflow.common.raster import Grid, read_tag, read_with_halo
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
-from lcflow.labels import cleaning as label_noise, transfer as label_transfer
+from lcflow.labels import cleaning as label_noise
 from lcflow.labels import samples_table
+from lcflow.labels import transfer as label_transfer
 from lcflow.labels.cleaning import Cleaning
 from lcflow.labels.transfer import ChangeTest
 from lcflow.retrieve.composite import NODATA

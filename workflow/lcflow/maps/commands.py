@@ -54,8 +54,8 @@ def cmd_change_figure(a):
 
 
 def cmd_summarize_changes(a):
-    from lcflow.maps import consistent
     from lcflow.common.atomic import write_text
+    from lcflow.maps import consistent
 
     write_text(a.out, consistent.summary_table(a.summaries))
     log.info("%d series -> %s", len(a.summaries), a.out)
@@ -108,16 +108,19 @@ def register(command) -> None:
     p.add_argument("--out", required=True, type=path_guard.output_file, help="class map (COG) to write")
     p.add_argument("--confidence", required=True, type=path_guard.output_file, help="confidence map (COG, percent) to write")
     p.add_argument("--probabilities", type=path_guard.output_file, help="also write the blend's probabilities, as lcflow predict does")
-    p.add_argument("--member-timings", nargs="+", type=path_guard.input_file, help="each member's timing file of the tile-year (lcflow predict "
+    p.add_argument("--member-timings", nargs="+", type=path_guard.input_file,
+                   help="each member's timing file of the tile-year (lcflow predict "
                                                        "--timing): the blend's timing adds them to its own")
-    p.add_argument("--timing", type=path_guard.output_file, help="JSON to write (with --member-timings): what the blend's map took, members included")
+    p.add_argument("--timing", type=path_guard.output_file,
+                   help="JSON to write (with --member-timings): what the blend's map took, members included")
     p.add_argument("--block", **cli_args.from_config("predict.block_px"),
                    help="window, pixels a side")
     p.set_defaults(func=cmd_blend_maps)
 
     p = command("consistent-maps", "consistent annual maps of one tile and model from every year's probabilities, "
                                    "with change maps")
-    p.add_argument("--probabilities", nargs="+", required=True, type=path_guard.input_file, help="probability rasters of lcflow predict, one a year")
+    p.add_argument("--probabilities", nargs="+", required=True, type=path_guard.input_file,
+                   help="probability rasters of lcflow predict, one a year")
     p.add_argument("--years", nargs="+", type=int, required=True, help="their years, in the same order")
     p.add_argument("--out", nargs="+", required=True, type=path_guard.output_file, help="consistent class maps (COG) to write, one a year")
     p.add_argument("--confidence", nargs="+", required=True, type=path_guard.output_file, help="their confidence maps (COG, percent)")

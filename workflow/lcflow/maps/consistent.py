@@ -79,7 +79,8 @@ def _crop(a: np.ndarray, shape: tuple[int, int], halo: int) -> np.ndarray:
 
 def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path], confidences: list[str | Path],
         changes: list[str | Path], summary: str | Path, evidence_ratio: float = float(default("consistency.evidence_ratio")),
-        min_change_ha: float = default("consistency.min_change_ha"), block: int = default("predict.block_px"), truths: list[str | Path] | None = None,
+        min_change_ha: float = default("consistency.min_change_ha"), block: int = default("predict.block_px"),
+        truths: list[str | Path] | None = None,
         nomenclature: Nomenclature | None = None) -> dict:
     """Write the consistent maps, their confidence, the change maps and the summary JSON (see module)."""
     probabilities = [Path(p) for p in probabilities]

@@ -29,8 +29,7 @@ from lcflow.common.raster import Grid, read_tag, read_with_halo, staged_cog
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.retrieve.composite import NODATA
-from lcflow.train import distributed
-from lcflow.train import saved_models
+from lcflow.train import distributed, saved_models
 from lcflow.train.model_dir import TrainedModel
 
 log = logging.getLogger("lcflow.maps.predict")
@@ -114,7 +113,7 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
         if comm.rank == 0:
             parts.mkdir(parents=True, exist_ok=True)
         comm.allreduce_sum(np.zeros(1), name="lcflow.predict.staged")  # no rank writes before it is made
-        for i, win, arrays in mapper.windows(windows, mine, f" rank {comm.rank}/{comm.size}", pixels):
+        for i, _, arrays in mapper.windows(windows, mine, f" rank {comm.rank}/{comm.size}", pixels):
             tmp = parts / f".{i:06d}.{comm.rank}.npz"
             with tmp.open("wb") as fh:
                 np.savez(fh, **arrays)

@@ -80,7 +80,8 @@ def register(command) -> None:
     p.add_argument("--block", **cli_args.from_config("cube.block_px"), help="processing window, pixels a side")
     p.add_argument("--min-clear-fraction", **cli_args.from_config("cube.min_clear_fraction"),
                    help="refuse a cube whose share of composite cells with a clear observation is lower")
-    p.add_argument("--indices", default=",".join(default("cube.indices")), help="spectral indices added as bands after the reflectance bands, "
+    p.add_argument("--indices", default=",".join(default("cube.indices")),
+                   help="spectral indices added as bands after the reflectance bands, "
                                                  "comma-separated (NDVI, EVI, SAVI, NDWI, MNDWI, NDMI, NBR, NDBI, NDRE)")
     p.add_argument("--fill-gaps", choices=["none", "linear"], default=default("cube.fill_gaps"),
                    help="steps without a clear observation: left as nodata, or interpolated linearly in time")

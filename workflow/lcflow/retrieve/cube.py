@@ -27,7 +27,7 @@ from lcflow.common.raster import Grid, staged_cog
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.retrieve import indices, mgrs, remote, resample, sentinel2
-from lcflow.retrieve.asset_reader import AssetReadError, AssetReader
+from lcflow.retrieve.asset_reader import AssetReader, AssetReadError
 from lcflow.retrieve.block_cache import block_cache_bytes, block_cache_size, gdal_cache_bytes, window_bytes
 from lcflow.retrieve.composite import NODATA, clear_mask, composite, fill_time_gaps, to_int16
 from lcflow.retrieve.search import read_manifest
@@ -195,7 +195,7 @@ def _halo_geobox(grid: Grid, win, halo: int) -> GeoBox:
 
 def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_valid: str | Path, *,
         bands: list[str], resolution: float = float(default("cube.resolution")), bounds: list[float] | None = None,
-        invalid_scl: list[int] = default("cube.invalid_scl"), dilation_px: int = default("cube.dilation_px"),
+        invalid_scl: list[int] | None = None, dilation_px: int = default("cube.dilation_px"),
         steps: int = default("cube.time_steps"), block: int = default("cube.block_px"),
         min_clear_fraction: float = default("cube.min_clear_fraction"),
         network: remote.Network | None = None, signing: str = "auto", spectral_indices: list[str] = (),
@@ -221,6 +221,7 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     # target transform; rasterio still says those arrays have none
     warnings.filterwarnings("ignore", category=NotGeoreferencedWarning, module="rasterio.warp")
     sentinel2.check_bands(bands)
+    invalid_scl = default("cube.invalid_scl") if invalid_scl is None else list(invalid_scl)
     spectral_indices = indices.check(list(spectral_indices), bands)
     items = read_manifest(manifest)
     if not items:

@@ -23,8 +23,7 @@ import numpy as np
 
 from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
-from lcflow.train.model_dir import (META_FILE, METRICS_FILE, TrainedModel, legend_from_json, legend_to_json,
-                                    read_metrics, sha256)
+from lcflow.train.model_dir import META_FILE, METRICS_FILE, TrainedModel, legend_from_json, legend_to_json, read_metrics, sha256
 
 log = logging.getLogger("lcflow.train")
 

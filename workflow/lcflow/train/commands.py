@@ -96,14 +96,16 @@ def register(command) -> None:
                          "err on different pixels)")
     p.add_argument("--members", required=True, nargs="+", type=path_guard.input_dir, help="model directories written by lcflow train, "
                                                                "trained on the same samples")
-    p.add_argument("--samples", nargs="+", type=path_guard.input_file, help="samples table(s) the members trained on: the blend is scored on "
+    p.add_argument("--samples", nargs="+", type=path_guard.input_file,
+                   help="samples table(s) the members trained on: the blend is scored on "
                                                 "their val and test rows (metrics.json)")
     p.add_argument("--out", required=True, type=path_guard.output_dir, help="the blend's model directory")
     p.set_defaults(func=cmd_blend)
 
     p = command("evaluate", "score a trained model on samples table(s)")
     p.add_argument("--model-dir", required=True, type=path_guard.input_dir, help="directory written by lcflow train or lcflow blend")
-    p.add_argument("--samples", required=True, nargs="+", type=path_guard.input_file, help="samples table(s): the test rows, or all without a split")
+    p.add_argument("--samples", required=True, nargs="+", type=path_guard.input_file,
+                   help="samples table(s): the test rows, or all without a split")
     p.add_argument("--out", required=True, type=path_guard.output_file, help="metrics JSON to write")
     p.set_defaults(func=cmd_evaluate)
 

@@ -35,6 +35,7 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel
 
 from lcflow.common.atomic import atomic_path
+from lcflow.common.progress import training_round
 from lcflow.errors import LcflowError
 from lcflow.train.balance import class_weights
 from lcflow.train.batch_augmentation import augment
@@ -226,8 +227,8 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
         progress["history"].append(row)
         progress["round"] = r
         progress["seconds"] = progress.get("seconds", 0.0) + time.perf_counter() - started
-        if comm.rank == 0:
-            _log_round(row, plan.rounds, progress)
+        if comm.rank == 0:  # each rank's sums are at debug level (-v)
+            log.info(training_round(row, plan.rounds, progress["seconds"], len(progress["history"])))
         if comm.rank == 0 and checkpoint is not None:
             _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size, averaged)
         if on_round is not None and on_round(row):
@@ -351,24 +352,6 @@ def bfloat16_runs(net: nn.Module, xb: torch.Tensor, device: torch.device) -> boo
     return True
 
 
-def _log_round(row: dict, rounds: int, progress: dict) -> None:
-    """Rank 0's line of a round: how far, the training loss and accuracy, the validation accuracy, the rate
-    and the time left at the rate of the rounds so far (each rank's sums are logged at debug level, -v)."""
-    r = row["round"]
-    done = len(progress["history"]) or 1
-    left = progress.get("seconds", 0.0) / done * (rounds - r)
-    val = f", val accuracy {row['val_accuracy']:.4f}" if "val_accuracy" in row else ""
-    log.info("round %d/%d: loss %.4f, accuracy %.4f%s, %.0f samples/s, %s left", r, rounds, row["loss"],
-             row["accuracy"], val, row["samples_per_s"], _duration(left))
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds >= 3600:
-        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
-    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
-
-
 def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: Schedule, comm, device, r: int,
                  progress: dict, use_amp: bool, averaged: AveragedModel | None = None,
                  observed_flag: int | None = None) -> dict:
@@ -430,7 +413,8 @@ def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict,
     present = per_class_seen > 0
     row.update(val_accuracy=float(v_correct / v_seen), val_loss=float(v_nll / v_seen),
                val_balanced_accuracy=float(np.mean(per_class_correct[present] / per_class_seen[present])))
-    if selectable(row["step"], plan.warmup_steps, plan.total_steps):  # a model still warming up is no candidate, however lucky on a small val set
+    # a model still warming up is no candidate, however lucky on a small val set
+    if selectable(row["step"], plan.warmup_steps, plan.total_steps):
         if better(row, progress["best"], select_by, progress["best_round"] > 0):
             progress.update(best=[row["val_accuracy"], row["val_loss"]], waited=0, best_round=r,
                             best_state={k: v.detach().cpu().clone() for k, v in net.state_dict().items()})

@@ -14,7 +14,6 @@ from typing import Any
 
 from lcflow.errors import LcflowError
 
-
 #: the launcher of ``ranks`` processes on this machine, per distributed backend
 LOCAL_LAUNCHERS = {"horovod": "horovodrun -np {n} -H localhost:{n} --gloo",
                    "torch": "torchrun --standalone --nnodes=1 --nproc-per-node={n} --no-python"}

@@ -33,6 +33,8 @@ def evaluate(model_dir: str | Path, sample_paths: list[str], out: str | Path) ->
     part = table.split("test") if "split" in table.frame.columns else table
     if len(part.frame) == 0:
         raise LcflowError(f"samples table(s) {', '.join(map(str, sample_paths))}: no 'test' rows to evaluate")
-    result = {"model_dir": str(model_dir), "split": "test" if part is not table else "all", **evaluate_table(trained, part, f"{'the test rows of ' if part is not table else ''}{', '.join(map(str, sample_paths))}")}
+    source = f"{'the test rows of ' if part is not table else ''}{', '.join(map(str, sample_paths))}"
+    result = {"model_dir": str(model_dir), "split": "test" if part is not table else "all",
+              **evaluate_table(trained, part, source)}
     write_text(out, json.dumps(result, indent=1))
     return result

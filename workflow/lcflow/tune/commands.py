@@ -75,7 +75,8 @@ def register(command) -> None:
     p = command("tune", "one worker of a hyperparameter study (start several on one --study to share it)",
                 epilog=_tune_epilog())
     p.add_argument("--model", required=True, choices=list(REGISTRY), help="model to tune")
-    p.add_argument("--samples", required=True, nargs="+", type=path_guard.input_file, help="samples table(s), parquet; val rows are carved from "
+    p.add_argument("--samples", required=True, nargs="+", type=path_guard.input_file,
+                   help="samples table(s), parquet; val rows are carved from "
                                                                 "train where there are none")
     p.add_argument("--study", required=True, type=study_dir, help="study directory (journal, heartbeats); shared by the workers")
     p.add_argument("--trials", required=True, type=cli_args.config_value("hpo.trials"),

@@ -62,7 +62,7 @@ class Model(ABC):
     def save_weights(self, path: Path) -> None:
         """Write the fitted weights to ``path`` (a temporary name; the caller renames it)."""
 
-    def place(self, local_rank: int) -> None:
+    def place(self, local_rank: int) -> None:  # noqa: B027 - a model that computes on the CPU has nothing to place
         """Run on the device of this node's rank ``local_rank`` (a GPU of its own where there are several)."""
 
     @abstractmethod

@@ -15,8 +15,8 @@ filled in time as for every model); NDVI (the table's, else computed from B08 an
 each step, from the samples' dates (without dates, steps are equal parts of a year, as lcflow's cubes
 are); and each pixel's latitude and longitude. The encoder's position table holds 24 tokens: a series
 of more steps is averaged per calendar month, and over more than 24 calendar months per month of the
-year (a series of several years then becomes its mean year). Sentinel-1, ERA5, SRTM and Dynamic World tokens are masked, as are the tokens of steps with
-no observation.
+year (a series of several years then becomes its mean year). Sentinel-1, ERA5, SRTM and Dynamic World
+tokens are masked, as are the tokens of steps with no observation.
 """
 
 import datetime as dt
