@@ -113,6 +113,16 @@ def test_few_modules_at_the_top_and_none_too_long():
     assert not long, f"modules over 450 lines: {long}"
 
 
+def test_no_function_is_over_80_lines():
+    """A function a reader holds in mind: none of the package's is over 80 lines, nested ones included."""
+    long = {}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                long[f"{name}.{node.name}"] = node.end_lineno - node.lineno + 1
+    assert not long, f"functions over 80 lines: {long}"
+
+
 def test_each_stage_owns_its_commands():
     """cli.py assembles the stages' commands; it defines none itself."""
     tree = ast.parse(MODULES["lcflow.cli"].read_text())

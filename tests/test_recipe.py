@@ -290,7 +290,7 @@ def test_a_refit_learns_from_the_val_rows_too_and_resumes_where_it_was_cut(tmp_p
 
     import torch
 
-    from lcflow.train import deep
+    from lcflow.train import run_checkpoint
 
     frame = pd.concat([seasonal_table({1: 80, 2: 40, 3: 30}, seed=10, noise=0.2).assign(split="train"),
                        seasonal_table({1: 40, 2: 20, 3: 15}, seed=11, noise=0.2).assign(split="test")])
@@ -314,7 +314,7 @@ def test_a_refit_learns_from_the_val_rows_too_and_resumes_where_it_was_cut(tmp_p
     assert sorted(p.name for p in (tmp_path / "refit").iterdir()) == ["history.csv", "metrics.json", "model.json",
                                                                      "model.pt"]  # no checkpoint left
 
-    real_save, saved = deep._save_checkpoint, []
+    real_save, saved = run_checkpoint.save, []
 
     def cut_in_the_refit(where, *args):
         real_save(where, *args)
@@ -322,12 +322,12 @@ def test_a_refit_learns_from_the_val_rows_too_and_resumes_where_it_was_cut(tmp_p
         if where.name == training.REFIT_CHECKPOINT and saved.count(where.name) == 4:
             raise KeyboardInterrupt("the job's time is up")
 
-    monkeypatch.setattr(deep, "_save_checkpoint", cut_in_the_refit)
+    monkeypatch.setattr(run_checkpoint, "save", cut_in_the_refit)
     with pytest.raises(KeyboardInterrupt):
         training.train("tempcnn", [path], tmp_path / "cut", {**FAST_CNN, "refit": True})
     assert {training.CHECKPOINT, training.REFIT_CHECKPOINT} <= {p.name for p in (tmp_path / "cut").iterdir()}
     assert not (tmp_path / "cut" / "model.pt").exists()
-    monkeypatch.setattr(deep, "_save_checkpoint", real_save)
+    monkeypatch.setattr(run_checkpoint, "save", real_save)
     caplog.clear()  # the runs above, where an earlier test left the logger at INFO
     with caplog.at_level(logging.DEBUG, logger="lcflow.train"):
         resumed = training.train("tempcnn", [path], tmp_path / "cut", {**FAST_CNN, "refit": True})

@@ -176,12 +176,23 @@ def _refuse_secrets(node: Any, path: tuple = ()) -> None:
 
 
 def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: dt.date | None) -> None:
+    """Every check, in the order their messages take precedence: secrets, the schema, then lcflow's own."""
     _refuse_secrets(config)
     schema_path = Path(schema_path).resolve()
     validator = _validator(schema_path, schema_path.stat().st_mtime_ns)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         raise _Bad(errors[0].absolute_path, _message(errors[0]))
+    _check_years_samples_models(config, today)
+    _check_hpo(config)
+    _check_blend(config, validator.schema)
+    _check_indices(config, validator.schema)
+    _check_aoi(config)
+    source = _check_label_keys(config["labels"])
+    _check_files(config, base, source)
+
+
+def _check_years_samples_models(config: dict[str, Any], today: dt.date | None) -> None:
     this_year = (today or dt.date.today()).year
     for i, year in enumerate(config["years"]):
         if year > this_year:
@@ -202,15 +213,20 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
             hyperparameters.check(model, given, where=f"model_params.{model}")
         except hyperparameters.ParamError as exc:
             raise _Bad(("model_params", model) + ((exc.key,) if exc.key else ()), str(exc)) from None
-    _check_hpo(config)
-    _check_blend(config, validator.schema)
+
+
+def _check_indices(config: dict[str, Any], schema: dict[str, Any]) -> None:
     cube_cfg = config.get("cube") or {}
     for i, name in enumerate(cube_cfg.get("indices") or []):
         try:
-            bands = cube_cfg.get("bands") or validator.schema["properties"]["cube"]["properties"]["bands"]["default"]
+            bands = cube_cfg.get("bands") or schema["properties"]["cube"]["properties"]["bands"]["default"]
             spectral_indices.check([name], bands, where=f"cube.indices[{i}]")
         except LcflowError as exc:
             raise _Bad(("cube", "indices", i), str(exc)) from None
+
+
+def _check_aoi(config: dict[str, Any]) -> None:
+    """Each area inside its tile; an entry of a tile not run is ignored, unless a tile run has none (a typo)."""
     aoi = {tile: bounds for tile, bounds in (config.get("aoi") or {}).items() if bounds is not None}
     whole = [t for t in config["tiles"] if t not in aoi]
     for tile, bounds in aoi.items():
@@ -226,11 +242,12 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
             mgrs.check_inside_tile(tile, bounds)
         except LcflowError as exc:
             raise _Bad(("aoi", tile), f"aoi.{tile} = {bounds}: {exc}") from None
-    if "demo" in config:
-        missing = [t for t in config["tiles"] if t not in aoi]
-        if missing:
-            raise _Bad(("aoi",), f"demo needs aoi for every tile; aoi.{missing[0]} is missing")
-    labels_cfg = config["labels"]
+    if "demo" in config and whole:
+        raise _Bad(("aoi",), f"demo needs aoi for every tile; aoi.{whole[0]} is missing")
+
+
+def _check_label_keys(labels_cfg: dict[str, Any]) -> str:
+    """The label source's keys agree with each other; which source it is (corine or reference)."""
     given = [k for k in ("corine", "reference") if labels_cfg.get(k)]
     if len(given) != 1:
         raise _Bad(("labels",), "labels: give corine (a CORINE raster or vector layer) or reference (your own labelled "
@@ -242,25 +259,30 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
     if given == ["reference"] and not labels_cfg.get("mapping"):
         raise _Bad(("labels", "reference"), "labels.reference needs labels.mapping: the nomenclature file that maps "
                    "its codes to classes")
+    return given[0]
+
+
+def _check_files(config: dict[str, Any], base: Path, source: str) -> None:
+    """Every input file exists or a rule makes it; the catalogue and the label source are read."""
+    labels_cfg = config["labels"]
     produced = demo_outputs(config)
-    inputs = {("stac", "catalog"): config["stac"].get("catalog"), ("labels", given[0]): labels_cfg[given[0]],
+    inputs = {("stac", "catalog"): config["stac"].get("catalog"), ("labels", source): labels_cfg[source],
               ("labels", "mapping"): labels_cfg.get("mapping"), ("labels", "change"): labels_cfg.get("change")}
     for path, value in inputs.items():
         if value and value not in produced and not is_url(value) and not (base / value).exists():
             raise _Bad(path, f"{_where(path)} = {value!r}: file does not exist")
-    assess_cfg = config.get("assess") or {}
     _check_per_tile_year(config, base, produced, "truth", "")
     _check_per_tile_year(config, base, produced, "reference",
                          " (draw it with the design_sample rule, label it, then set this key)")
-    design_model = (assess_cfg.get("design") or {}).get("model")
+    design_model = ((config.get("assess") or {}).get("design") or {}).get("model")
     if design_model and design_model not in config["models"]:
         raise _Bad(("assess", "design", "model"), f"assess.design.model = {design_model!r} is not one of models "
                    f"{config['models']} (its map gives the strata)")
     catalog = config["stac"].get("catalog")
     if catalog and catalog not in produced and not is_url(catalog):  # read when search runs
         _check_catalog(base / catalog)
-    if labels_cfg[given[0]] not in produced:
-        _check_labels(base, config, given[0])
+    if labels_cfg[source] not in produced:
+        _check_labels(base, config, source)
 
 
 def _check_per_tile_year(config: dict[str, Any], base: Path, produced: set[str], key: str, hint: str) -> None:

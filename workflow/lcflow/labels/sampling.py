@@ -75,52 +75,25 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
     rows are kept as drawn, so no classifier chooses what the models are scored on. More candidates
     than ``per_class`` are drawn so that the checks still leave ``per_class`` where the class allows.
     """
-    fractions = fractions or {"train": 0.6, "val": 0.2, "test": 0.2}
-    unknown = sorted(set(fractions) - {"train", "val", "test"})
-    if unknown or any(not isinstance(v, (int, float)) or v < 0 for v in fractions.values()) or not fractions.get("train"):
-        raise LcflowError(f"sample fractions {fractions}: give train (> 0), val and test shares (>= 0)"
-                          + (f"; unknown split(s) {unknown}" if unknown else ""))
-    if abs(sum(fractions.values()) - 1) > 1e-6:
-        raise LcflowError(f"sample fractions {fractions} sum to {sum(fractions.values()):g}, not 1")
-    if patch_px < 0 or (patch_px and patch_px % 2 == 0):
-        raise LcflowError(f"sample patch_px {patch_px}: must be 0 (no patches) or odd, so a patch has a centre")
+    fractions = _checked_fractions(fractions, patch_px)
     cleaning = cleaning or Cleaning(min_label_probability=0)
     change_test = change_test or ChangeTest()
-    grid = Grid.of(cube)
-    if Grid.of(labels) != grid or Grid.of(valid) != grid:
-        raise LcflowError(f"{labels}, {valid} and {cube} are not on the same grid")
-    if reference_cube is not None:
-        if Grid.of(reference_cube) != grid:
-            raise LcflowError(f"reference cube {reference_cube} is not on the grid of {cube}")
-        with rasterio.open(cube) as a, rasterio.open(reference_cube) as b:
-            if a.descriptions != b.descriptions:
-                raise LcflowError(f"reference cube {reference_cube} has other bands or steps than the cube of tile "
-                                  f"{tile} {year} ({cube})")
+    grid = _common_grid(cube, valid, labels, reference_cube, f"tile {tile} {year}")
     with rasterio.open(labels) as ds:
         lab = ds.read(1)
         nodata = int(ds.nodata)
-    source = read_tag(labels, "label_source") or {}
-    if source.get("geometry") == "points" and boundary_px:
-        log.info("tile %s %d: labels are points, each its own sample: no boundary erosion", tile, year)
-        boundary_px = 0
-    if source.get("kind") == "reference" and cleaning.enabled and not cleaning.reference_data:
-        log.info("tile %s %d: labels are your own reference data: no label-noise cleaning (sample.clean.reference_data)",
-                 tile, year)
-        cleaning = Cleaning(min_label_probability=0)
+    boundary_px, cleaning = _for_source(read_tag(labels, "label_source") or {}, boundary_px, cleaning, tile, year)
     with rasterio.open(valid) as ds:
         valid_fraction = (ds.read() > 0).mean(axis=0)
     ok = eligible(lab, nodata, boundary_px) & (valid_fraction >= min_valid_fraction)
     rng = np.random.default_rng(zlib.crc32(f"{seed}/{tile}/{year}".encode()))
     checking = cleaning.enabled or (reference_cube is not None and change_test.enabled)
     draw = int(np.ceil(per_class * (CANDIDATES_PER_SAMPLE if checking else 1)))
-    picked = []
-    for c in np.unique(lab[ok]):
-        idx = np.flatnonzero(ok.ravel() & (lab.ravel() == c))
-        picked.append(rng.choice(idx, size=min(draw, idx.size), replace=False))
+    picked = [rng.choice(idx, size=min(draw, idx.size), replace=False)
+              for idx in (np.flatnonzero(ok.ravel() & (lab.ravel() == c)) for c in np.unique(lab[ok]))]
     if not picked:
         raise LcflowError(f"tile {tile} {year}: no pixel qualifies for sampling (labels, valid fraction >= {min_valid_fraction})")
-    flat = np.sort(np.concatenate(picked))
-    rows, cols = np.unravel_index(flat, lab.shape)
+    rows, cols = np.unravel_index(np.sort(np.concatenate(picked)), lab.shape)
     names, values, patches = _read_at(cube, grid, rows, cols, patch_px)
     xs, ys = rasterio.transform.xy(grid.transform, rows, cols)
     split = block_splits(lab.shape, block_px, fractions, zlib.crc32(f"{seed}/{tile}".encode()))[rows, cols]
@@ -133,16 +106,7 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
     keep &= _cap(frame["label"].to_numpy(), keep, per_class, rng)
     frame = frame[keep].reset_index(drop=True)
     patches = patches[keep] if patches is not None else None
-    counts = frame["label"].value_counts()
-    for c, n in sorted(counts.items()):
-        checks["per_class"].setdefault(str(c), {})["kept"] = int(n)
-    if checks["applied"]:
-        log.info("%s: label checks kept %d of %d candidates; per class %s", where, len(frame), len(keep),
-                 json.dumps(checks["per_class"]))
-    for c, n in sorted(counts.items()):
-        if n < min_per_class:
-            log.warning("%s: class %d has %d samples, under the minimum of %d; kept (the models see few of it)",
-                        where, c, n, min_per_class)
+    _log_kept(frame["label"].value_counts(), len(keep), checks, where, min_per_class)
     meta = {"time_steps": read_tag(cube, "time_steps"), "bands": read_tag(cube, "bands"),
             "class_names": read_tag(labels, "class_names"), "class_colors": read_tag(labels, "class_colors"),
             "crs": grid.crs.to_string(), "scale": 10000, "label_checks": checks}
@@ -150,6 +114,61 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
         meta["patch"] = {"size": patch_px, "bands": names, "nodata": NODATA}
     samples_table.write(frame, out, meta, patches=patches)
     return frame
+
+
+def _checked_fractions(fractions: dict[str, float] | None, patch_px: int) -> dict[str, float]:
+    """The split's shares (train, val, test; 0.6, 0.2, 0.2 by default), summing to 1; a patch size odd or 0."""
+    fractions = fractions or {"train": 0.6, "val": 0.2, "test": 0.2}
+    unknown = sorted(set(fractions) - {"train", "val", "test"})
+    if unknown or any(not isinstance(v, (int, float)) or v < 0 for v in fractions.values()) or not fractions.get("train"):
+        raise LcflowError(f"sample fractions {fractions}: give train (> 0), val and test shares (>= 0)"
+                          + (f"; unknown split(s) {unknown}" if unknown else ""))
+    if abs(sum(fractions.values()) - 1) > 1e-6:
+        raise LcflowError(f"sample fractions {fractions} sum to {sum(fractions.values()):g}, not 1")
+    if patch_px < 0 or (patch_px and patch_px % 2 == 0):
+        raise LcflowError(f"sample patch_px {patch_px}: must be 0 (no patches) or odd, so a patch has a centre")
+    return fractions
+
+
+def _common_grid(cube, valid, labels, reference_cube, where: str) -> Grid:
+    """The grid the cube, its valid counts, the labels (and the reference cube, of the same bands) share."""
+    grid = Grid.of(cube)
+    if Grid.of(labels) != grid or Grid.of(valid) != grid:
+        raise LcflowError(f"{labels}, {valid} and {cube} are not on the same grid")
+    if reference_cube is not None:
+        if Grid.of(reference_cube) != grid:
+            raise LcflowError(f"reference cube {reference_cube} is not on the grid of {cube}")
+        with rasterio.open(cube) as a, rasterio.open(reference_cube) as b:
+            if a.descriptions != b.descriptions:
+                raise LcflowError(f"reference cube {reference_cube} has other bands or steps than the cube of {where} "
+                                  f"({cube})")
+    return grid
+
+
+def _for_source(source: dict, boundary_px: int, cleaning: Cleaning, tile: str, year: int) -> tuple[int, Cleaning]:
+    """Points are samples as they are (no boundary erosion); your own reference data are not cleaned unless
+    asked (sample.clean.reference_data)."""
+    if source.get("geometry") == "points" and boundary_px:
+        log.info("tile %s %d: labels are points, each its own sample: no boundary erosion", tile, year)
+        boundary_px = 0
+    if source.get("kind") == "reference" and cleaning.enabled and not cleaning.reference_data:
+        log.info("tile %s %d: labels are your own reference data: no label-noise cleaning (sample.clean.reference_data)",
+                 tile, year)
+        cleaning = Cleaning(min_label_probability=0)
+    return boundary_px, cleaning
+
+
+def _log_kept(counts: pd.Series, candidates: int, checks: dict, where: str, min_per_class: int) -> None:
+    """What the label checks kept, per class (recorded in ``checks``), and a warning for a class under the minimum."""
+    for c, n in sorted(counts.items()):
+        checks["per_class"].setdefault(str(c), {})["kept"] = int(n)
+    if checks["applied"]:
+        log.info("%s: label checks kept %d of %d candidates; per class %s", where, int(counts.sum()), candidates,
+                 json.dumps(checks["per_class"]))
+    for c, n in sorted(counts.items()):
+        if n < min_per_class:
+            log.warning("%s: class %d has %d samples, under the minimum of %d; kept (the models see few of it)",
+                        where, c, n, min_per_class)
 
 
 def _read_at(cube: str | Path, grid: Grid, rows: np.ndarray, cols: np.ndarray,

@@ -85,8 +85,7 @@ def cmd_stac_catalog(a):
     log.info("catalog of %d Items -> %s", len(a.items), a.out)
 
 
-def register(command) -> None:
-    """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
+def _predict(command) -> None:
     p = command("predict", "map a whole cube")
     p.add_argument("--model-dir", required=True, type=path_guard.input_dir, help="directory written by lcflow train or lcflow blend")
     p.add_argument("--cube", required=True, type=path_guard.input_file, help="cube written by lcflow cube")
@@ -100,6 +99,8 @@ def register(command) -> None:
     backend_option(p)
     p.set_defaults(func=cmd_predict)
 
+
+def _blend_maps(command) -> None:
     p = command("blend-maps", "a blend's map of one tile-year from its members' probabilities (lcflow predict "
                               "--probabilities), without mapping the cube again")
     p.add_argument("--model-dir", required=True, type=path_guard.input_dir, help="directory written by lcflow blend")
@@ -117,6 +118,8 @@ def register(command) -> None:
                    help="window, pixels a side")
     p.set_defaults(func=cmd_blend_maps)
 
+
+def _consistent_maps(command) -> None:
     p = command("consistent-maps", "consistent annual maps of one tile and model from every year's probabilities, "
                                    "with change maps")
     p.add_argument("--probabilities", nargs="+", required=True, type=path_guard.input_file,
@@ -136,6 +139,8 @@ def register(command) -> None:
     p.add_argument("--block", **cli_args.from_config("predict.block_px"), help="window, pixels a side")
     p.set_defaults(func=cmd_consistent_maps)
 
+
+def _quicklook(command) -> None:
     p = command("quicklook", "picture of a map for the report: classes with a legend, and the confidence")
     p.add_argument("--map", required=True, type=path_guard.input_file, help="class map written by lcflow predict")
     p.add_argument("--confidence", required=True, type=path_guard.input_file, help="its confidence map")
@@ -143,6 +148,8 @@ def register(command) -> None:
     p.add_argument("--max-px", type=cli_args.int_at_least(16), default=1024, help="longest side of the picture, in pixels")
     p.set_defaults(func=cmd_quicklook)
 
+
+def _change_figure(command) -> None:
     p = command("change-figure", "picture of a change map beside its change matrix, for the report")
     p.add_argument("--change", required=True, type=path_guard.input_file, help="change map written by lcflow consistent-maps")
     p.add_argument("--summary", required=True, type=path_guard.input_file, help="its summary JSON")
@@ -151,11 +158,15 @@ def register(command) -> None:
     p.add_argument("--max-px", type=cli_args.int_at_least(16), default=1024, help="longest side of the map, in pixels")
     p.set_defaults(func=cmd_change_figure)
 
+
+def _summarize_changes(command) -> None:
     p = command("summarize-changes", "table of the change between years of every consistent map series")
     p.add_argument("--summaries", nargs="+", required=True, type=path_guard.input_file, help="summary JSON files of lcflow consistent-maps")
     p.add_argument("--out", required=True, type=path_guard.output_file, help="TSV to write")
     p.set_defaults(func=cmd_summarize_changes)
 
+
+def _stac_item(command) -> None:
     p = command("stac-item", "STAC Item of a class map (with its confidence) or of a change map")
     p.add_argument("--map", type=path_guard.input_file, help="class map (COG)")
     p.add_argument("--confidence", type=path_guard.input_file, help="its confidence map")
@@ -172,9 +183,16 @@ def register(command) -> None:
     p.add_argument("--out", required=True, type=path_guard.output_file, help="Item JSON to write")
     p.set_defaults(func=cmd_stac_item)
 
+
+def _stac_catalog(command) -> None:
     p = command("stac-catalog", "static STAC catalog of Items")
     p.add_argument("--items", nargs="+", required=True, type=path_guard.input_file, help="Item JSON files")
     p.add_argument("--title", default="lcflow", help="what the products are")
     p.add_argument("--out", required=True, type=path_guard.output_file, help="catalog.json to write")
     p.set_defaults(func=cmd_stac_catalog)
 
+
+def register(command) -> None:
+    """Add this stage's commands; ``command(name, help, **kw)`` makes one sub-parser."""
+    for add in (_predict, _blend_maps, _consistent_maps, _quicklook, _change_figure, _summarize_changes, _stac_item, _stac_catalog):
+        add(command)

@@ -85,14 +85,7 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
     """Write the consistent maps, their confidence, the change maps and the summary JSON (see module)."""
     probabilities = [Path(p) for p in probabilities]
     n = len(years)
-    if not (len(probabilities) == len(maps) == len(confidences) == n) or len(changes) != max(n - 1, 0):
-        raise LcflowError(f"{n} years need as many probability rasters, maps and confidence maps "
-                          f"and {max(n - 1, 0)} change maps (got {len(probabilities)}, {len(maps)}, "
-                          f"{len(confidences)}, {len(changes)})")
-    if list(years) != sorted(set(years)):
-        raise LcflowError(f"years {years} must be given in increasing order, each once")
-    if truths is not None and (len(truths) != n or nomenclature is None):
-        raise LcflowError("truth rasters need one per year and the nomenclature of the labels")
+    _check_series(len(probabilities), years, len(maps), len(confidences), len(changes), truths, nomenclature)
     info = _classes_of(probabilities)
     grid, classes = info["grid"], info["classes"]
     k = len(classes)
@@ -107,30 +100,19 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
                     min_px, MAX_HALO_PX)
     codes = np.asarray(classes)
     dtype, nodata = ("uint8", 255) if max(classes) < 255 else ("uint16", 65535)
-    colors = {int(c): tuple(v) for c, v in info["class_colors"].items()}
-    table = change.change_table(classes, {int(c): v for c, v in info["class_names"].items()}, colors)
+    table = change.change_table(classes, {int(c): v for c, v in info["class_names"].items()},
+                                {int(c): tuple(v) for c, v in info["class_colors"].items()})
     tags = {"model": info["model"], "class_names": info["class_names"], "class_codes": classes,
             "consistency": {"method": METHOD, "years": list(years), "evidence_ratio": evidence_ratio,
                             "min_change_px": min_px}}
-    raw_tally = [change.PairTally(k) for _ in range(n - 1)]
-    tally = [change.PairTally(k) for _ in range(n - 1)]
+    raw_tally, tally = [change.PairTally(k) for _ in range(n - 1)], [change.PairTally(k) for _ in range(n - 1)]
     correct = np.zeros((2, n), dtype=np.int64)  # raw, consistent pixels right against truth, per year
     assessed = np.zeros(n, dtype=np.int64)
     windows = list(grid.windows(block))
     progress = Progress(log, f"consistent maps of {len(years)} years", grid.width * grid.height)
     with contextlib.ExitStack() as stack:
-        out_maps = [stack.enter_context(staged_cog(
-            m, grid, 1, dtype, nodata=nodata, colors=colors, names={int(c): v for c, v in info["class_names"].items()},
-            tags={**tags, "year": y}, descriptions=["class"],
-            resampling="mode")) for m, y in zip(maps, years)]
-        out_conf = [stack.enter_context(staged_cog(
-            c, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": info["model"], "year": y},
-            descriptions=["confidence"], resampling="average")) for c, y in zip(confidences, years)]
-        out_change = [stack.enter_context(staged_cog(
-            c, grid, 1, "uint16", nodata=change.CHANGE_NODATA,
-            colors={r["code"]: tuple(r["color"]) for r in table},
-            tags={**tags, "years": [years[i], years[i + 1]], "change_classes": table}, descriptions=["from-to"],
-            resampling="mode")) for i, c in enumerate(changes)]
+        out_maps, out_conf, out_change = _staged_outputs(stack, grid, maps, confidences, changes, years, info, tags,
+                                                         table, dtype, nodata)
         sources = [stack.enter_context(rasterio.open(p)) for p in probabilities]
         truth_sources = [stack.enter_context(rasterio.open(t)) for t in truths or []]
         for win in windows:
@@ -155,16 +137,8 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
                 tally[t].add(path[t], path[t + 1], both)
             if truth_sources:
                 truth = np.stack([nomenclature.apply(src.read(1, window=win)).ravel() for src in truth_sources])
-                known = (truth != nomenclature.nodata) & valid
-                for t in range(n):
-                    assessed[t] += int(known[t].sum())
-                    correct[0, t] += int((codes[raw[t]] == truth[t])[known[t]].sum())
-                    correct[1, t] += int((codes[path[t]] == truth[t])[known[t]].sum())
-                for t in range(n - 1):
-                    both = known[t] & known[t + 1]
-                    truly = truth[t] != truth[t + 1]
-                    raw_tally[t].add_truth(truly, raw[t] != raw[t + 1], both)
-                    tally[t].add_truth(truly, path[t] != path[t + 1], both)
+                _score_against_truth(truth, (truth != nomenclature.nodata) & valid, codes, raw, path, assessed, correct,
+                                     raw_tally, tally)
             progress.add(1, len(windows), shape[0] * shape[1])
         staged = [pair for s in out_conf + out_change + out_maps for pair in s.finished()]
         publish_together(staged)
@@ -176,13 +150,63 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
                    "raw": raw_tally[i].summary(pixel_area_m2, bool(truths)),
                    "consistent": tally[i].summary(pixel_area_m2, bool(truths))} for i in range(n - 1)],
     }
-    if truths:
-        result["truth_overall_accuracy"] = {
-            "raw": (correct[0] / np.maximum(assessed, 1)).tolist(),
-            "consistent": (correct[1] / np.maximum(assessed, 1)).tolist(),
-        }
+    if truths:  # each year's share of the pixels of known truth the raw and the consistent maps got right
+        result["truth_overall_accuracy"] = {"raw": (correct[0] / np.maximum(assessed, 1)).tolist(),
+                                            "consistent": (correct[1] / np.maximum(assessed, 1)).tolist()}
     write_text(summary, json.dumps(result, indent=1))
-    for p in result["pairs"]:
+    _log_pairs(result["pairs"])
+    return result
+
+
+def _staged_outputs(stack: contextlib.ExitStack, grid: Grid, maps: list, confidences: list, changes: list,
+                    years: list[int], info: dict, tags: dict, table: list, dtype: str, nodata: int) -> tuple[list, list, list]:
+    """The staging COGs of the series: each year's map (with its legend) and confidence, each pair's change map."""
+    colors = {int(c): tuple(v) for c, v in info["class_colors"].items()}
+    names = {int(c): v for c, v in info["class_names"].items()}
+    out_maps = [stack.enter_context(staged_cog(
+        m, grid, 1, dtype, nodata=nodata, colors=colors, names=names, tags={**tags, "year": y}, descriptions=["class"],
+        resampling="mode")) for m, y in zip(maps, years)]
+    out_conf = [stack.enter_context(staged_cog(
+        c, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": info["model"], "year": y},
+        descriptions=["confidence"], resampling="average")) for c, y in zip(confidences, years)]
+    out_change = [stack.enter_context(staged_cog(
+        c, grid, 1, "uint16", nodata=change.CHANGE_NODATA, colors={r["code"]: tuple(r["color"]) for r in table},
+        tags={**tags, "years": [years[i], years[i + 1]], "change_classes": table}, descriptions=["from-to"],
+        resampling="mode")) for i, c in enumerate(changes)]
+    return out_maps, out_conf, out_change
+
+
+def _check_series(n_probabilities: int, years: list[int], n_maps: int, n_confidences: int, n_changes: int,
+                  truths: list | None, nomenclature: Nomenclature | None) -> None:
+    """One probability raster, map and confidence map a year, a change map a pair, years in order."""
+    n = len(years)
+    if not (n_probabilities == n_maps == n_confidences == n) or n_changes != max(n - 1, 0):
+        raise LcflowError(f"{n} years need as many probability rasters, maps and confidence maps "
+                          f"and {max(n - 1, 0)} change maps (got {n_probabilities}, {n_maps}, "
+                          f"{n_confidences}, {n_changes})")
+    if list(years) != sorted(set(years)):
+        raise LcflowError(f"years {years} must be given in increasing order, each once")
+    if truths is not None and (len(truths) != n or nomenclature is None):
+        raise LcflowError("truth rasters need one per year and the nomenclature of the labels")
+
+
+def _score_against_truth(truth: np.ndarray, known: np.ndarray, codes: np.ndarray, raw: np.ndarray, path: np.ndarray,
+                         assessed: np.ndarray, correct: np.ndarray, raw_tally: list, tally: list) -> None:
+    """A window's pixels of known truth: each year's right pixels (raw, consistent) and each pair's changes."""
+    n = len(truth)
+    for t in range(n):
+        assessed[t] += int(known[t].sum())
+        correct[0, t] += int((codes[raw[t]] == truth[t])[known[t]].sum())
+        correct[1, t] += int((codes[path[t]] == truth[t])[known[t]].sum())
+    for t in range(n - 1):
+        both = known[t] & known[t + 1]
+        truly = truth[t] != truth[t + 1]
+        raw_tally[t].add_truth(truly, raw[t] != raw[t + 1], both)
+        tally[t].add_truth(truly, path[t] != path[t + 1], both)
+
+
+def _log_pairs(pairs: list[dict]) -> None:
+    for p in pairs:
         r, c = p["raw"], p["consistent"]
         if not c["pixels"]:
             log.warning("%d-%d: no pixel has data in both years", *p["years"])
@@ -192,7 +216,6 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
                  (f"; against truth: stable kept {c['truth']['stable_kept']:.3f} (raw {r['truth']['stable_kept']:.3f}),"
                   f" change F1 {c['truth']['change_f1']:.3f} (raw {r['truth']['change_f1']:.3f})")
                  if "truth" in c else "")
-    return result
 
 
 def summary_table(paths: list[str | Path]) -> str:

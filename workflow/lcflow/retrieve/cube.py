@@ -208,12 +208,12 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     URLs signed as they are read where ``signing`` (or, for ``auto``, the catalogue) asks for it.
     ``spectral_indices`` (NDVI, ...) follow the bands in every time step, computed from its composites.
     ``fill_gaps`` interpolates steps without a clear observation linearly in time (the valid counts
-    still say which steps were observed). The next window is read while one is composited and the
-    previous one written; memory holds two windows of every date and one window of the cube, plus
-    GDAL's block cache, sized to hold a decoded block of every asset of every scene (at most ``cache_mb``,
-    at least the process's cache): it grows with ``block`` and the number of scenes, not with the tile.
+    still say which steps were observed); ``invalid_scl`` (None: the config's default) are the SCL classes
+    masked out. The next window is read while one is composited and the previous one written; memory holds
+    two windows of every date and one window of the cube, plus GDAL's block cache, sized to hold a decoded
+    block of every asset of every scene (at most ``cache_mb``, at least the process's cache): it grows with
+    ``block`` and the number of scenes, not with the tile.
     """
-    import odc.stac
     import rasterio
     from rasterio.errors import NotGeoreferencedWarning
 
@@ -231,99 +231,23 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
                       *local_assets(items)])
     grid = tile_grid(tile, items, resolution, bounds)
     keys, scl_key = check_items(items, tile, year, bands)
-    sign = remote.signer(signing, items)
-    network = network or remote.Network()
-    if network.s3_endpoint is None:
-        network = dataclasses.replace(network, s3_endpoint=remote.s3_endpoint(items))
-    by_time = sorted(items, key=lambda i: i.datetime)
-    offsets = np.array([sentinel2.boa_offset(i.properties) for i in by_time], dtype=np.float32)
+    scenes = _Scenes(manifest, items, tile, year, grid, keys, scl_key, dilation_px, network, signing)
     edges, centres = time_grid(year, steps)
     layers = [*bands, *spectral_indices]
-    names = [f"{b}_t{k:02d}" for k in range(steps) for b in layers]
     tags = {"tile": tile, "year": str(year), "bands": layers, "indices": spectral_indices,
             "time_steps": [c.isoformat() for c in centres], "scale": "10000", "invalid_scl": invalid_scl,
             "gaps": "linear in time" if fill_gaps else "none"}
-    halo = dilation_px
     # Morton order: the windows inside one tile of a source file follow each other, and find its
     # decompressed pixels in GDAL's block cache (the files stay open)
     windows = list(grid.windows(block, order="z"))
-    # Sentinel-2 L2A as every catalogue serves it: DNs in uint16, SCL in uint8, 0 = no data (declared, so
-    # that resampling leaves no-data out and the load stays in the compact type)
-    stac_cfg = {"assets": {**{k: {"data_type": "uint16", "nodata": 0, "unit": "1"} for k in keys},
-                           scl_key: {"data_type": "uint8", "nodata": 0, "unit": "1"}}}
-    # assets on their own grid in the tile's CRS (every real catalogue's): read as stored, resampled here
-    native = {k: (t, _resampling(t, grid, k == scl_key)) for k, t in native_grids(by_time, [*keys, scl_key], grid).items()}
-    warped = [k for k in keys if k not in native]
-    options = network.gdal_options()
-
-    thread_settings = threading.local()
-
-    def take_settings() -> None:
-        """A reading thread takes the network's GDAL settings once, for its whole life (they are per
-        thread): entering rasterio's Env for every asset read costs about half a millisecond of CPU."""
-        thread_settings.env = rasterio.Env(**options)
-        thread_settings.env.__enter__()
-
-    def on_asset(item, key: str, action, *args):
-        """``action(href, *args)`` of one asset, under the network settings; its failure names it."""
-        taken = getattr(thread_settings, "env", None) is not None
-        with contextlib.nullcontext() if taken else rasterio.Env(**options):
-            try:
-                return action(item.assets[key].href, *args)
-            except (AssetReadError, LcflowError) as exc:  # GDAL, HTTP or decoding errors of one asset: name it
-                raise LcflowError(f"tile {tile} {year}: reading item {item.id} asset {key} "
-                                  f"({remote.redact(item.assets[key].href)}) failed: {_first_line(str(exc))}") from exc
-
-    def read_asset(reader: AssetReader, item, key: str, method: str, src: Affine, shape: tuple[int, int],
-                   target: GeoBox, out: np.ndarray) -> None:
-        """One scene's asset read on its own grid (``src``, ``shape``) and resampled onto ``target`` into
-        ``out``, in a reading thread: the reading threads resample while the main one composites."""
-        if method == "nearest" and src.almost_equals(target.transform) and shape == target.shape.yx:
-            on_asset(item, key, reader.read, src, shape, out)  # the pixels as stored
-            return
-        stored = on_asset(item, key, reader.read, src, shape, np.empty(shape, out.dtype))
-        out[...] = _resampled(stored, src, method, target)
-
-    def load(win) -> dict[str, np.ndarray]:
-        """One window of every scene: DNs per asset on the cube's grid. The scene classification comes
-        grown by the mask's halo (only SCL: a halo on every band would decompress the neighbouring tiles
-        of every file again)."""
-        grown, exact = _halo_geobox(grid, win, halo), _halo_geobox(grid, win, 0)
-        values: dict[str, np.ndarray] = {}
-        jobs = []
-        for key, (transform, method) in native.items():
-            target = grown if key == scl_key else exact
-            src, shape = resample.source_window(transform, target.transform, target.shape.yx, method)
-            values[key] = np.empty((len(by_time), *target.shape.yx), dtype=np.uint8 if key == scl_key else np.uint16)
-            jobs += [(reader, item, key, method, src, shape, target, values[key][i]) for i, item in enumerate(by_time)]
-        list(readers.map(lambda job: read_asset(*job), jobs))
-        if warped or scl_key not in native:
-            with remote.gdal_env(network):  # in the reading thread: GDAL's settings are per thread
-                try:
-                    common = dict(groupby="id", stac_cfg=stac_cfg, preserve_original_order=True, pool=network.threads,
-                                  patch_url=sign)
-                    loads = [([scl_key], grown, "nearest")] if scl_key not in native else []
-                    loads += [(warped, exact, "bilinear")] if warped else []
-                    for group, geobox, method in loads:
-                        ds = odc.stac.load(by_time, bands=group, geobox=geobox, resampling=method, **common)
-                        if len(ds.time) != len(by_time):
-                            raise LcflowError(f"{manifest}: {len(by_time)} items loaded as {len(ds.time)} scenes")
-                        values.update((k, ds[k].values) for k in group)
-                except LcflowError:
-                    raise
-                except Exception as exc:  # GDAL, HTTP or decoding errors of one asset: name it
-                    raise _read_failure(exc, by_time, keys + [scl_key], tile, year, grown, sign) from exc
-        return values
-
-    times = np.array([np.datetime64(_utc(i.datetime), "us") for i in by_time])
     progress = Progress(log, f"cube {tile} {year}", grid.width * grid.height)
     clear_cells = 0
     with staged_cog(out_cube, grid, steps * len(layers), "int16", nodata=NODATA, tags=tags,
-                    descriptions=names, resampling="average") as staged_cube, \
+                    descriptions=[f"{b}_t{k:02d}" for k in range(steps) for b in layers],
+                    resampling="average") as staged_cube, \
             staged_cog(out_valid, grid, steps, "uint8", tags={"time_steps": tags["time_steps"]},
                        descriptions=[f"valid_t{k:02d}" for k in range(steps)]) as staged_valid, \
-            AssetReader(sign) as reader, \
-            ThreadPoolExecutor(network.threads, thread_name_prefix="lcflow-asset", initializer=take_settings) as readers:
+            scenes.reading() as load:
         cube, valid = staged_cube.dataset, staged_valid.dataset
 
         def write_window(win, stored: np.ndarray, counts: np.ndarray) -> None:
@@ -332,45 +256,168 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
             valid.write(counts, window=win)
             progress.add(1, len(windows), int(win.width * win.height))
 
-        cache = gdal_cache_bytes()
-        if native:
-            # the block cache holds a decoded block of every asset of every scene: z-order windows then
-            # decode each block once (a smaller cache decodes a block again for each window inside it)
-            per_scene = sum(on_asset(by_time[0], k, reader.block_bytes) for k in native)
-            need = block_cache_bytes(per_scene, len(by_time), window_bytes(block, steps, len(layers)))
-            cache = block_cache_size(need, cache_mb)
-            log.info("tile %s %s: GDAL block cache %d MB for the blocks of %d scenes (%d MB needed)", tile, year,
-                     cache // 2**20, len(by_time), need // 2**20)
-            if need > cache:
-                log.warning("tile %s %s: the source blocks of %d scenes need %d MB of block cache, more than "
-                            "cube.cache_mb (%d MB): blocks will be decoded more than once", tile, year,
-                            len(by_time), need // 2**20, cache_mb)
+        cache = scenes.cache_size(block, steps, len(layers), cache_mb)
         with rasterio.Env(GDAL_CACHEMAX=cache), written_behind() as write:  # every window written on leaving
             for win, loaded in prefetched(load, windows):
-                scl = loaded.pop(scl_key)
-                values = [loaded.pop(k) for k in keys]
-                clear = clear_mask(scl, invalid_scl, dilation_px)[:, halo:scl.shape[1] - halo, halo:scl.shape[2] - halo]
-                for dn in values:
-                    clear &= dn != 0
-                comp, counts = composite(values, clear, times, edges, offsets)
-                del values, scl, clear, loaded
+                comp, counts = scenes.composite(loaded, invalid_scl, edges)
                 clear_cells += int((counts > 0).sum())
                 if fill_gaps:
                     comp = fill_time_gaps(comp)
                 if spectral_indices:
                     comp = np.concatenate([comp, indices.compute(spectral_indices, comp, bands, sentinel2.QUANTIFICATION)], axis=1)
                 write(write_window, win, to_int16(comp).reshape(-1, *comp.shape[2:]), counts)
-                del comp, counts
-        share = clear_cells / (steps * grid.width * grid.height)
-        log.info("tile %s %s: %.1f %% of the composite cells hold a clear observation", tile, year, 100 * share)
-        if share < min_clear_fraction:
-            raise LcflowError(f"tile {tile} {year}: only {100 * share:.1f} % of the composite cells (pixel x time step) "
-                              f"hold a clear observation, under the floor of {100 * min_clear_fraction:g} % "
-                              "(cube.min_clear_fraction): the year is cloud-covered or the area has no data")
-        if share < 2 * min_clear_fraction:
-            log.warning("tile %s %s: only %.1f %% of the composite cells hold a clear observation", tile, year, 100 * share)
+                del comp, counts, loaded
+        _check_clear_share(clear_cells / (steps * grid.width * grid.height), min_clear_fraction, tile, year)
         # tiled GeoTIFFs (256 px tiles, band-interleaved: see raster.STAGING_INTERLEAVE) as written: a COG's
         # overviews of 120 bands would cost a second pass over the largest file of the workflow
         publish_together([(staged_valid.finish(cog=False), staged_valid.final),
                           (staged_cube.finish(cog=False), staged_cube.final)])
     return grid
+
+
+def _check_clear_share(share: float, min_clear_fraction: float, tile: str, year: int) -> None:
+    log.info("tile %s %s: %.1f %% of the composite cells hold a clear observation", tile, year, 100 * share)
+    if share < min_clear_fraction:
+        raise LcflowError(f"tile {tile} {year}: only {100 * share:.1f} % of the composite cells (pixel x time step) "
+                          f"hold a clear observation, under the floor of {100 * min_clear_fraction:g} % "
+                          "(cube.min_clear_fraction): the year is cloud-covered or the area has no data")
+    if share < 2 * min_clear_fraction:
+        log.warning("tile %s %s: only %.1f %% of the composite cells hold a clear observation", tile, year, 100 * share)
+
+
+class _Scenes:
+    """The scenes of a tile-year as the cube reads them: each window of every scene's assets on the cube's
+    grid, read by a pool of threads (each with the network's GDAL settings), assets on their own grid in the
+    tile's CRS read as stored and resampled here, the others warped by odc-stac; then composited."""
+
+    def __init__(self, manifest, items, tile: str, year: int, grid: Grid, keys: list[str], scl_key: str, halo: int,
+                 network: remote.Network | None, signing: str):
+        self.manifest, self.tile, self.year, self.grid, self.keys, self.scl_key = manifest, tile, year, grid, keys, scl_key
+        self.halo = halo
+        self.sign = remote.signer(signing, items)
+        network = network or remote.Network()
+        if network.s3_endpoint is None:
+            network = dataclasses.replace(network, s3_endpoint=remote.s3_endpoint(items))
+        self.network, self.options = network, network.gdal_options()
+        self.by_time = sorted(items, key=lambda i: i.datetime)
+        self.offsets = np.array([sentinel2.boa_offset(i.properties) for i in self.by_time], dtype=np.float32)
+        self.times = np.array([np.datetime64(_utc(i.datetime), "us") for i in self.by_time])
+        # Sentinel-2 L2A as every catalogue serves it: DNs in uint16, SCL in uint8, 0 = no data (declared, so
+        # that resampling leaves no-data out and the load stays in the compact type)
+        self.stac_cfg = {"assets": {**{k: {"data_type": "uint16", "nodata": 0, "unit": "1"} for k in keys},
+                                    scl_key: {"data_type": "uint8", "nodata": 0, "unit": "1"}}}
+        # assets on their own grid in the tile's CRS (every real catalogue's): read as stored, resampled here
+        self.native = {k: (t, _resampling(t, grid, k == scl_key))
+                       for k, t in native_grids(self.by_time, [*keys, scl_key], grid).items()}
+        self.warped = [k for k in keys if k not in self.native]
+        self._thread = threading.local()
+        self.reader = self.readers = None
+
+    @contextlib.contextmanager
+    def reading(self):
+        """The asset reader and its threads, open for the block; yields :meth:`load`."""
+        with AssetReader(self.sign) as reader, ThreadPoolExecutor(
+                self.network.threads, thread_name_prefix="lcflow-asset", initializer=self._take_settings) as readers:
+            self.reader, self.readers = reader, readers
+            try:
+                yield self.load
+            finally:
+                self.reader = self.readers = None
+
+    def _take_settings(self) -> None:
+        """A reading thread takes the network's GDAL settings once, for its whole life (they are per
+        thread): entering rasterio's Env for every asset read costs about half a millisecond of CPU."""
+        import rasterio
+
+        self._thread.env = rasterio.Env(**self.options)
+        self._thread.env.__enter__()
+
+    def on_asset(self, item, key: str, action, *args):
+        """``action(href, *args)`` of one asset, under the network settings; its failure names it."""
+        import rasterio
+
+        taken = getattr(self._thread, "env", None) is not None
+        with contextlib.nullcontext() if taken else rasterio.Env(**self.options):
+            try:
+                return action(item.assets[key].href, *args)
+            except (AssetReadError, LcflowError) as exc:  # GDAL, HTTP or decoding errors of one asset: name it
+                raise LcflowError(f"tile {self.tile} {self.year}: reading item {item.id} asset {key} "
+                                  f"({remote.redact(item.assets[key].href)}) failed: {_first_line(str(exc))}") from exc
+
+    def _read_asset(self, item, key: str, method: str, src: Affine, shape: tuple[int, int], target: GeoBox,
+                    out: np.ndarray) -> None:
+        """One scene's asset read on its own grid (``src``, ``shape``) and resampled onto ``target`` into
+        ``out``, in a reading thread: the reading threads resample while the main one composites."""
+        if method == "nearest" and src.almost_equals(target.transform) and shape == target.shape.yx:
+            self.on_asset(item, key, self.reader.read, src, shape, out)  # the pixels as stored
+            return
+        stored = self.on_asset(item, key, self.reader.read, src, shape, np.empty(shape, out.dtype))
+        out[...] = _resampled(stored, src, method, target)
+
+    def load(self, win) -> dict[str, np.ndarray]:
+        """One window of every scene: DNs per asset on the cube's grid. The scene classification comes
+        grown by the mask's halo (only SCL: a halo on every band would decompress the neighbouring tiles
+        of every file again)."""
+        grown, exact = _halo_geobox(self.grid, win, self.halo), _halo_geobox(self.grid, win, 0)
+        values: dict[str, np.ndarray] = {}
+        jobs = []
+        for key, (transform, method) in self.native.items():
+            target = grown if key == self.scl_key else exact
+            src, shape = resample.source_window(transform, target.transform, target.shape.yx, method)
+            values[key] = np.empty((len(self.by_time), *target.shape.yx),
+                                   dtype=np.uint8 if key == self.scl_key else np.uint16)
+            jobs += [(item, key, method, src, shape, target, values[key][i]) for i, item in enumerate(self.by_time)]
+        list(self.readers.map(lambda job: self._read_asset(*job), jobs))
+        if self.warped or self.scl_key not in self.native:
+            values.update(self._warped(grown, exact))
+        return values
+
+    def _warped(self, grown: GeoBox, exact: GeoBox) -> dict[str, np.ndarray]:
+        """The assets not on their own grid in the tile's CRS, warped by odc-stac."""
+        import odc.stac
+
+        values = {}
+        with remote.gdal_env(self.network):  # in the reading thread: GDAL's settings are per thread
+            try:
+                common = dict(groupby="id", stac_cfg=self.stac_cfg, preserve_original_order=True,
+                              pool=self.network.threads, patch_url=self.sign)
+                loads = [([self.scl_key], grown, "nearest")] if self.scl_key not in self.native else []
+                loads += [(self.warped, exact, "bilinear")] if self.warped else []
+                for group, geobox, method in loads:
+                    ds = odc.stac.load(self.by_time, bands=group, geobox=geobox, resampling=method, **common)
+                    if len(ds.time) != len(self.by_time):
+                        raise LcflowError(f"{self.manifest}: {len(self.by_time)} items loaded as {len(ds.time)} scenes")
+                    values.update((k, ds[k].values) for k in group)
+            except LcflowError:
+                raise
+            except Exception as exc:  # GDAL, HTTP or decoding errors of one asset: name it
+                raise _read_failure(exc, self.by_time, self.keys + [self.scl_key], self.tile, self.year, grown,
+                                    self.sign) from exc
+        return values
+
+    def cache_size(self, block: int, steps: int, layers: int, cache_mb: int) -> int:
+        """GDAL's block cache for the cube: a decoded block of every asset of every scene, so that z-order
+        windows decode each block once (a smaller cache decodes a block again for each window inside it)."""
+        cache = gdal_cache_bytes()
+        if not self.native:
+            return cache
+        per_scene = sum(self.on_asset(self.by_time[0], k, self.reader.block_bytes) for k in self.native)
+        need = block_cache_bytes(per_scene, len(self.by_time), window_bytes(block, steps, layers))
+        cache = block_cache_size(need, cache_mb)
+        log.info("tile %s %s: GDAL block cache %d MB for the blocks of %d scenes (%d MB needed)", self.tile, self.year,
+                 cache // 2**20, len(self.by_time), need // 2**20)
+        if need > cache:
+            log.warning("tile %s %s: the source blocks of %d scenes need %d MB of block cache, more than "
+                        "cube.cache_mb (%d MB): blocks will be decoded more than once", self.tile, self.year,
+                        len(self.by_time), need // 2**20, cache_mb)
+        return cache
+
+    def composite(self, loaded: dict[str, np.ndarray], invalid_scl: list[int], edges) -> tuple[np.ndarray, np.ndarray]:
+        """A window's composites and clear-observation counts per time step, from its loaded scenes."""
+        halo = self.halo
+        scl = loaded.pop(self.scl_key)
+        values = [loaded.pop(k) for k in self.keys]
+        clear = clear_mask(scl, invalid_scl, halo)[:, halo:scl.shape[1] - halo, halo:scl.shape[2] - halo]
+        for dn in values:
+            clear &= dn != 0
+        return composite(values, clear, self.times, edges, self.offsets)

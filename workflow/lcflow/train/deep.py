@@ -34,11 +34,12 @@ import torch
 from torch import nn
 from torch.optim.swa_utils import AveragedModel
 
-from lcflow.common.atomic import atomic_path
 from lcflow.common.progress import training_round
 from lcflow.errors import LcflowError
+from lcflow.train import run_checkpoint
 from lcflow.train.balance import class_weights
 from lcflow.train.batch_augmentation import augment
+from lcflow.train.batch_inference import predict_proba
 from lcflow.train.distributed import Single, node_name
 from lcflow.train.hyperparameters import TRAINING
 from lcflow.train.optim import lr_factor, make_optimizer, scaled_lr
@@ -157,12 +158,7 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     job that trained them.
     """
     comm = comm or Single()
-    if cfg.drop_observations > 0 and observed_flag is None:
-        raise LcflowError("drop_observations hides observed steps of pixel series: this network's input has no "
-                          "observed flag (patches); set drop_observations=0")
-    if cfg.elastic and comm.name == "torch":
-        raise LcflowError("elastic training is Horovod's (hvd.elastic): set distributed.backend: horovod, or "
-                          "elastic=false")
+    _check_recipe(cfg, comm, observed_flag)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     device = device_for(comm.local_rank)
@@ -172,8 +168,8 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     # wrap first, then touch the state: Horovod builds a new optimizer object around the groups
     optimizer = comm.distributed_optimizer(make_optimizer(cfg.optimizer, net.parameters(), cfg.learning_rate,
                                                           cfg.weight_decay, cfg.momentum), net, cfg.fp16_allreduce)
-    weights = class_weights(y.astype(np.int64), n_classes, cfg.class_weight)
-    loss_fn = nn.CrossEntropyLoss(weight=torch.as_tensor(weights, dtype=torch.float32, device=device),
+    loss_fn = nn.CrossEntropyLoss(weight=torch.as_tensor(class_weights(y.astype(np.int64), n_classes, cfg.class_weight),
+                                                         dtype=torch.float32, device=device),
                                   label_smoothing=cfg.label_smoothing)
     data = _Data(x, y, x_val, y_val, cfg.seed, device, targets)
     plan = Schedule.plan(cfg, len(x), comm.size, steps)
@@ -182,32 +178,10 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
         log.warning("amp: this CPU cannot run the network in bfloat16 (torch reports CPU capability %s); training in "
                     "float32", torch.backends.cpu.get_cpu_capability())
 
-    saved = None
-    if comm.rank == 0 and checkpoint is not None and checkpoint.exists():
-        # weights_only: tensors and plain containers only, so a planted file cannot run code
-        try:
-            saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
-        except Exception as exc:  # not a checkpoint of ours, truncated, or holding other objects
-            log.warning("checkpoint %s cannot be read safely (%s); starting afresh", checkpoint,
-                        str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__)
-            saved = {}
-        if not isinstance(saved, dict) or saved.get("fingerprint") != fingerprint or \
-                (saved.get("world_size") != comm.size and not cfg.elastic):
-            log.info("checkpoint %s is of another run (samples, parameters or world size); starting afresh", checkpoint)
-            saved = None
-    saved = comm.broadcast_object(saved)  # every rank restores the same state the same way
-    progress = {"round": 0, "step": 0, "position": 0, "history": [], "best": [-1.0, 0.0], "best_state": None,
-                "best_round": 0, "waited": 0, "schedule": asdict(plan)}
-    if saved is not None:
-        net.load_state_dict(saved["net"])
-        optimizer.load_state_dict(saved["optimizer"])
-        progress = saved["progress"]
-        plan = Schedule(**progress["schedule"])
-        if progress.get("finished"):
-            log.info("checkpoint %s holds this run ended after round %d: its best weights (round %d) are taken, "
-                     "nothing is trained", checkpoint, progress["round"], progress["best_round"])
-        else:
-            log.info("resumed from checkpoint %s after round %d", checkpoint, progress["round"])
+    # every rank restores the same state the same way
+    saved = comm.broadcast_object(run_checkpoint.read(checkpoint, fingerprint, comm.size, cfg.elastic) if comm.rank == 0
+                                  else None)
+    progress, plan = _restored(net, optimizer, saved, plan, checkpoint)
     if status is not None:
         status.update(resumed_round=int(progress["round"]), finished_before=bool(progress.get("finished")))
     comm.broadcast_parameters(net)
@@ -224,22 +198,10 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
                            observed_flag)
         _validate(net if averaged is None else averaged.module, data, comm, device, r, row, progress, n_classes, plan,
                   cfg.select_by)
-        progress["history"].append(row)
-        progress["round"] = r
-        progress["seconds"] = progress.get("seconds", 0.0) + time.perf_counter() - started
-        if comm.rank == 0:  # each rank's sums are at debug level (-v)
-            log.info(training_round(row, plan.rounds, progress["seconds"], len(progress["history"])))
+        _record(row, time.perf_counter() - started, progress, plan.rounds, comm.rank)
         if comm.rank == 0 and checkpoint is not None:
-            _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size, averaged)
-        if on_round is not None and on_round(row):
-            log.info("stopped after round %d of %d (step %d): pruned", r, plan.rounds, progress["step"])
-            progress["pruned"] = True
-            return False
-        if data.x_val is not None and len(data.x_val) and progress["waited"] >= cfg.patience:
-            log.info("early stop after round %d of %d (step %d; best val accuracy %.4f, loss %.4f)", r, plan.rounds,
-                     progress["step"], *progress["best"])
-            return False
-        return True
+            run_checkpoint.save(checkpoint, net, optimizer, progress, fingerprint, comm.size, averaged)
+        return not _stops(row, progress, plan.rounds, on_round, data, cfg.patience)
 
     if not progress.get("finished"):  # an ended run taken from its checkpoint trains nothing
         if cfg.elastic and comm.name == "horovod":
@@ -248,20 +210,75 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
             for r in range(progress["round"] + 1, plan.rounds + 1):
                 if not one_round(r):
                     break
-        if not progress.get("pruned"):
-            # ended by its last round or an early stop (a pruned trial's run did not end: it was cut short)
+        if not progress.get("pruned"):  # ended by its last round or an early stop (a pruned trial's was cut short)
             progress["finished"] = True
             if comm.rank == 0 and checkpoint is not None:
-                _save_checkpoint(checkpoint, net, optimizer, progress, fingerprint, comm.size, averaged)
+                run_checkpoint.save(checkpoint, net, optimizer, progress, fingerprint, comm.size, averaged)
     if status is not None:
         status["seconds"] = float(progress.get("seconds", 0.0))
-    if progress["best_state"] is not None:
-        net.load_state_dict(progress["best_state"])
-    elif averaged is not None:  # no validation rows (a refit): the average of the last steps, not the last step
-        net.load_state_dict(averaged.module.state_dict())
-    net.to("cpu")
+    _keep_final_weights(net, progress, averaged)
     log.debug("rank=%d size=%d final weights sha256=%s", comm.rank, comm.size, state_checksum(net))
     return progress["history"]
+
+
+def _record(row: dict, seconds: float, progress: dict, rounds: int, rank: int) -> None:
+    """A round done: in the history, its time counted, its line in the log (rank 0; each rank's sums are at
+    debug level, -v)."""
+    progress["history"].append(row)
+    progress["round"] = row["round"]
+    progress["seconds"] = progress.get("seconds", 0.0) + seconds
+    if rank == 0:
+        log.info(training_round(row, rounds, progress["seconds"], len(progress["history"])))
+
+
+def _stops(row: dict, progress: dict, rounds: int, on_round: Callable[[dict], bool] | None, data: "_Data",
+           patience: int) -> bool:
+    """Whether the run stops after this round: pruned (``on_round``), or no better validation for ``patience``."""
+    if on_round is not None and on_round(row):
+        log.info("stopped after round %d of %d (step %d): pruned", row["round"], rounds, progress["step"])
+        progress["pruned"] = True
+        return True
+    if data.x_val is not None and len(data.x_val) and progress["waited"] >= patience:
+        log.info("early stop after round %d of %d (step %d; best val accuracy %.4f, loss %.4f)", row["round"], rounds,
+                 progress["step"], *progress["best"])
+        return True
+    return False
+
+
+def _restored(net: nn.Module, optimizer, saved: dict | None, plan: "Schedule",
+              checkpoint: Path | None) -> tuple[dict, "Schedule"]:
+    """The run's progress and schedule: afresh, or from its checkpoint (weights and optimizer restored)."""
+    if saved is None:
+        return {"round": 0, "step": 0, "position": 0, "history": [], "best": [-1.0, 0.0], "best_state": None,
+                "best_round": 0, "waited": 0, "schedule": asdict(plan)}, plan
+    net.load_state_dict(saved["net"])
+    optimizer.load_state_dict(saved["optimizer"])
+    progress = saved["progress"]
+    if progress.get("finished"):
+        log.info("checkpoint %s holds this run ended after round %d: its best weights (round %d) are taken, "
+                 "nothing is trained", checkpoint, progress["round"], progress["best_round"])
+    else:
+        log.info("resumed from checkpoint %s after round %d", checkpoint, progress["round"])
+    return progress, Schedule(**progress["schedule"])
+
+
+def _check_recipe(cfg: TrainConfig, comm, observed_flag: int | None) -> None:
+    if cfg.drop_observations > 0 and observed_flag is None:
+        raise LcflowError("drop_observations hides observed steps of pixel series: this network's input has no "
+                          "observed flag (patches); set drop_observations=0")
+    if cfg.elastic and comm.name == "torch":
+        raise LcflowError("elastic training is Horovod's (hvd.elastic): set distributed.backend: horovod, or "
+                          "elastic=false")
+
+
+def _keep_final_weights(net: nn.Module, progress: dict, averaged: AveragedModel | None) -> None:
+    """The run's model: its best validation round's weights, else (a refit, no validation rows) the average of
+    its last steps where weights are averaged, else its last step's; on the CPU."""
+    if progress["best_state"] is not None:
+        net.load_state_dict(progress["best_state"])
+    elif averaged is not None:
+        net.load_state_dict(averaged.module.state_dict())
+    net.to("cpu")
 
 
 def refit_steps(history: list[dict], n_selected: int, n_all: int) -> tuple[int, int]:
@@ -421,30 +438,3 @@ def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict,
         else:
             progress["waited"] += 1
     row["best_round"] = progress.get("best_round", 0)  # the round whose weights the run ends with, so far
-
-
-def _save_checkpoint(path: Path, net, optimizer, progress, fingerprint: str, size: int,
-                     averaged: AveragedModel | None = None) -> None:
-    state = {"net": net.state_dict(), "optimizer": optimizer.state_dict(), "progress": progress,
-             "fingerprint": fingerprint, "world_size": size}
-    if averaged is not None:
-        state["averaged"] = averaged.state_dict()
-    with atomic_path(path, suffix=".pt") as tmp:
-        torch.save(state, tmp)
-
-
-@torch.no_grad()
-def predict_proba(net: nn.Module, x: np.ndarray, device: torch.device | None = None, batch_size: int = 8192) -> np.ndarray:
-    """Class probabilities in batches, on ``device`` (the model's own when not given; the model is moved
-    there: training ends with its weights on the CPU)."""
-    device = device or next(net.parameters()).device
-    net.to(device)
-    net.eval()
-    out = []
-    for i in range(0, len(x), batch_size):
-        xb = torch.from_numpy(x[i:i + batch_size]).to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            out.append(torch.softmax(net(xb).float(), dim=1).cpu().numpy())
-    if not out:
-        raise LcflowError("nothing to predict")
-    return np.concatenate(out)

@@ -10,6 +10,7 @@ from torch import nn
 from lcflow.errors import LcflowError
 from lcflow.train import deep
 from lcflow.train.balance import class_weights
+from lcflow.train.batch_inference import predict_proba
 from lcflow.train.models import Model
 
 
@@ -72,7 +73,7 @@ class TorchModel(Model):
         if len(x) == 0:
             return np.zeros((0, self.n_classes), dtype=np.float32)
         device = self.device
-        return self.corrected(deep.predict_proba(self.net, x, device, self.predict_batch.get(device.type, 8192)))
+        return self.corrected(predict_proba(self.net, x, device, self.predict_batch.get(device.type, 8192)))
 
     def corrected(self, proba: np.ndarray, axis: int = 1, tau: float | None = None) -> np.ndarray:
         """The network's class probabilities (classes along ``axis``) divided by the loss's class weights to
