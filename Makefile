@@ -2,6 +2,7 @@
 # make test   set up .venv, run the test suite
 # make bench  set up .venv, run the benchmarks (ratios measured side by side)
 # make slurm-profile  link profiles/slurm where Snakemake looks for named profiles: snakemake --profile slurm
+# make docs   build the documentation site (docs/ -> site/), its references made from the schema and parsers
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -9,7 +10,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml envs/build-horovod.sh env
 RESULTS := results
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup demo test bench lint clean slurm-profile
+.PHONY: setup demo test bench lint clean slurm-profile docs
 
 $(STAMP): pyproject.toml envs/build-horovod.sh envs/system-deps.sh
 	# Debian packages first: installed with apt where make runs as root, else the one command to run
@@ -60,6 +61,11 @@ slurm-profile:
 	  exit 1; fi
 	ln -sfn "$(CURDIR)/profiles/slurm" "$(PROFILES)/slurm"
 	@echo "snakemake --profile slurm now reads $(CURDIR)/profiles/slurm (set your site's values in it: ACCOUNT, partitions, GPUs)"
+
+docs: setup
+	python docs/generate.py
+	mkdocs build --strict
+	@echo "Documentation: $(CURDIR)/site/index.html"
 
 lint: setup
 	snakemake --lint

@@ -8,7 +8,7 @@ space, trials of 300 steps in 15 rounds (no early stop, so only the pruner short
   study and the best validation accuracy reached (ratio and difference);
 - workers: 2 workers started together against 1, no pruning (so every trial costs the same): wall-time
   ratio on the same budget.
-Printed as a table; nothing is asserted (figures for README and the issue notes).
+Printed as a table; nothing is asserted (figures for docs/benchmarks.md).
 
 Usage: python benchmarks/hpo_pruning_and_workers.py [--trials 12] [--model lstm]
 """

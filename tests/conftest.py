@@ -17,7 +17,7 @@ from typing import Callable, TypeVar
 # too: threads that wait for work sleep instead of spinning. The tests run in three processes on CI's two
 # cores (Makefile), and a spinning thread takes the core that the thread it waits for needs: beside two
 # busy processes an LSTM training took 22.5 CPU-s spinning against 14.2 sleeping (medians of 3)
-# (benchmarks/openmp_wait_policy.py, README: Running on a Slurm cluster)
+# (benchmarks/openmp_wait_policy.py, docs/slurm.md)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pystac

@@ -164,7 +164,7 @@ def test_cube_layout(stages):
         assert ds.descriptions[0] == "B02_t00" and ds.descriptions[-1] == "B12_t11"
         assert ds.crs.to_epsg() == 32631 and ds.bounds == tuple(SMALL_AOI["31UFT"]) and ds.res == (10, 10)
         assert len(json.loads(ds.tags()["time_steps"])) == 12
-        # as README promises: 256 px tiles, band-interleaved, ZSTD
+        # as docs/stages.md promises: 256 px tiles, band-interleaved, ZSTD
         assert ds.block_shapes[0] == (256, 256) and ds.interleaving == Interleaving.band
         assert ds.compression == Compression.zstd
         data = ds.read()

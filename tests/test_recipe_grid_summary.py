@@ -1,4 +1,4 @@
-"""benchmarks/recipe_grid.py's summary: the figures README quotes from it (a recipe against lcflow's forest,
+"""benchmarks/recipe_grid.py's summary: the figures docs/benchmarks.md quotes from it (a recipe against lcflow's forest,
 fold by fold) computed from the fits, for a grid on every case and for one on the real tables alone."""
 
 import importlib.util

@@ -72,13 +72,13 @@ def test_a_required_tool_fails_its_tests_instead_of_skipping_them(monkeypatch):
 
 
 def test_readme_s_launcher_lines_work_after_the_step_it_names_before_them():
-    """README's launcher lines start lcflow under horovodrun and torchrun: from a shell whose PATH holds only
-    the system's directories, the one step README names before them makes every program of those lines
-    found, as the job script of a Slurm site would run them."""
+    """The documentation's launcher lines (docs/models.md) start lcflow under horovodrun and torchrun: from a
+    shell whose PATH holds only the system's directories, the one step named before them makes every
+    program of those lines found, as the job script of a Slurm site would run them."""
     import re
 
-    block = re.search(r"```sh\n(source [^\n]*)\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
-    assert block, "README names no step before its launcher lines"
+    block = re.search(r"```sh\n(source [^\n]*)\n(.*?)```", (ROOT / "docs" / "models.md").read_text(), re.DOTALL)
+    assert block, "docs/models.md names no step before its launcher lines"
     step = block.group(1).split("#")[0].strip()
     programs = {line.split()[0] for line in block.group(2).splitlines() if line.strip()}
     assert {"lcflow", "horovodrun", "torchrun", "srun"} <= programs

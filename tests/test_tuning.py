@@ -70,7 +70,7 @@ def test_every_default_space_is_valid_and_draws_values_train_accepts():
 
 
 def test_every_default_space_lets_the_studys_metric_pick_the_class_weighting():
-    """Weighting trades overall for balanced accuracy (README, Benchmarks): no one value suits every
+    """Weighting trades overall for balanced accuracy (docs/benchmarks.md): no one value suits every
     table and metric, so every model's study searches all of it."""
     for model in search_space.DEFAULT_SPACES:
         assert "class_weight" in hyperparameters.table(model), model

@@ -1,6 +1,7 @@
 """lcflow as others install it: a wheel built from the checkout, in an environment of its own, checks the
 demo's config from another directory (the schema, legend and weights travel as package data)."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -34,13 +35,14 @@ def test_a_wheel_installed_apart_from_the_checkout_checks_a_config(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = subprocess.run([str(python), "-c", "import lcflow; print(lcflow.__file__)"], cwd=elsewhere,
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing but the environment's own paths
+    where = subprocess.run([str(python), "-c", "import lcflow; print(lcflow.__file__)"], cwd=elsewhere, env=env,
                            capture_output=True, text=True, timeout=120)
     assert where.stdout.strip().startswith(site), where  # the wheel's lcflow, not the checkout's
     checked = subprocess.run([str(env_dir / "bin" / "lcflow"), "check-config", "--configfile",
                               str(ROOT / "config" / "config.yaml"), "--directory", str(ROOT)], cwd=elsewhere,
-                             capture_output=True, text=True, timeout=300)
+                             env=env, capture_output=True, text=True, timeout=300)
     assert checked.returncode == 0 and checked.stdout.startswith("config OK: 2 tile(s)"), checked.stderr
-    bare = subprocess.run([str(env_dir / "bin" / "lcflow"), "check-config"], cwd=elsewhere, capture_output=True,
-                          text=True, timeout=300)
+    bare = subprocess.run([str(env_dir / "bin" / "lcflow"), "check-config"], cwd=elsewhere, env=env,
+                          capture_output=True, text=True, timeout=300)
     assert bare.returncode == 2 and "name the config to check: --configfile" in bare.stderr

@@ -123,7 +123,7 @@ def test_reference_sample_estimates_hold_the_true_areas_and_accuracy(run):
     The class areas come from the reference labels and the design's strata alone, so they are one
     estimate per tile-year, whichever map is assessed; they are counted once each. With the consistent
     maps 23 to 29 of 32 hold the true area (it was 28 of 32 with the independent maps): the misses are
-    omissions of a few hundred pixels into large strata that the sample hardly sees (README).
+    omissions of a few hundred pixels into large strata that the sample hardly sees (docs/stages.md).
 
     The maps of one tile-year share its reference sample, so their overall accuracies miss together:
     one tile-year's sample (31UFT 2019) has put all three maps' estimates 0.010-0.019 under the truth,
@@ -551,7 +551,7 @@ def test_shell_in_a_model_parameter_is_refused_before_any_job(tmp_path):
 
 
 def test_a_users_config_replaces_the_demo_config(tmp_path):
-    """README's real-data example: its keys are not merged with the demo's (no demo, aoi or catalog creep in)."""
+    """A real-data config (README's "Your own tiles"): its keys are not merged with the demo's (no demo, aoi or catalog creep in)."""
     shutil.copy(ROOT / "tests" / "data" / "clc_lanjaron_epsg3042.tif", tmp_path / "clc.tif")
     mine = {"tiles": ["30SVF"], "years": [2019], "aoi": {"30SVF": [455000, 4085000, 461000, 4095000]},
             "stac": {"api": "https://earth-search.aws.element84.com/v1", "max_cloud_cover": 80},

@@ -9,7 +9,7 @@ def weight_average(net: nn.Module, decay: float) -> AveragedModel | None:
     updated after every optimizer step; None when ``decay`` is 0.
 
     The weights of one step wander with the last batches; the average over the last 1 / (1 - decay)
-    steps is a calmer model to validate and keep where rounds end at a high rate (on README's 500-row
+    steps is a calmer model to validate and keep where rounds end at a high rate (on the 500-row
     tables, whose runs end on a cosine's tail, 0.99 lifted no model). Every rank takes the same steps,
     so every rank's average is the same without communication.
     """

@@ -19,7 +19,7 @@ from lcflow.train.hyperparameters import ParamError
 #: the class weighting, searched by every model's study: in a deep model's loss it trades overall for
 #: balanced accuracy (on the whole Slovenia table, without weights instead of sqrt, tempcnn and ltae gained
 #: 0.020 and 0.018 overall accuracy, -0.003 to +0.062 a fold, and lost 0.14 and 0.20 balanced accuracy;
-#: README, Benchmarks), so the study's metric (hpo.metric) picks it for the table at hand
+#: docs/benchmarks.md), so the study's metric (hpo.metric) picks it for the table at hand
 CLASS_WEIGHTING = {"class_weight": {"choices": list(hyperparameters.TRAINING["class_weight"].choices)}}
 
 #: what a study varies when the config names no space: the recipe's sensitive knobs and the network's size
