@@ -39,6 +39,8 @@ include: "workflow/rules/labels.smk"
 include: "workflow/rules/tune.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/map.smk"
+include: "workflow/rules/assess.smk"
+include: "workflow/rules/report.smk"
 
 
 # Bookkeeping rules of a second or two (figures of a study or a training, STAC items, tables of what ran)

@@ -114,3 +114,12 @@ def test_site_values_for_typed_gpus_qos_constraint_and_node_memory_reach_the_job
             assert "mem_mb=480000" in resources and "qos=normal" in resources and "slurm_account=proj42" in resources
     assert all("qos=normal" in r and "gres" not in r and "constraint" not in r for r in jobs["cube"])
     assert "placeholder" not in done.stderr
+
+
+def test_the_workflow_is_clean_under_snakemake_s_linter(tmp_path):
+    """The Snakemake workflow catalog's conventions, as `snakemake --lint` checks them (make lint)."""
+    done = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--lint", "-s", str(ROOT / "Snakefile"), "-d",
+                           str(tmp_path), "--configfile", str(ROOT / "config" / "config.yaml")], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "Congratulations, your workflow is in a good condition" in done.stdout + done.stderr

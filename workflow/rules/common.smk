@@ -213,3 +213,16 @@ PRODUCTS = [
     *expand(f"{R}/quicklooks/{{tile}}_{{year}}_{{model}}.quicklook.png", tile=TILES, year=YEARS, model=MODELS),
     *expand(f"{R}/models/{{model}}/learning_curve.png", model=DEEP_MODELS),
 ]
+
+
+def search_catalog(wildcards):
+    """The local catalogue a tile-year's search reads: the demo's own catalogue of that tile-year (so that
+    adding a year searches the new year alone), else stac.catalog; none for a remote one."""
+    if "demo" in config:
+        return [f"{config['demo']['out']}/catalog/{wildcards.tile}_{wildcards.year}/catalog.json"]
+    return [config["stac"]["catalog"]] if config["stac"].get("catalog") and not is_url(config["stac"]["catalog"]) else []
+
+
+def search_source(wildcards, input):
+    return f"--catalog {shlex.quote(input[0])}" if input else (
+        f"--catalog {shlex.quote(config['stac']['catalog'])}" if config["stac"].get("catalog") else f"--api {shlex.quote(config['stac']['api'])}")

@@ -20,12 +20,13 @@ if "demo" in config:
         benchmark:
             f"{R}/benchmarks/synth/{{tile}}_{{year}}.tsv"
         params:
+            out=lambda wildcards, output: Path(output.catalog).parents[2],
             bounds=lambda wc: json.dumps(config["aoi"][wc.tile]),
             scenery=SCENERY,
         conda:
             ENV
         shell:
-            "lcflow -v synth-scenes --out {DEMO_OUT:q} --tile {wildcards.tile} --year {wildcards.year}"
+            "lcflow -v synth-scenes --out {params.out:q} --tile {wildcards.tile} --year {wildcards.year}"
             " --bounds {params.bounds:q} {params.scenery} > {log:q} 2>&1"
 
     rule synth_corine:
@@ -34,13 +35,14 @@ if "demo" in config:
         log:
             f"{R}/logs/synth/corine.log",
         params:
+            out=lambda wildcards, output: Path(output[0]).parents[1],
             aoi=json.dumps({t: config["aoi"][t] for t in TILES}),
             mmu=DEMO.get("mmu_cells", 4),
             scenery=SCENERY,
         conda:
             ENV
         shell:
-            "lcflow -v synth-corine --out {DEMO_OUT:q} --aoi {params.aoi:q} --mmu-cells {params.mmu} {params.scenery}"
+            "lcflow -v synth-corine --out {params.out:q} --aoi {params.aoi:q} --mmu-cells {params.mmu} {params.scenery}"
             " > {log:q} 2>&1"
 
     rule synth_catalog:
@@ -50,10 +52,12 @@ if "demo" in config:
             f"{DEMO_OUT}/catalog/catalog.json",
         log:
             f"{R}/logs/synth/catalog.log",
+        params:
+            out=lambda wildcards, output: Path(output[0]).parents[1],
         conda:
             ENV
         shell:
-            "lcflow -v synth-catalog --out {DEMO_OUT:q} --children {input:q} > {log:q} 2>&1"
+            "lcflow -v synth-catalog --out {params.out:q} --children {input:q} > {log:q} 2>&1"
 
     if DEMO_REFERENCE:
 

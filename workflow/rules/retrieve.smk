@@ -2,19 +2,6 @@ STAC = config["stac"]
 CUBE = config["cube"]
 
 
-def search_catalog(wildcards):
-    """The local catalogue a tile-year's search reads: the demo's own catalogue of that tile-year (so that
-    adding a year searches the new year alone), else stac.catalog; none for a remote one."""
-    if "demo" in config:
-        return [f"{config['demo']['out']}/catalog/{wildcards.tile}_{wildcards.year}/catalog.json"]
-    return [STAC["catalog"]] if STAC.get("catalog") and not is_url(STAC["catalog"]) else []
-
-
-def search_source(wildcards, input):
-    return f"--catalog {shlex.quote(input[0])}" if input else (
-        f"--catalog {shlex.quote(STAC['catalog'])}" if STAC.get("catalog") else f"--api {shlex.quote(STAC['api'])}")
-
-
 rule search:
     input:
         search_catalog,
