@@ -154,8 +154,8 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     ``on_round``, called on every rank with each round's history row, returns True to stop the run
     there (a pruned trial of a study); it must return the same on every rank. ``status``, when given,
     is filled with where the run started, ``resumed_round`` (0: afresh) and ``finished_before`` (the
-    checkpoint held an ended run, so nothing was trained), and ``seconds``: the run's rounds, over every
-    job that trained them.
+    checkpoint held an ended run, so nothing was trained), ``loss_weights`` (the class weights of the loss),
+    and ``seconds``: the run's rounds, over every job that trained them.
     """
     comm = comm or Single()
     _check_recipe(cfg, comm, observed_flag)
@@ -168,8 +168,8 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     # wrap first, then touch the state: Horovod builds a new optimizer object around the groups
     optimizer = comm.distributed_optimizer(make_optimizer(cfg.optimizer, net.parameters(), cfg.learning_rate,
                                                           cfg.weight_decay, cfg.momentum), net, cfg.fp16_allreduce)
-    loss_fn = nn.CrossEntropyLoss(weight=torch.as_tensor(class_weights(y.astype(np.int64), n_classes, cfg.class_weight),
-                                                         dtype=torch.float32, device=device),
+    weights = class_weights(y.astype(np.int64), n_classes, cfg.class_weight)  # the loss's, recorded in status
+    loss_fn = nn.CrossEntropyLoss(weight=torch.as_tensor(weights, dtype=torch.float32, device=device),
                                   label_smoothing=cfg.label_smoothing)
     data = _Data(x, y, x_val, y_val, cfg.seed, device, targets)
     plan = Schedule.plan(cfg, len(x), comm.size, steps)
@@ -183,7 +183,7 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
                                   else None)
     progress, plan = _restored(net, optimizer, saved, plan, checkpoint)
     if status is not None:
-        status.update(resumed_round=int(progress["round"]), finished_before=bool(progress.get("finished")))
+        status.update(resumed_round=int(progress["round"]), finished_before=bool(progress.get("finished")), loss_weights=weights.tolist())
     comm.broadcast_parameters(net)
     averaged = weight_average(net, cfg.weight_ema)
     if averaged is not None and saved is not None:

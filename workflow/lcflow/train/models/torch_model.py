@@ -9,7 +9,6 @@ from torch import nn
 
 from lcflow.errors import LcflowError
 from lcflow.train import deep
-from lcflow.train.balance import class_weights
 from lcflow.train.batch_inference import predict_proba
 from lcflow.train.models import Model
 
@@ -57,7 +56,7 @@ class TorchModel(Model):
         history = deep.fit(self.net, x, y, x_val, y_val, self.n_classes, deep.TrainConfig.from_params(self.params),
                            comm=self.comm, checkpoint=checkpoint, fingerprint=fingerprint, status=status,
                            observed_flag=self.observed_flag, targets=self.targets, **run)
-        self.loss_weights = class_weights(np.asarray(y, dtype=np.int64), self.n_classes, self.params["class_weight"])
+        self.loss_weights = np.asarray(status["loss_weights"])  # the weights the loss was given, computed once
         return history
 
     @property
