@@ -54,7 +54,7 @@ from _demo_cube import cube_series, demo_tiles  # noqa: E402
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
 from lcflow.labels import nomenclature  # noqa: E402
 from lcflow.train.models import model_class  # noqa: E402
-from lcflow.train.training import spatial_blocks  # noqa: E402
+from lcflow.train.training_data import spatial_blocks  # noqa: E402
 
 #: CLC level-2 classes a Dutch tile-year holds (seed_study.py's assumption)
 SEED_CLASSES = 13

@@ -273,7 +273,7 @@ def main() -> None:
         model, dot, assignment = pair.partition(".")
         if not dot or model not in MODELS or model in ("plain_rf", "blend"):
             ap.error(f"--set {pair!r}: expected MODEL.KEY=VALUE with MODEL one of {', '.join(MODELS[1:-1])}")
-        params.setdefault(model, {}).update(training.parse_overrides([assignment]))
+        params.setdefault(model, {}).update(hyperparameters.parse_overrides([assignment]))
     for model, given in params.items():  # a typo fails here, not after an hour of other models
         try:
             hyperparameters.check(model, given, where=f"--set {model}")

@@ -28,14 +28,14 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from lcflow.labels import samples_table as samples
-from lcflow.train import hyperparameters, training
+from lcflow.train import hyperparameters, training_data
 from lcflow.train.models import presto, rf
 
 sys.path.insert(0, str(Path(__file__).parent))
 from recipe_grid import fold_row, fold_stems  # noqa: E402
 
 
-def encoder(data: training.Prepared, pretrained: bool) -> torch.nn.Module:
+def encoder(data: training_data.Prepared, pretrained: bool) -> torch.nn.Module:
     """presto's network for this fold's bands, standardisation and dates, from the published encoder or
     from its seeded initial weights, in inference mode."""
     table = data.table
@@ -66,9 +66,9 @@ class Forest:
 
 def fold(directory: Path, stem: str) -> list[dict]:
     path = directory / f"{stem}.parquet"
-    data = training.prepare_data(presto.Model, "presto", [str(path)], hyperparameters.defaults("presto"), carve=False)
+    data = training_data.prepare_data(presto.Model, "presto", [str(path)], hyperparameters.defaults("presto"), carve=False)
     test = samples.read(path).split("test")
-    x_test = training.model_input(presto.Model, test, data.standardise, stem)  # as the model's own rows
+    x_test = training_data.model_input(presto.Model, test, data.standardise, stem)  # as the model's own rows
     empty = ~test.observed()
     def flat(x):  # lcflow's forest input: the series without the position
         return x[..., :-2].reshape(len(x), -1)

@@ -35,7 +35,7 @@ import models_on_small_tables as small  # noqa: E402
 
 from lcflow.common.metrics import scores  # noqa: E402
 from lcflow.labels import samples_table as samples  # noqa: E402
-from lcflow.train import hyperparameters, training  # noqa: E402
+from lcflow.train import hyperparameters, training, training_data  # noqa: E402
 from lcflow.train.model_dir import TrainedModel  # noqa: E402
 from lcflow.train.models import model_class  # noqa: E402
 from tests import real_tables  # noqa: E402
@@ -65,7 +65,7 @@ def fold_rows(case: small.Case, k: int, table: pd.DataFrame, work: Path, models:
         seconds = time.perf_counter() - started
         trained = TrainedModel.load(out)
         # the fit's own val rows, carved as training carved them
-        data = training.prepare_data(model_class(model), model, [str(path)], hyperparameters.check(model, given),
+        data = training_data.prepare_data(model_class(model), model, [str(path)], hyperparameters.check(model, given),
                                      carve=True)
         net, weights = trained.model, trained.model.loss_weights  # the loss's weights, as model.json records them
         proba, empty = trained.probabilities(test.features(trained.bands, trained.steps),
@@ -155,7 +155,7 @@ def main() -> None:
     params: dict[str, dict] = {}
     for pair in args.set:
         model, _, assignment = pair.partition(".")
-        params.setdefault(model, {}).update(training.parse_overrides([assignment]))
+        params.setdefault(model, {}).update(hyperparameters.parse_overrides([assignment]))
     for model in models:
         hyperparameters.check(model, params.get(model, {}), where=f"--set {model}")
     rows = []

@@ -9,7 +9,7 @@ import pytest
 
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table as samples
-from lcflow.train import balance, training
+from lcflow.train import balance, training, training_data
 from lcflow.train.deep import Schedule, TrainConfig, refit_steps
 from lcflow.train.hyperparameters import check
 from lcflow.train.model_dir import TrainedModel
@@ -80,7 +80,7 @@ def test_validation_rows_are_carved_in_whole_spatial_blocks(tmp_path):
     frame = seasonal_table({1: 200, 2: 120, 3: 60, 4: 20}, seed=3)
     frame[["x", "y"]] = np.random.default_rng(3).uniform(0, 5000, (len(frame), 2))  # parcels over a region
     table = samples.check(frame, "t")
-    train, val, info = training.carve_validation(table, 0.2, seed=0)
+    train, val, info = training_data.carve_validation(table, 0.2, seed=0)
     assert len(train.frame) + len(val.frame) == len(frame)
     assert info["source"] == "carved from train" and "spatial blocks of" in info["method"]
     side = float(info["method"].split("blocks of ")[1].split(" ")[0])
@@ -94,7 +94,7 @@ def test_validation_rows_are_carved_in_whole_spatial_blocks(tmp_path):
     assert 0.1 < len(val.frame) / len(frame) < 0.35
     # without positions: stratified only
     plain = samples.check(frame.drop(columns=["x", "y"]), "t")
-    _, val2, info2 = training.carve_validation(plain, 0.2, seed=0)
+    _, val2, info2 = training_data.carve_validation(plain, 0.2, seed=0)
     assert "no sample positions" in info2["method"] and len(val2.frame) == pytest.approx(0.2 * len(frame), abs=2)
 
 
@@ -103,7 +103,7 @@ def test_classes_in_too_few_blocks_are_validated_by_row(tmp_path):
     the rows are stratified instead, and metrics say so."""
     frame = seasonal_table({1: 40, 2: 12, 3: 8}, seed=1)
     frame[["x", "y"]] = frame[["x", "y"]] / 50 + frame["label"].to_numpy()[:, None] * 1000.0  # one block a class
-    train, val, info = training.carve_validation(samples.check(frame, "t"), 0.2, seed=0)
+    train, val, info = training_data.carve_validation(samples.check(frame, "t"), 0.2, seed=0)
     assert "too few blocks" in info["method"], info
     assert set(train.frame["label"]) == {1, 2, 3} and len(set(val.frame["label"])) >= 2
 
@@ -392,7 +392,7 @@ def test_each_series_model_names_the_feature_that_flags_an_observed_step(name, t
     input carries each row's position after it)."""
     from lcflow.common.features import Standardiser
     from lcflow.train.models import model_class
-    from lcflow.train.training import model_input
+    from lcflow.train.training_data import model_input
 
     frame = seasonal_table({1: 10, 2: 10}, missing=0.3).assign(x=lambda f: f["x"] + 500000,
                                                                  y=lambda f: f["y"] + 5000000)

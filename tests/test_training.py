@@ -7,7 +7,7 @@ import pytest
 from lcflow.cli import main
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table as samples
-from lcflow.train import deep, saved_models, training
+from lcflow.train import deep, hyperparameters, saved_models, training
 from lcflow.train.model_dir import TrainedModel
 
 FAST = {"rf": {"n_estimators": 50}, "lstm": {"epochs": 8, "min_steps": 0, "hidden_size": 32},
@@ -195,8 +195,8 @@ def test_training_errors(toy_table, tmp_path):
     with pytest.raises(LcflowError, match="unknown parameter.*'trees'"):
         training.train("rf", [str(toy_table)], tmp_path / "x", {"trees": 5})
     with pytest.raises(LcflowError, match="expected key=value"):
-        training.parse_overrides(["epochs"])
-    assert training.parse_overrides(["epochs=3", "dropout=0.1", "bidirectional=false", "max_depth=null"]) == \
+        hyperparameters.parse_overrides(["epochs"])
+    assert hyperparameters.parse_overrides(["epochs=3", "dropout=0.1", "bidirectional=false", "max_depth=null"]) == \
         {"epochs": 3, "dropout": 0.1, "bidirectional": False, "max_depth": None}
     with pytest.raises(LcflowError, match="not a trained model directory"):
         saved_models.evaluate(tmp_path, [str(toy_table)], tmp_path / "m.json")

@@ -15,7 +15,7 @@ import optuna
 import pytest
 import yaml
 
-from lcflow.train import hyperparameters, training
+from lcflow.train import hyperparameters, training, training_data
 from lcflow.train.hyperparameters import ParamError, check
 from lcflow.tune import space as search_space
 from lcflow.tune import study, tuning
@@ -293,7 +293,7 @@ def test_a_forest_is_tuned_in_one_process_on_carved_val_rows(table, tmp_path):
     from sklearn.metrics import accuracy_score
 
     from lcflow.train.models import model_class
-    from lcflow.train.training import prepare_data
+    from lcflow.train.training_data import prepare_data
 
     cls = model_class("rf")
     data = prepare_data(cls, "rf", [table], check("rf", {"n_jobs": 1}), carve=True)
@@ -357,7 +357,7 @@ def test_the_balanced_accuracy_of_a_round_is_the_mean_recall_of_its_classes(tabl
 
     cls = model_class("lstm")
     params = check("lstm", {"epochs": 1, "min_steps": 20, "evaluations": 1, "hidden_size": 8, "threads": 1})
-    data = training.prepare_data(cls, "lstm", [table], params, carve=True)
+    data = training_data.prepare_data(cls, "lstm", [table], params, carve=True)
     net = cls(params, len(data.table.bands) + 1, data.table.steps, len(data.classes))
     seen = []
     net.on_round = lambda row: seen.append(row) or False

@@ -17,9 +17,9 @@ def _model_epilog() -> str:
 
 
 def cmd_train(a):
-    from lcflow.train import training
+    from lcflow.train import hyperparameters, training
 
-    params = {**training.parse_params(a.params), **training.parse_overrides(a.set or [])}
+    params = {**hyperparameters.parse_params(a.params), **hyperparameters.parse_overrides(a.set or [])}
     tuned = None
     if a.tuned:  # only then: lcflow.tune brings Optuna in
         from lcflow.train.hyperparameters import read_best

@@ -5,6 +5,7 @@ texts, so a parameter refused by one is refused by all. This module imports no d
 the workflow checks its config with it at start-up.
 """
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -334,3 +335,30 @@ def read_best(path: str | Path, model: str) -> dict[str, Any]:
     if doc.get("checkpoint"):  # the best trial's run, written beside the file (lcflow tune-summary)
         doc["checkpoint"] = str(path.parent / doc["checkpoint"])
     return {**doc, "file": str(path)}
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``key=value`` strings -> dict, values parsed as YAML scalars (``3``, ``0.1``, ``true``, ``null``)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise LcflowError(f"--set {pair!r}: expected key=value")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            out[key.strip()] = value  # not a YAML scalar: the text itself, checked against the parameter
+    return out
+
+
+def parse_params(text: str | None) -> dict[str, Any]:
+    """``--params``: a JSON object of parameters (how the workflow passes a model's configured ones)."""
+    if not text:
+        return {}
+    try:
+        given = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LcflowError(f"--params {text[:80]!r}: not a JSON object ({exc})") from exc
+    if not isinstance(given, dict):
+        raise LcflowError(f"--params {text[:80]!r}: not a JSON object of parameter names and values")
+    return given

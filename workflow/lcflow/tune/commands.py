@@ -27,10 +27,10 @@ def cmd_tune(a):
     import os
     import socket
 
-    from lcflow.train import training
+    from lcflow.train import hyperparameters
     from lcflow.tune import tuning
 
-    base = {**training.parse_params(a.params), **training.parse_overrides(a.set or [])}
+    base = {**hyperparameters.parse_params(a.params), **hyperparameters.parse_overrides(a.set or [])}
     space = _space_file(a.space, a.model) if a.space else a.space_json
     summary = tuning.tune(a.model, a.samples, a.study, a.trials, space=space, base=base,
                           worker=a.worker or f"{socket.gethostname()}-{os.getpid()}", sampler=a.sampler,

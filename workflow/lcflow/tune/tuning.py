@@ -30,7 +30,8 @@ from lcflow.train import hyperparameters
 from lcflow.train.distributed import connect
 from lcflow.train.models import model_class
 from lcflow.train.models.torch_model import TorchModel
-from lcflow.train.training import fingerprint, learning_targets, prepare_data
+from lcflow.train.training import fingerprint, learning_targets
+from lcflow.train.training_data import prepare_data
 from lcflow.tune import space as search_space
 from lcflow.tune import study as studies
 from lcflow.tune.study_files import CHECKPOINTS
