@@ -46,3 +46,20 @@ def test_a_wheel_installed_apart_from_the_checkout_checks_a_config(tmp_path):
     bare = subprocess.run([str(env_dir / "bin" / "lcflow"), "check-config"], cwd=elsewhere, env=env,
                           capture_output=True, text=True, timeout=300)
     assert bare.returncode == 2 and "name the config to check: --configfile" in bare.stderr
+
+
+def test_the_python_dependencies_are_declared_once_in_pyproject():
+    """The cluster's conda environment installs lcflow with pip, which reads pyproject's dependencies; a
+    Python package named there too would be a second list that drifts."""
+    import tomllib
+
+    import yaml
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {d.split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip().lower() for d in declared}
+    env = yaml.safe_load((ROOT / "envs" / "lcflow.yaml").read_text())["dependencies"]
+    conda = {d.split(">")[0].split("<")[0].split("=")[0].strip().lower() for d in env if isinstance(d, str)}
+    pip = next(d["pip"] for d in env if isinstance(d, dict))
+    assert names and "numpy" in names  # the parse found pyproject's list
+    assert not conda & (names | {"pytorch", "matplotlib-base"}), conda & names
+    assert pip == ["-e ../"]
