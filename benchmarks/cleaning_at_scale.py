@@ -34,8 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from forest_size import balanced, demo_pixels, draw  # noqa: E402
-from teacher_at_scale import peak_mb  # noqa: E402
+from shared import balanced, demo_pixels, draw, peak_mb  # noqa: E402
 
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
 from lcflow.labels import cleaning  # noqa: E402

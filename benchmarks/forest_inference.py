@@ -42,7 +42,7 @@ WINDOW = 65536
 
 def demo_case(work: Path):
     import rasterio
-    from _demo_cube import demo_cube
+    from shared import demo_cube
 
     from lcflow.maps.predict import cube_layout, window_features
     from lcflow.train import training

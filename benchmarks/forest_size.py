@@ -42,63 +42,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
-import rasterio
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _demo_cube import cube_series, demo_tiles  # noqa: E402
+from shared import balanced, demo_pixels, draw, map_rate  # noqa: E402
 
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
-from lcflow.labels import nomenclature  # noqa: E402
 from lcflow.train.models import model_class  # noqa: E402
-from lcflow.train.training_data import spatial_blocks  # noqa: E402
 
 #: CLC level-2 classes a Dutch tile-year holds (seed_study.py's assumption)
 SEED_CLASSES = 13
-
-
-def demo_pixels(work: Path, years: tuple[int, ...], side: int
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Series (pixels, steps, bands) with NaN gaps, CORINE level-2 labels, true classes, the test-block
-    flag (the left quarter) and the spatial block (training's, each tile-year apart) of every labelled
-    pixel of the demo's tile-years."""
-    level2 = nomenclature.clc_level(2)
-    xs, ys, truths, tests, places = [], [], [], [], []
-    for k, one in enumerate(demo_tiles(work, years=years, side=side)):
-        with rasterio.open(one.labels) as src:
-            label = src.read(1).ravel()
-            width, nodata = src.width, src.nodata
-        values = cube_series(one.cube)
-        with rasterio.open(one.truth) as src:
-            truth = level2.apply(src.read(1).ravel())
-        keep = (label > 0) & (label != nodata)  # no CORINE class there
-        xs.append(values[keep])
-        ys.append(label[keep])
-        truths.append(truth[keep])
-        tests.append((np.arange(label.size) % width < width // 4)[keep])
-        row, col = np.divmod(np.arange(label.size), width)
-        places.append(pd.DataFrame({"tile": k, "row": row[keep], "col": col[keep]}))
-    blocks = spatial_blocks(pd.concat(places, ignore_index=True))[0]
-    return np.concatenate(xs), np.concatenate(ys), np.concatenate(truths), np.concatenate(tests), blocks
-
-
-def draw(pool: np.ndarray, label: np.ndarray, n: int, per_class: bool) -> np.ndarray:
-    """``n`` rows of ``pool`` (shuffled already): its first ``n``, or with ``per_class`` up to n / classes of
-    each class and the rest from what is left, in the pool's order."""
-    if not per_class:
-        return pool[:n]
-    classes = np.unique(label[pool])
-    share = n // len(classes)
-    taken = np.concatenate([pool[label[pool] == c][:share] for c in classes])
-    return np.concatenate([taken, pool[~np.isin(pool, taken)][:n - len(taken)]])
-
-
-def balanced(codes: np.ndarray, true: np.ndarray) -> float:
-    """The mean of the classes' recalls (the classes present in ``true``)."""
-    return float(np.mean([(codes[true == c] == c).mean() for c in np.unique(true)]))
 
 
 def as_300_trees(model, first: int | None = None):
@@ -113,18 +68,6 @@ def as_300_trees(model, first: int | None = None):
     big.forest.estimators_ = estimators * (300 // len(estimators))
     big.forest.n_estimators = 300
     return big
-
-
-def map_rate(model, x: np.ndarray, repeats: int = 3) -> float:
-    """Pixels a second of ``model``'s compiled probabilities on ``x`` (already prepared): the median of
-    ``repeats`` timings, after one run that compiles the forest."""
-    model.predict_proba(x[:4096])
-    spent = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        model.predict_proba(x)
-        spent.append(time.perf_counter() - started)
-    return len(x) / float(np.median(spent))
 
 
 def check_copies(model, params: dict, x_train: np.ndarray, index: np.ndarray, x_test: np.ndarray, rounds: int = 5) -> str:

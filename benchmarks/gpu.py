@@ -235,7 +235,7 @@ def agreement(model_dir: str, cube: Path, work: Path) -> dict:
 
 
 def demo_inputs(work: Path) -> tuple[list[str], Path]:
-    from _demo_cube import demo_cube
+    from shared import demo_cube
 
     cube, samples = demo_cube(work)
     return [str(samples)], cube
@@ -265,7 +265,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger().handlers[0].setLevel(logging.WARNING)  # lcflow's progress lines are read, not shown
     logging.getLogger("lcflow").setLevel(logging.INFO)
-    from _tiled_cube import tiled_cube
+    from shared import tiled_cube
 
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU"
     print(f"device: {name}; torch {torch.__version__}, CUDA {torch.version.cuda}, "

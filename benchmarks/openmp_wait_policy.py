@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _demo_cube import demo_cube
+from shared import demo_cube
 
 BIN = Path(sys.executable).parent
 

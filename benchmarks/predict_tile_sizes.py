@@ -25,8 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _demo_cube import BANDS, demo_cube
-from _tiled_cube import tiled_cube
+from shared import BANDS, demo_cube, tiled_cube
 
 from lcflow.common.raster import read_tag
 from lcflow.train import training

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import rasterio
-from _demo_cube import demo_cube
+from shared import demo_cube
 
 from lcflow.common.raster import Grid, read_tag, write_cog
 from lcflow.train import training

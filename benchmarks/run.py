@@ -1,4 +1,6 @@
-"""Run every benchmark in this folder (``make bench``); each prints its own ratios."""
+"""Run the benchmarks ``make bench`` tracks: every script at this folder's top, each printing its own
+ratios. The one-off studies in ``studies/`` (recipes, priors, Presto) run one by one, as
+docs/benchmarks.md says; ``shared.py`` holds what the scripts share."""
 
 import subprocess
 import sys
@@ -7,7 +9,7 @@ from pathlib import Path
 here = Path(__file__).parent
 failed = 0
 for script in sorted(here.glob("*.py")):
-    if script.name == "run.py" or script.name.startswith("_"):
+    if script.name in ("run.py", "shared.py") or script.name.startswith("_"):
         continue
     print(f"== {script.stem}", flush=True)
     failed += subprocess.run([sys.executable, str(script)]).returncode != 0

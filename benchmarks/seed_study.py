@@ -155,8 +155,7 @@ def demo_forest_px_s(results: Path, demo: dict) -> tuple[float, int]:
     """The compiled map rate here of the demo run's forest, on every pixel of its first tile-year's cube,
     prepared beforehand, timed as forest_size.py times a forest; and the cores it ran on."""
     sys.path.insert(0, str(Path(__file__).parent))
-    from _demo_cube import cube_series
-    from forest_size import map_rate
+    from shared import cube_series, map_rate
 
     from lcflow.common.features import prepare
     from lcflow.train.model_dir import TrainedModel

@@ -23,7 +23,6 @@ Usage: python benchmarks/teacher_at_scale.py [--rows 96000] [--caps 0,25000,5000
 
 import argparse
 import logging
-import resource
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from forest_size import demo_pixels, draw  # noqa: E402
+from shared import demo_pixels, draw, peak_mb  # noqa: E402
 
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
 from lcflow.train import forest_teacher  # noqa: E402
@@ -93,10 +92,6 @@ def main() -> None:
                   f"the truth for {(likeliest == truth[rows][held]).mean():.4f} (the labels are true for "
                   f"{(label[rows][held] == truth[rows][held]).mean():.4f})", flush=True)
 
-
-def peak_mb() -> float:
-    """The process's peak resident memory so far, in MB."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 if __name__ == "__main__":

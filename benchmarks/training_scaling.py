@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _demo_cube import demo_cube
+from shared import demo_cube
 
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent

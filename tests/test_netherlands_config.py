@@ -3,36 +3,10 @@
 import re
 import shutil
 
-import numpy as np
-import rasterio
 import yaml
-from pyproj import Transformer
-from rasterio.transform import from_origin
-
-from lcflow.retrieve import mgrs
 
 from .conftest import ROOT, snakemake
-
-
-def _corine_over(tiles: list[str], path) -> None:
-    """A coarse CORINE-like raster (grid codes) in EPSG:3035 that covers every tile, as the real one does."""
-    xs, ys = [], []
-    for tile in tiles:
-        x0, y0, x1, y1 = mgrs.tile_bounds(tile)
-        to_laea = Transformer.from_crs(mgrs.tile_epsg(tile), 3035, always_xy=True)
-        for x in (x0, x1):
-            for y in (y0, y1):
-                a, b = to_laea.transform(x, y)
-                xs.append(a)
-                ys.append(b)
-    res = 1000.0
-    left, top = np.floor(min(xs) / res) * res - 5 * res, np.ceil(max(ys) / res) * res + 5 * res
-    width, height = int((max(xs) - left) / res) + 10, int((top - min(ys)) / res) + 10
-    codes = np.random.default_rng(0).choice(np.array([2, 12, 18, 23, 41], dtype=np.uint8), (height, width))
-    path.parent.mkdir(parents=True)
-    with rasterio.open(path, "w", driver="GTiff", width=width, height=height, count=1, dtype="uint8",
-                       crs="EPSG:3035", transform=from_origin(left, top, res, res), nodata=48) as dst:
-        dst.write(codes, 1)
+from .corine_cover import corine_over
 
 
 def test_netherlands_config_plans_whole_tiles_from_earth_search(tmp_path):
@@ -40,7 +14,7 @@ def test_netherlands_config_plans_whole_tiles_from_earth_search(tmp_path):
     cfg = yaml.safe_load(config.read_text())
     assert cfg["tiles"] == ["31UFT", "31UGS", "32ULC", "31UGU", "31UGV", "31UFV", "31UFU", "31UFS", "31UES", "31UET"]
     assert cfg["years"] == [2018, 2019, 2020] and "aoi" not in cfg and "demo" not in cfg
-    _corine_over(cfg["tiles"], tmp_path / cfg["labels"]["corine"])
+    corine_over(cfg["tiles"], tmp_path / cfg["labels"]["corine"])
     shutil.copy(config, tmp_path / "netherlands.yaml")
     done = snakemake(tmp_path, "-n", profile="slurm", configfile=tmp_path / "netherlands.yaml", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]

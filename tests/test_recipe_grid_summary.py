@@ -1,4 +1,4 @@
-"""benchmarks/recipe_grid.py's summary: the figures docs/benchmarks.md quotes from it (a recipe against lcflow's forest,
+"""benchmarks/studies/recipe_grid.py's summary: the figures docs/benchmarks.md quotes from it (a recipe against lcflow's forest,
 fold by fold) computed from the fits, for a grid on every case and for one on the real tables alone."""
 
 import importlib.util
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def recipe_grid():
-    spec = importlib.util.spec_from_file_location("recipe_grid", ROOT / "benchmarks" / "recipe_grid.py")
+    spec = importlib.util.spec_from_file_location("recipe_grid", ROOT / "benchmarks" / "studies" / "recipe_grid.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -32,7 +32,7 @@ class Cleaning:
     """How samples are judged; ``min_label_probability`` 0 turns cleaning off. ``reference_data``: clean
     labels that come from the user's own reference data too (surveyed labels are not CORINE's 25 ha
     generalisation: on the real Slovenia field polygons cleaning gained nothing and took half of the rare
-    classes, see benchmarks/label_cleaning_on_real_polygons.py)."""
+    classes, see benchmarks/studies/label_cleaning_on_real_polygons.py)."""
 
     min_label_probability: float = 0.4
     folds: int = 5

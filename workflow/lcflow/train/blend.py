@@ -3,7 +3,7 @@
 A forest and a network err on different pixels, where either is unsure: on six 500-row tables (three
 draws of the real Slovenia table, three of the demo's tile-years, 5 spatial folds each) the mean of
 lcflow's forest's and TempCNN's probabilities scored 0.881 where each alone scored 0.872
-(``benchmarks/measured/recipe_grid_blend_2core.txt``). Two networks blended gain nothing there: they err
+(``benchmarks/studies/measured/recipe_grid_blend_2core.txt``). Two networks blended gain nothing there: they err
 on the same rows.
 
 A blend's directory holds no weights: ``members.json`` names the member model directories (relative to

@@ -235,7 +235,7 @@ class Network(nn.Module):
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         """The encoder's output (b, 128) for lcflow's prepared input: what the head classifies, and what
-        Presto's authors fit forests and linear models on (benchmarks/presto_embeddings.py)."""
+        Presto's authors fit forests and linear models on (benchmarks/studies/presto_embeddings.py)."""
         nb = self.n_bands
         values = torch.einsum("kt,btc->bkc", self.pool, x[..., :nb] * self.scale + self.center)
         observed = torch.einsum("kt,bt->bk", self.pool, x[..., nb]) > 0
