@@ -1,0 +1,33 @@
+"""``lcflow check-config``: a configuration checked as the workflow checks it, from any directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lcflow.common import path_guard
+from lcflow.config.loading import DEFAULT_CONFIG, Origins, merge
+from lcflow.config.validation import check
+from lcflow.defaults import SCHEMA
+from lcflow.errors import LcflowError
+
+
+def cmd_check_config(a) -> None:
+    """The demo's config of this checkout unless files are named; one line that says it is sound."""
+    root = Path(__file__).resolve().parents[3]
+    if not a.configfile and not (root / DEFAULT_CONFIG).exists():
+        raise LcflowError("name the config to check: --configfile CONFIG.yaml [OVERRIDE.yaml ...] (the demo's is "
+                          f"{DEFAULT_CONFIG} of lcflow's repository)")
+    files = a.configfile or [root / DEFAULT_CONFIG]
+    merged = merge(files)
+    check(merged, SCHEMA, base=a.directory, origins=Origins(files))
+    print(f"config OK: {len(merged['tiles'])} tile(s) x {len(merged['years'])} year(s), models {', '.join(merged['models'])}")
+
+
+def register(command) -> None:
+    """``lcflow check-config``; ``command(name, help, **kw)`` makes its sub-parser."""
+    p = command("check-config", "check a workflow configuration as the workflow does before any job")
+    p.add_argument("--configfile", nargs="+", type=path_guard.input_file,
+                   help="config file(s), merged in order (default: config/config.yaml "
+                                                    "of this checkout)")
+    p.add_argument("--directory", default=".", help="directory the config's relative paths start from")
+    p.set_defaults(func=cmd_check_config)

@@ -1,0 +1,113 @@
+"""Check the workflow configuration before any job runs, and say in one line what is wrong and where: no
+secret in a URL, then the schema, then the cross-stage checks; when several config files are merged,
+an error names the file (or ``--config``) that set the value at fault."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from lcflow.config import cross_stage
+from lcflow.config.cross_stage import BadValue, key_path
+from lcflow.config.loading import DEFAULT_CONFIG, Origins
+from lcflow.defaults import SafeLoader
+from lcflow.errors import LcflowError
+from lcflow.retrieve.remote import refuse_secrets
+from lcflow.train import hyperparameters
+
+if TYPE_CHECKING:
+    import jsonschema
+
+
+def check(config: dict[str, Any], schema_path: str | Path, base: str | Path = ".", today: dt.date | None = None,
+          origins: Origins | None = None) -> None:
+    """Raise :class:`LcflowError` naming the first bad key and value (and, given ``origins``, its file)."""
+    try:
+        _check(config, schema_path, Path(base), today)
+    except BadValue as bad:
+        source = origins.of(bad.path) if origins else None
+        hint = ""
+        if not bad.path and "is a required property" in bad.message and origins and origins.files:
+            given = " ".join(map(str, origins.files))
+            hint = (f" (config files: {given}): a config names tiles, years, models, results, stac and labels; to "
+                    f"change a few keys of another config, give both, yours last: --configfile {DEFAULT_CONFIG} "
+                    f"{origins.files[-1]}")
+        raise LcflowError(f"config: {bad.message}" + (f" (set in {source})" if source else "") + hint) from None
+
+
+@functools.lru_cache(maxsize=4)
+def _validator(schema_path: Path, version: int) -> jsonschema.Draft202012Validator:
+    """The schema's validator, parsed once for each ``version`` (modification time) of its file: checking
+    many configs (a test's examples, a workflow's includes) then costs a validation each, not a parse."""
+    import jsonschema  # here, not at the top: every lcflow command imports this module (cli), few check a config
+
+    return jsonschema.Draft202012Validator(yaml.load(schema_path.read_text(), Loader=SafeLoader))
+
+
+def _refuse_secrets(node: Any, path: tuple = ()) -> None:
+    """No URL in the config carries credentials: the config reaches job command lines and Snakemake's logs.
+    Checked first, so that no later message repeats a secret."""
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            _refuse_secrets(v, path + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _refuse_secrets(v, path + (i,))
+    elif isinstance(node, str) and "://" in node:
+        try:
+            refuse_secrets(node, key_path(path))
+        except LcflowError as exc:
+            raise BadValue(path, str(exc)) from None
+
+
+def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: dt.date | None) -> None:
+    """Every check, in the order their messages take precedence: secrets, the schema, then lcflow's own."""
+    _refuse_secrets(config)
+    schema_path = Path(schema_path).resolve()
+    validator = _validator(schema_path, schema_path.stat().st_mtime_ns)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        raise BadValue(errors[0].absolute_path, _message(errors[0]))
+    cross_stage.check_all(config, validator.schema, base, today)
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    where, value = key_path(error.absolute_path), error.instance
+    if error.validator == "additionalProperties":
+        extra = sorted(set(value) - set(error.schema.get("properties", {})))
+        return f"unknown key {extra[0]!r} in {where}" if extra else error.message
+    if "propertyNames" in error.absolute_schema_path:
+        return f"{where}: key {value!r} is not a valid MGRS tile id"
+    if error.validator == "pattern":
+        kind = "MGRS tile id" if "C-HJ-NP-X" in error.validator_value else "value"
+        return f"{where} = {value!r} is not a valid {kind} (pattern {error.validator_value})"
+    if error.validator == "enum":
+        return f"{where} = {value!r} is not one of {error.validator_value}"
+    if error.validator in ("minItems", "maxItems") and value:  # an empty list: jsonschema's "should be non-empty"
+        bound = "at least" if error.validator == "minItems" else "at most"
+        return f"{where} = {value!r} has {len(value)} item(s): {bound} {error.validator_value}"
+    if error.validator == "required":
+        return f"{where}: {error.message}"
+    if error.validator == "oneOf":
+        return f"{where}: give exactly one of its alternatives ({error.message})"
+    if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        return f"{where} = {value!r} is outside {_range(error.schema)}"
+    return f"{where} = {value!r}: {error.message}"
+
+
+def _range(schema: dict) -> str:
+    """A number's accepted range in interval notation, from its schema: ``[1, 1000]``, ``(0, 3600]``."""
+    def bound(inclusive: str, exclusive: str, infinite: str) -> tuple[str, str]:
+        if exclusive in schema:
+            return "open", hyperparameters.plain_number(schema[exclusive])
+        if inclusive in schema:
+            return "closed", hyperparameters.plain_number(schema[inclusive])
+        return "open", infinite
+
+    (low_kind, low), (high_kind, high) = bound("minimum", "exclusiveMinimum", "-inf"), bound("maximum", "exclusiveMaximum", "inf")
+    return f"{'[' if low_kind == 'closed' else '('}{low}, {high}{']' if high_kind == 'closed' else ')'}"
