@@ -28,8 +28,8 @@ print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'NCCL', torch.cuda
 " || exit 1
 
 echo "## 2. tests on CUDA"
-timeout 120 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/test_presto.py tests/test_checkpoints.py \
-    tests/test_rendezvous.py -k "not two_ranks" 2>&1 | tee "$OUT/tests.log" | tail -15
+timeout 120 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/train/test_presto.py tests/train/test_checkpoints.py \
+    tests/train/test_rendezvous.py -k "not two_ranks" 2>&1 | tee "$OUT/tests.log" | tail -15
 
 echo "## 3. benchmarks/gpu.py"
 timeout 300 python3 benchmarks/gpu.py --models "$MODELS" --collectives --side "$SIDE" --blocks 512 --skip-one-thread \
@@ -41,5 +41,5 @@ if [ ! -e "$BIN/lcflow" ]; then  # the tests start ranks of lcflow's console scr
     printf '#!%s\nimport sys\nfrom lcflow.cli import main\nsys.exit(main())\n' "$BIN/python3" > "$BIN/lcflow"
     chmod +x "$BIN/lcflow"
 fi
-timeout 80 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/test_presto.py -k two_ranks 2>&1 \
+timeout 80 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/train/test_presto.py -k two_ranks 2>&1 \
     | tee "$OUT/two_ranks.log" | tail -40

@@ -1,7 +1,7 @@
 """Write the documentation's references from their sources: the configuration from the schema
 (docs/reference/config.md), the commands from their parsers (docs/reference/cli.md).
 
-Run by `make docs`; tests/test_docs.py checks that the files in the repository are what this writes.
+Run by `make docs`; tests/package/test_docs.py checks that the files in the repository are what this writes.
 Usage: python docs/generate.py [--check]
 """
 

@@ -48,7 +48,7 @@ REQUIRED = frozenset(filter(None, os.environ.get("LCFLOW_TESTS_REQUIRE", "").spl
 
 #: test files run by one pytest-xdist worker: those that share the demo DAG run once (local_demo_run, a
 #: session fixture each worker would build again) and the Slurm tests (one test cluster on this host)
-DEMO_FILES = frozenset({"tests/test_workflow.py", "tests/test_slurm.py"})
+DEMO_FILES = frozenset({"tests/workflow/test_workflow.py", "tests/slurm/test_slurm.py"})
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -1,4 +1,4 @@
-# A two-rule workflow for the Slurm profile's failure handling (tests/test_slurm.py).
+# A two-rule workflow for the Slurm profile's failure handling (tests/slurm/test_slurm.py).
 # fails_once: attempt 1 gets the profile's default mem_mb (2000 * attempt) and exits 1; attempt 2
 # gets twice that and succeeds. slow: writes its output early, then sleeps until it is cancelled.
 

@@ -7,7 +7,7 @@ their sha256 is checked before they are loaded; every key of the published encod
 network's. The encoder is written here after the paper and its reference code, with one difference:
 tokens lcflow has no data for are left out of attention by a per-sample key mask rather than removed
 from the sequence, which the reference can only do when every sample lacks the same number of tokens.
-For the tokens kept, the two give the same embedding (tests/test_presto.py checks it).
+For the tokens kept, the two give the same embedding (tests/train/test_presto.py checks it).
 
 What the encoder sees, from lcflow's prepared input: each Sentinel-2 group (RGB, red edge, NIR 10 m,
 NIR 20 m, SWIR) whose bands the model has, as reflectance / 10000 (the standardisation undone, gaps

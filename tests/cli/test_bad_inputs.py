@@ -1,0 +1,1270 @@
+"""The catalogue of bad inputs: every case ends in one line that names what is wrong, and leaves the
+output directory as it must be (nothing written, or the earlier product untouched).
+
+Each case is a row: a name, what it does (after an optional setup that leaves earlier products), a
+fragment of the message (30 characters at least), the exit code, and the state of the directory it
+guards afterwards. Every case runs through ``lcflow``'s own entry point, config cases through
+``lcflow check-config`` (the check the Snakefile runs before any job); its whole message line must be
+the one in ``tests/data/bad_input_messages.yaml`` (reviewed lines; a new case adds its own), and a
+few cases run as real processes to show that the exit code is the process's. New features add their
+cases here. Property-based tests at the end mutate a valid config and a valid samples table at
+random: whatever the mutation, a command either succeeds or ends with one line and writes nothing.
+"""
+
+import copy
+import datetime as dt
+import hashlib
+import json
+import os
+import pickle
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import jsonschema
+import numpy as np
+import pandas as pd
+import pytest
+import rasterio
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lcflow.cli import main
+from lcflow.errors import LcflowError
+from lcflow.labels import samples_table as samples
+
+from ..conftest import ROOT, SMALL_AOI, corine_polygons
+
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+THIS_YEAR = dt.date.today().year
+MESSAGES = ROOT / "tests" / "data" / "bad_input_messages.yaml"
+SMALL = [640000, 5760000, 640320, 5760320]  # 32 x 32 px of 31UFT: cube cases stay fast
+
+
+@dataclass
+class Ctx:
+    """What a case may use: a fresh directory, the small demo and its stages, the captured stderr."""
+
+    tmp: Path
+    demo: Path
+    stages: dict
+    capsys: object
+    out: Path = field(init=False)
+
+    def __post_init__(self):
+        self.out = self.tmp / "out"
+
+    def lcflow(self, *args) -> tuple[int, list[str]]:
+        """Run ``lcflow ARGS`` in this process; its exit code and the lines it wrote to stderr."""
+        self.capsys.readouterr()
+        code = main([str(a) for a in args])
+        return code, self.capsys.readouterr().err.strip().splitlines()
+
+
+@dataclass
+class Case:
+    name: str
+    run: Callable[[Ctx], tuple[int, list[str]]]
+    message: str
+    state: str = "absent"  # absent: nothing under ctx.out; unchanged: the guarded directory byte for byte as
+    #                        before the run; ok: the command succeeded
+    code: int = 2
+    setup: Callable[[Ctx], None] | None = None  # what exists before the run (earlier products, input files)
+    guards: str = "out"  # the directory an "unchanged" case keeps: out (earlier products) or tmp (everything)
+
+
+# ---------------------------------------------------------------------------------------------- config
+
+
+def cfg_case(name: str, change: Callable[[dict, Ctx], None], message: str) -> Case:
+    """A change to the demo config that ``lcflow check-config`` (the check before any job) must refuse,
+    writing nothing: the case's whole directory stays as the change left it."""
+
+    def setup(ctx: Ctx) -> None:
+        cfg = copy.deepcopy(DEMO)
+        change(cfg, ctx)
+        (ctx.tmp / "c.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+    def run(ctx: Ctx):
+        return ctx.lcflow("check-config", "--configfile", ctx.tmp / "c.yaml", "--directory", ctx.tmp)
+
+    return Case(f"config: {name}", run, message, state="unchanged", setup=setup, guards="tmp")
+
+
+def _corine_copy(ctx: Ctx, value: int) -> str:
+    """The demo's CORINE raster (grid codes, EPSG:3035) with ``value`` in the cell at the centre of 31UFT."""
+    from rasterio.warp import transform
+
+    src = ctx.demo / "corine" / "clc_demo_3035.tif"
+    with rasterio.open(src) as ds:
+        profile, data = ds.profile, ds.read(1)
+        x0, y0, x1, y1 = SMALL_AOI["31UFT"]
+        xs, ys = transform("EPSG:32631", ds.crs, [(x0 + x1) / 2], [(y0 + y1) / 2])
+        row, col = ds.index(xs[0], ys[0])
+    data[row, col] = value
+    path = ctx.tmp / "clc.tif"
+    with rasterio.open(path, "w", **profile) as dst:
+        dst.write(data, 1)
+    return str(path)
+
+
+def _corine_half(ctx: Ctx) -> str:
+    """The demo's CORINE raster (grid codes, EPSG:3035) with no data east of the centre of 31UFT's small area."""
+    from rasterio.warp import transform
+
+    src = ctx.demo / "corine" / "clc_demo_3035.tif"
+    with rasterio.open(src) as ds:
+        profile, data = ds.profile, ds.read(1)
+        x0, y0, x1, y1 = SMALL_AOI["31UFT"]
+        xs, ys = transform("EPSG:32631", ds.crs, [(x0 + x1) / 2], [(y0 + y1) / 2])
+        _, col = ds.index(xs[0], ys[0])
+    data[:, col:] = profile["nodata"]
+    path = ctx.tmp / "clc_half.tif"
+    with rasterio.open(path, "w", **profile) as dst:
+        dst.write(data, 1)
+    return str(path)
+
+
+def _real_corine_config(cfg: dict, ctx: Ctx, corine: str) -> None:
+    cfg["labels"]["corine"] = corine
+
+
+def _demo_polygons(ctx: Ctx, column: str = "Code_18", name: str = "clc.gpkg") -> str:
+    """The demo's CORINE raster as polygons, CLC codes as text in ``column``."""
+    frame = corine_polygons(ctx.demo / "corine" / "clc_demo_3035.tif", column)
+    frame.drop(columns="ID").to_file(ctx.tmp / name)
+    return str(ctx.tmp / name)
+
+
+def _lanjaron_polygons(ctx: Ctx) -> str:
+    """The real EPSG:3042 CORINE subset (southern Spain) as polygons: nowhere near the demo tiles."""
+    corine_polygons(ROOT / "tests" / "data" / "clc_lanjaron_epsg3042.tif").to_file(ctx.tmp / "lanjaron.gpkg")
+    return str(ctx.tmp / "lanjaron.gpkg")
+
+
+def _mixed_geometries(ctx: Ctx) -> str:
+    import geopandas as gpd
+
+    polygons = gpd.read_file(_demo_polygons(ctx, "LC"))
+    points = polygons.iloc[:5].assign(geometry=polygons.iloc[:5].representative_point())
+    path = ctx.tmp / "mixed.gpkg"
+    pd.concat([polygons, points]).to_file(path)
+    return str(path)
+
+
+CONFIG_CASES = [
+    cfg_case("unknown key", lambda c, x: c.update(colour="red"), "config: unknown key 'colour' in (top level)"),
+    cfg_case("consistency that allows any change", lambda c, x: c["consistency"].update(evidence_ratio=1),
+             "consistency.evidence_ratio = 1 is outside (1, 1000000]"),
+    cfg_case("unknown nested key", lambda c, x: c["sample"].update(per_klass=3), "unknown key 'per_klass' in sample"),
+    cfg_case("cube resolution of a tile's width", lambda c, x: c["cube"].update(resolution=125442),
+             "config: cube.resolution = 125442 is outside [1, 1000]"),
+    cfg_case("thousands of LSTM layers", lambda c, x: c["model_params"]["lstm"].update(num_layers=3916),
+             "config: model_params.lstm.num_layers = 3916: expected an integer in [1, 16]"),
+    cfg_case("a batch larger than a GPU holds", lambda c, x: c["model_params"]["lstm"].update(batch_size=201241),
+             "config: model_params.lstm.batch_size = 201241: expected an integer in [1, 65536]"),
+    cfg_case("cleaning threshold over 1", lambda c, x: c["sample"].update(clean={"min_label_probability": 1.4}),
+             "sample.clean.min_label_probability"),
+    cfg_case("labels year as text", lambda c, x: c["labels"].update(year="2018a"),
+             "labels.year = '2018a': '2018a' is not of type 'integer'"),
+    cfg_case("bad tile id", lambda c, x: c["tiles"].append("31UFTX"), "tiles[2] = '31UFTX' is not a valid MGRS tile id"),
+    cfg_case("no tiles", lambda c, x: c.update(tiles=[]), "config: tiles = []: [] should be non-empty"),
+    cfg_case("duplicate tiles", lambda c, x: c["tiles"].append("31UFT"), "['31UFT', '32ULC', '31UFT'] has non-unique elements"),
+    cfg_case("year before Sentinel-2", lambda c, x: c["years"].append(2014), "config: years[2] = 2014 is outside [2015, inf)"),
+    cfg_case("year in the future", lambda c, x: c["years"].append(THIS_YEAR + 1),
+             f"config: years[2] = {THIS_YEAR + 1} is outside 2015..{THIS_YEAR}"),
+    cfg_case("unknown model", lambda c, x: c["models"].append("svm"), f"models[{len(DEMO['models'])}] = 'svm' is not one of"),
+    cfg_case("hpo: a space with low above high", lambda c, x: c.update(hpo={"models": ["lstm"], "space": {
+        "lstm": {"learning_rate": {"low": 0.1, "high": 0.01}}}}), "hpo.space.lstm.learning_rate: low = 0.1 is above high"),
+    cfg_case("hpo: a parameter of another model", lambda c, x: c.update(hpo={"models": ["lstm"], "space": {
+        "lstm": {"filters": {"low": 8, "high": 64}}}}), "hpo.space.lstm.filters: unknown parameter 'filters' for model lstm"),
+    cfg_case("hpo: a log range from zero", lambda c, x: c.update(hpo={"models": ["lstm"], "space": {
+        "lstm": {"weight_decay": {"low": 0, "high": 0.1, "log": True}}}}), "weight_decay: a log range needs low > 0, got low = 0.0"),
+    cfg_case("hpo: a choice the parameter refuses", lambda c, x: c.update(hpo={"models": ["lstm"], "space": {
+        "lstm": {"optimizer": {"choices": ["adamw", "adam"]}}}}),
+        "hpo.space.lstm.optimizer.choices: 'adam' is not a value of optimizer"),
+    cfg_case("hpo: a run setting searched", lambda c, x: c.update(hpo={"models": ["rf"], "space": {
+        "rf": {"n_jobs": {"low": 1, "high": 4}}}}), "n_jobs says how a job runs, not what it learns"),
+    cfg_case("hpo: no workers", lambda c, x: c.update(hpo={"models": ["lstm"], "workers": 0}),
+             "hpo.workers = 0 is outside [1, 1000]"),
+    cfg_case("hpo: a tuned model that is not trained", lambda c, x: c.update(hpo={"models": ["resnet"]}),
+             "hpo.models[0] = 'resnet' is not one of models"),
+    cfg_case("blend of a model that is not trained",
+             lambda c, x: c.update(models=["rf", "lstm", "blend"], blend={"members": ["rf", "tempcnn"]}),
+             "blend.members[1] = 'tempcnn' is not one of models"),
+    cfg_case("blend of its default members, one not trained", lambda c, x: c.update(models=["rf", "lstm", "blend"]),
+             "blend.members[1] = 'tempcnn' (by default) is not one of models"),
+    cfg_case("blend of one member", lambda c, x: c.update(blend={"members": ["rf"]}),
+             "blend.members = ['rf'] has 1 item(s): at least 2"),
+    cfg_case("blend of a patch model", lambda c, x: c.update(blend={"members": ["rf", "resnet"]}),
+             "blend.members[1] = 'resnet' is not one of"),
+    cfg_case("hpo: an unknown pruner", lambda c, x: c.update(hpo={"models": ["lstm"], "pruner": "asha"}),
+             "hpo.pruner = 'asha' is not one of"),
+    cfg_case("CORINE level 4", lambda c, x: c["labels"].update(level=4), "labels.level = 4 is not one of"),
+    cfg_case("aoi of a malformed tile", lambda c, x: c["aoi"].update({"99ZZZ": [0, 0, 1, 1]}),
+             "aoi: key '99ZZZ' is not a valid MGRS tile id"),
+    cfg_case("reversed aoi", lambda c, x: c["aoi"].update({"31UFT": [642560, 5760000, 640000, 5762560]}),
+             "aoi.31UFT = [642560, 5760000, 640000, 5762560] is not [xmin, ymin, xmax, ymax]"),
+    cfg_case("aoi outside its tile", lambda c, x: c["aoi"].update({"31UFT": [800000, 5760000, 802560, 5762560]}),
+             "aoi.31UFT = [800000, 5760000, 802560, 5762560]: area [800000, 5760000, 802560, 5762560] is not inside "
+             "tile 31UFT"),
+    cfg_case("aoi of a misspelt tile", lambda c, x: c["aoi"].update({"31UFU": c["aoi"].pop("31UFT")}),
+             "aoi.31UFU: 31UFU is not one of tiles ['31UFT', '32ULC'], and tile 31UFT has no aoi"),
+    cfg_case("three-value aoi", lambda c, x: c["aoi"].update({"31UFT": [640000, 5760000, 642560]}),
+             "aoi.31UFT = [640000, 5760000, 642560]"),
+    cfg_case("missing mapping file", lambda c, x: c["labels"].update(mapping="nope.csv"),
+             "labels.mapping = 'nope.csv': file does not exist"),
+    cfg_case("missing CORINE file", lambda c, x: c["labels"].update(corine="nope.tif"),
+             "labels.corine = 'nope.tif': file does not exist"),
+    cfg_case("missing catalog", lambda c, x: c.pop("demo"),
+             "stac.catalog = 'resources/demo/catalog/catalog.json': file does not exist"),
+    cfg_case("catalog and API", lambda c, x: c["stac"].update(api="https://x"), "config: stac: give exactly one of its alternatives"),
+    cfg_case("resnet without patches", lambda c, x: c["models"].append("resnet"),
+             "models includes resnet, which trains on patches: set sample.patch_px"),
+    cfg_case("even patch size", lambda c, x: c["sample"].update(patch_px=10), "sample.patch_px = 10 must be odd"),
+    cfg_case("fractions over 1", lambda c, x: c["sample"].update(fractions={"train": 0.7, "val": 0.2, "test": 0.2}),
+             "sample.fractions = {'train': 0.7, 'val': 0.2, 'test': 0.2} sum to 1.1, not 1"),
+    cfg_case("fractions under 1", lambda c, x: c["sample"].update(fractions={"train": 0.5, "val": 0.2, "test": 0.2}),
+             "'val': 0.2, 'test': 0.2} sum to 0.9, not 1"),
+    cfg_case("misspelt model parameter", lambda c, x: c["model_params"]["lstm"].update(hiden_size=32),
+             "model_params.lstm: unknown parameter 'hiden_size' for model lstm; known: epochs"),
+    cfg_case("shell in a parameter value", lambda c, x: c["model_params"]["rf"].update(criterion="$(touch FILE)"),
+             "model_params.rf.criterion = '$(touch FILE)': expected one of gini, entropy, log_loss"),
+    cfg_case("backticks in max_features", lambda c, x: c["model_params"]["rf"].update(max_features="`touch FILE`"),
+             "model_params.rf.max_features = '`touch FILE`': expected one of sqrt, log2 or an integer in [1, 100000] or a number "
+             "in (0, 1] or null"),
+    cfg_case("zero epochs", lambda c, x: c["model_params"]["lstm"].update(epochs=0),
+             "model_params.lstm.epochs = 0: expected an integer in [1, 10000]"),
+    cfg_case("zero batch size", lambda c, x: c["model_params"]["lstm"].update(batch_size=0),
+             "model_params.lstm.batch_size = 0: expected an integer in [1, 65536]"),
+    cfg_case("unknown optimizer", lambda c, x: c["model_params"]["lstm"].update(optimizer="foo"),
+             "model_params.lstm.optimizer = 'foo': expected one of adamw, sgd, lamb"),
+    cfg_case("trees not a number", lambda c, x: c["model_params"]["rf"].update(n_estimators="abc"),
+             "model_params.rf.n_estimators = 'abc': expected an integer in [1, 10000]"),
+    cfg_case("dropout of 1", lambda c, x: c["model_params"]["lstm"].update(dropout=1.0),
+             "model_params.lstm.dropout = 1.0: expected a number in [0, 1)"),
+    cfg_case("parameters not a mapping", lambda c, x: c["model_params"].update(lstm=5),
+             "model_params.lstm = 5: 5 is not of type 'object'"),
+    cfg_case("clear-observation floor over 1", lambda c, x: c["cube"].update(min_clear_fraction=2),
+             "cube.min_clear_fraction = 2 is outside [0, 1]"),
+    cfg_case("CORINE code outside the legend", lambda c, x: _real_corine_config(c, x, _corine_copy(x, 99)),
+             "labels.corine: " + "{tmp}/clc.tif in tile 31UFT: value(s) 99 of the CORINE raster are not CORINE codes"),
+    cfg_case("CORINE mixing grid and CLC codes", lambda c, x: _real_corine_config(c, x, _corine_copy(x, 112)),
+             "the CORINE raster mixes grid codes (1..44: "),
+    cfg_case("CORINE not covering the tile",
+             lambda c, x: _real_corine_config(c, x, str(ROOT / "tests" / "data" / "clc_lanjaron_epsg3042.tif")),
+             "clc_lanjaron_epsg3042.tif does not cover the area of tile 31UFT"),
+    cfg_case("CORINE covering a quarter of the tile area",
+             lambda c, x: _real_corine_config(c, x, str(x.demo / "corine" / "clc_demo_3035.tif")),
+             "gives no class to 76.0 % of the area of tile 31UFT (outside its coverage, no data or unclassified), "
+             "above labels.unlabelled_max (75 %)"),
+    cfg_case("unlabelled warning above the refusal", lambda c, x: c["labels"].update(unlabelled_warn=0.5, unlabelled_max=0.3),
+             "labels.unlabelled_warn = 0.5 is above labels.unlabelled_max = 0.3"),
+    cfg_case("CORINE and reference both given", lambda c, x: c["labels"].update(reference="field.gpkg"),
+             "labels: give corine (a CORINE raster or vector layer) or reference (your own labelled polygons or points), "
+             "exactly one of them (given: corine, reference)"),
+    cfg_case("reference without a mapping", lambda c, x: (c["labels"].pop("corine"), c["labels"].update(reference="f.gpkg")),
+             "labels.reference needs labels.mapping"),
+    cfg_case("CORINE polygons without a Code_NN column", lambda c, x: c["labels"].update(corine=_demo_polygons(x, "code")),
+             "labels.corine: {tmp}/clc.gpkg: name one column of CLC codes named like Code_18 with labels.code_column "
+             "(columns: code)"),
+    cfg_case("CORINE polygons elsewhere", lambda c, x: c["labels"].update(corine=_lanjaron_polygons(x)),
+             "labels.corine: CORINE layer {tmp}/lanjaron.gpkg has no feature within the area of tile 31UFT"),
+    cfg_case("CORINE codes the mapping leaves out",
+             lambda c, x: ((x.tmp / "m.csv").write_text("clc_code,class_code,class_name\n211,1,arable\n"),
+                           c["labels"].update(corine=_demo_polygons(x), mapping=str(x.tmp / "m.csv"))),
+             "labels.corine: {tmp}/clc.gpkg in tile 31UFT: code(s) 112 ("),
+    cfg_case("reference points not there", lambda c, x: c["assess"].update(reference="ref/{tile}_{year}.gpkg"),
+             "assess.reference (31UFT 2018) = 'ref/31UFT_2018.gpkg': file does not exist (draw it with the design_sample rule"),
+    cfg_case("design from a model not trained", lambda c, x: c["assess"].update(design={"model": "resnet"}),
+             "assess.design.model = 'resnet' is not one of models"),
+    cfg_case("design standard error of 0", lambda c, x: c["assess"].update(design={"target_se": 0}),
+             "assess.design.target_se = 0 is outside (0, 0.5]"),
+    cfg_case("catalog that is not JSON",
+             lambda c, x: (c.pop("demo"), c.pop("assess"), (x.tmp / "cat.json").write_text("<html>"),
+                           c["stac"].update(catalog="cat.json"),
+                           c["labels"].update(corine=str(x.demo / "corine" / "clc_demo_3035.tif"))),
+             "stac.catalog = '{tmp}/cat.json' is not a JSON STAC catalog"),
+]
+
+
+# --------------------------------------------------------------------------------------------- commands
+
+
+def _manifest(ctx: Ctx, edit: Callable[[list[dict], Ctx], None]) -> Path:
+    items = json.loads(ctx.stages["items2018"].read_text())
+    edit(items["features"], ctx)
+    path = ctx.tmp / "items.json"
+    path.write_text(json.dumps(items))
+    return path
+
+
+def _cube(ctx: Ctx, manifest: Path, *extra) -> tuple[int, list[str]]:
+    return ctx.lcflow("cube", "--items", manifest, "--tile", "31UFT", "--year", 2018, "--bands", "B04,B08",
+                      "--bounds", ",".join(map(str, SMALL)), "--out", ctx.out / "cube.tif", "--valid",
+                      ctx.out / "valid.tif", *extra)
+
+
+def _truncate_red(items: list[dict], ctx: Ctx) -> None:
+    asset = items[3]["assets"]["red"]
+    data = Path(asset["href"]).read_bytes()
+    (ctx.tmp / "red.tif").write_bytes(data[: len(data) // 2])
+    asset["href"] = str(ctx.tmp / "red.tif")
+
+
+def _all_cloud(items: list[dict], ctx: Ctx) -> None:
+    with rasterio.open(items[0]["assets"]["scl"]["href"]) as ds:
+        profile = {**ds.profile, "driver": "GTiff"}
+        cloud = np.full((1, ds.height, ds.width), 9, dtype=ds.dtypes[0])
+    path = ctx.tmp / "scl_cloud.tif"
+    with rasterio.open(path, "w", **profile) as dst:
+        dst.write(cloud)
+    for item in items:
+        item["assets"]["scl"]["href"] = str(path)
+
+
+def _table(ctx: Ctx, edit: Callable[[pd.DataFrame], pd.DataFrame] = lambda d: d, name: str = "t.parquet") -> Path:
+    """The small demo's 2018 samples, edited."""
+    frame = edit(pd.read_parquet(ctx.stages["samples2018"]))
+    path = ctx.tmp / name
+    frame.to_parquet(path)
+    return path
+
+
+def _dated(ctx: Ctx, edit: Callable[[list], object]) -> Path:
+    """The small demo's 2018 samples with their dates (metadata ``time_steps``) edited."""
+    table = samples.read(ctx.stages["samples2018"])
+    path = ctx.tmp / "t.parquet"
+    samples.write(table.frame, path, {**table.meta, "time_steps": edit(list(table.meta["time_steps"]))})
+    return path
+
+
+def _train(ctx: Ctx, table: Path, *extra, model: str = "rf") -> tuple[int, list[str]]:
+    fast = ["--set", "n_estimators=10"] if model == "rf" else ["--set", "epochs=1", "--set", "min_steps=0",
+                                                               "--set", "hidden_size=8"]
+    return ctx.lcflow("train", "--model", model, "--samples", table, "--out", ctx.out / model, *fast, *extra)
+
+
+def _trained_rf(ctx: Ctx, name: str = "model") -> Path:
+    from lcflow.train import training
+
+    model = ctx.tmp / name
+    training.train("rf", [str(ctx.stages["samples2018"])], model, {"n_estimators": 10})
+    return model
+
+
+def _planted_checkpoint(ctx: Ctx) -> tuple[int, list[str]]:
+    """A checkpoint that runs code when unpickled; training must not run it (and still succeed)."""
+    marker = ctx.tmp / "PWNED"
+
+    class Exploit:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    (ctx.out / "lstm").mkdir(parents=True)
+    (ctx.out / "lstm" / "checkpoint.pt").write_bytes(pickle.dumps({"fingerprint": Exploit()}))
+    result = _train(ctx, ctx.stages["samples2018"], model="lstm")
+    assert not marker.exists(), "the planted checkpoint ran code"
+    return result
+
+
+def _swapped_weights(ctx: Ctx) -> tuple[int, list[str]]:
+    model = _trained_rf(ctx)
+    other = ctx.tmp / "other"
+    from lcflow.train import training
+
+    training.train("rf", [str(ctx.stages["samples2018"])], other, {"n_estimators": 11})
+    shutil.copy(other / "model.skops", model / "model.skops")
+    return ctx.lcflow("evaluate", "--model-dir", model, "--samples", ctx.stages["samples2018"], "--out", ctx.out / "m.json")
+
+
+def _not_a_cube(ctx: Ctx) -> tuple[int, list[str]]:
+    return ctx.lcflow("predict", "--model-dir", _trained_rf(ctx), "--cube", ctx.stages["labels"],
+                      "--out", ctx.out / "map.tif", "--confidence", ctx.out / "conf.tif")
+
+
+COMMAND_CASES = [
+    Case("search: catalog that is not JSON",
+         lambda x: ((x.tmp / "c.json").write_text("not json"),
+                    x.lcflow("search", "--tile", "31UFT", "--year", 2018, "--catalog", x.tmp / "c.json",
+                             "--out", x.out / "items.json"))[1],
+         "lcflow search: error: STAC catalog {tmp}/c.json (or a file it links) is not JSON"),
+    Case("search: missing catalog",
+         lambda x: x.lcflow("search", "--tile", "31UFT", "--year", 2018, "--catalog", x.tmp / "none.json",
+                            "--out", x.out / "items.json"),
+         "STAC catalog {tmp}/none.json does not exist"),
+    Case("search: no scene that year",
+         lambda x: x.lcflow("search", "--tile", "31UFT", "--year", 2021, "--catalog", x.demo / "catalog" / "catalog.json",
+                            "--out", x.out / "items.json"),
+         "no Sentinel-2 item for tile 31UFT in 2021"),
+    Case("search: malformed tile",
+         lambda x: x.lcflow("search", "--tile", "31UF", "--year", 2018, "--catalog", x.demo / "catalog" / "catalog.json",
+                            "--out", x.out / "items.json"),
+         "tile '31UF' is not an MGRS tile id"),
+    Case("cube: empty manifest file", lambda x: ((x.tmp / "m.json").write_text(""), _cube(x, x.tmp / "m.json"))[1],
+         "manifest {tmp}/m.json is not JSON"),
+    Case("cube: manifest without items",
+         lambda x: ((x.tmp / "m.json").write_text('{"type": "FeatureCollection", "features": []}'),
+                    _cube(x, x.tmp / "m.json"))[1],
+         "manifest {tmp}/m.json lists no items"),
+    Case("cube: a catalog given as manifest",
+         lambda x: _cube(x, x.demo / "catalog" / "catalog.json"), "catalog.json is not a STAC ItemCollection (a GeoJSON FeatureCollection"),
+    Case("cube: zero time steps", lambda x: _cube(x, x.stages["items2018"], "--time-steps", 0),
+         "lcflow cube: error: argument --time-steps: 0 is outside [1, "),
+    Case("cube: zero block", lambda x: _cube(x, x.stages["items2018"], "--block", 0),
+         "argument --block: 0 is outside [16, 4096] (cube.block_px)"),
+    Case("cube: zero resolution", lambda x: _cube(x, x.stages["items2018"], "--resolution", 0),
+         "argument --resolution: 0 is outside [1, 1000] (cube.resolution)"),
+    Case("cube: three-value bounds",
+         lambda x: x.lcflow("cube", "--items", x.stages["items2018"], "--tile", "31UFT", "--year", 2018,
+                            "--bounds", "640000,5760000,640320", "--out", x.out / "c.tif", "--valid", x.out / "v.tif"),
+         "argument --bounds: '640000,5760000,640320': expected four numbers xmin,ymin,xmax,ymax, got 3"),
+    Case("cube: bounds outside the tile",
+         lambda x: x.lcflow("cube", "--items", x.stages["items2018"], "--tile", "31UFT", "--year", 2018,
+                            "--bounds", "800000,5760000,800320,5760320", "--out", x.out / "c.tif", "--valid", x.out / "v.tif"),
+         "area [800000.0, 5760000.0, 800320.0, 5760320.0] is not inside tile 31UFT"),
+    Case("cube: unknown band", lambda x: _cube(x, x.stages["items2018"], "--bands", "B04,B13"),
+         "unknown Sentinel-2 band(s) ['B13']"),
+    Case("cube: truncated COG", lambda x: _cube(x, _manifest(x, _truncate_red)),
+         "tile 31UFT 2018: reading item S2"),
+    Case("cube: truncated COG names the asset", lambda x: _cube(x, _manifest(x, _truncate_red)),
+         "asset red ({tmp}/red.tif) failed: TIFFFillTile"),
+    Case("cube: an asset href pointing at /etc/passwd",
+         lambda x: _cube(x, _manifest(x, lambda items, c: items[1]["assets"]["red"].update(href="/etc/passwd"))),
+         "asset red (/etc/passwd) failed: '/etc/passwd' not recognized as being in a supported file format"),
+    Case("cube: a truncated COG leaves the earlier cube as it was", lambda x: _cube(x, _manifest(x, _truncate_red)),
+         "asset red ({tmp}/red.tif) failed: TIFFFillTile", state="unchanged",
+         setup=lambda x: _cube(x, x.stages["items2018"])),
+    Case("cube: a later item lacks a band",
+         lambda x: _cube(x, _manifest(x, lambda items, c: items[5]["assets"].pop("nir"))),
+         "item S2B_31UFT_20180612_0_L2A has no 'nir' asset (band B08)"),
+    Case("cube: a later item in another CRS",
+         lambda x: _cube(x, _manifest(x, lambda items, c: items[4]["properties"].update({"proj:code": "EPSG:32632"}))),
+         "is in EPSG:32632, the tile's zone is EPSG:32631"),
+    Case("cube: a year of cloud only", lambda x: _cube(x, _manifest(x, _all_cloud)),
+         "tile 31UFT 2018: only 0.0 % of the composite cells (pixel x time step) hold a clear observation, under the "
+         "floor of 10 %"),
+    Case("cube: tile of another zone", lambda x: x.lcflow(
+        "cube", "--items", x.stages["items2018"], "--tile", "32ULC", "--year", 2018, "--out", x.out / "c.tif",
+        "--valid", x.out / "v.tif"), "is in EPSG:32631, the tile's zone is EPSG:32632"),
+    Case("labels: missing CORINE", lambda x: x.lcflow(
+        "labels", "--corine", x.tmp / "none.tif", "--grid", x.stages["cube2018"], "--out", x.out / "l.tif"),
+        "CORINE raster {tmp}/none.tif does not exist"),
+    Case("labels: CORINE that is no raster", lambda x: ((x.tmp / "c.tif").write_text("x"), x.lcflow(
+        "labels", "--corine", x.tmp / "c.tif", "--grid", x.stages["cube2018"], "--out", x.out / "l.tif"))[1],
+        "CORINE raster {tmp}/c.tif cannot be read as a raster"),
+    Case("labels: reference data without a mapping", lambda x: x.lcflow(
+        "labels", "--reference", _demo_polygons(x, "LC"), "--code-column", "LC", "--grid", x.stages["cube2018"],
+        "--out", x.out / "l.tif"), "--reference needs --mapping: the nomenclature file"),
+    Case("labels: reference data without its code column", lambda x: (
+        (x.tmp / "m.csv").write_text("code,class_code,class_name\n211,1,arable\n"), x.lcflow(
+            "labels", "--reference", _demo_polygons(x, "LC"), "--code-column", "crop", "--mapping", x.tmp / "m.csv",
+            "--grid", x.stages["cube2018"], "--out", x.out / "l.tif"))[1],
+        "{tmp}/clc.gpkg has no column 'crop' (columns: LC)"),
+    Case("labels: CORINE covering half the tile", lambda x: x.lcflow(
+        "labels", "--corine", _corine_half(x), "--grid", x.stages["cube2018"], "--unlabelled-max", 0.3, "--out",
+        x.out / "l.tif"), "{tmp}/clc_half.tif gives no class to 56.0 % of the tile area"),
+    Case("cube: a manifest of another year", lambda x: x.lcflow(
+        "cube", "--items", x.stages["items2018"], "--tile", "31UFT", "--year", 2019, "--bounds", ",".join(map(str, SMALL)),
+        "--out", x.out / "c.tif", "--valid", x.out / "v.tif"), "items of the manifest were acquired in 2018, not 2019"),
+    Case("evaluate: a table without any observation", lambda x: x.lcflow(
+        "evaluate", "--model-dir", _trained_rf(x), "--samples",
+        _table(x, lambda d: d.assign(**{c: np.nan for c in d.columns if "_t" in c})), "--out", x.out / "m.json"),
+        "none of its 102 rows holds an observation (every band value is missing)"),
+    Case("evaluate: none of the model's classes", lambda x: x.lcflow(
+        "evaluate", "--model-dir", _trained_rf(x), "--samples", _table(x, lambda d: d.assign(label=d["label"] + 900)),
+        "--out", x.out / "m.json"), "is a class of the model (11, 21, 23, 31, 51): score it with a model trained"),
+    Case("labels: points and polygons in one file", lambda x: x.lcflow(
+        "labels", "--corine", _mixed_geometries(x), "--code-column", "LC", "--grid", x.stages["cube2018"],
+        "--out", x.out / "l.tif"), "{tmp}/mixed.gpkg mixes points and polygons in the area of the tile: give them as two files"),
+    Case("design-sample: a class guess that is no number", lambda x: x.lcflow(
+        "design-sample", "--map", x.stages["labels"], "--out", x.out / "d.gpkg", "--class-users-accuracy", "21=high"),
+        "--class-users-accuracy '21=high': expected CODE=U, e.g. 512=0.95"),
+    Case("design-sample: a class guess over 1", lambda x: x.lcflow(
+        "design-sample", "--map", x.stages["labels"], "--out", x.out / "d.gpkg", "--class-users-accuracy", "21=1.5"),
+        "design user's accuracy guess for 21 = 1.5: expected within 0..1"),
+    Case("assess: reference file without its column", lambda x: (
+        (x.tmp / "r.csv").write_text("lon,lat,ref\n4.5,52.0,21\n"), x.lcflow(
+            "assess", "--model-dir", _trained_rf(x), "--samples", x.stages["samples2018"], "--map", x.stages["labels"],
+            "--reference", x.tmp / "r.csv", "--out", x.out / "a.json"))[1],
+        "reference file {tmp}/r.csv has no column 'reference' (columns: lon, lat, ref)"),
+    Case("labels: CORINE code 99", lambda x: x.lcflow(
+        "labels", "--corine", _corine_copy(x, 99), "--grid", x.stages["cube2018"], "--out", x.out / "l.tif"),
+        "value(s) 99 of the CORINE raster are not CORINE codes"),
+    Case("sample: fractions not summing to 1", lambda x: x.lcflow(
+        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
+        "--tile", "31UFT", "--year", 2018, "--fractions", '{"train": 0.7, "val": 0.2, "test": 0.2}',
+        "--out", x.out / "s.parquet"), "sample fractions {'train': 0.7, 'val': 0.2, 'test': 0.2} sum to 1.1, not 1"),
+    Case("sample: reference cube with other bands", lambda x: x.lcflow(
+        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
+        "--tile", "31UFT", "--year", 2019, "--reference-cube", x.stages["labels"], "--out", x.out / "s.parquet"),
+        "labels.tif has other bands or steps than the cube of tile 31UFT 2019"),
+    Case("sample: cleaning threshold over 1", lambda x: x.lcflow(
+        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
+        "--tile", "31UFT", "--year", 2018, "--min-label-probability", "1.5", "--out", x.out / "s.parquet"),
+        "argument --min-label-probability: 1.5 is outside [0, 1]"),
+    Case("sample: fractions not JSON", lambda x: x.lcflow(
+        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
+        "--tile", "31UFT", "--year", 2018, "--fractions", "train=0.6", "--out", x.out / "s.parquet"),
+        "argument --fractions: 'train=0.6' is not JSON"),
+    Case("train: a bad table leaves the earlier model as it was",
+         lambda x: _train(x, _table(x, lambda d: d.assign(B04_t01=d["B04_t01"].where(d.index != 3, np.inf)))),
+         "1 infinite value(s) in band column(s) B04_t01", state="unchanged",
+         setup=lambda x: _train(x, x.stages["samples2018"])),
+    Case("train: infinite band value",
+         lambda x: _train(x, _table(x, lambda d: d.assign(B04_t01=d["B04_t01"].where(d.index != 3, np.inf)))),
+         "lcflow train: error: {tmp}/t.parquet: 1 infinite value(s) in band column(s) B04_t01"),
+    Case("train: text in a band column",
+         lambda x: _train(x, _table(x, lambda d: d.assign(B04_t00=d["B04_t00"].astype(str)))),
+         "band column(s) B04_t00 are not numeric"),
+    Case("train: every row without observation",
+         lambda x: _train(x, _table(x, lambda d: d.assign(**{c: np.nan for c in d.columns if "_t" in c}))),
+         "no 'train' rows with an observation"),
+    Case("train: zero epochs", lambda x: _train(x, x.stages["samples2018"], "--set", "epochs=0", model="lstm"),
+         "--set.epochs = 0: expected an integer in [1, 10000]"),
+    Case("train: trees not a number", lambda x: _train(x, x.stages["samples2018"], "--set", "n_estimators=abc"),
+         "--set.n_estimators = 'abc': expected an integer in [1, 10000]"),
+    Case("train: zero batch size", lambda x: _train(x, x.stages["samples2018"], "--set", "batch_size=0", model="lstm"),
+         "--set.batch_size = 0: expected an integer in [1, 65536]"),
+    Case("train: unknown optimizer", lambda x: _train(x, x.stages["samples2018"], "--set", "optimizer=foo", model="lstm"),
+         "--set.optimizer = 'foo': expected one of adamw, sgd, lamb"),
+    Case("train: unknown parameter", lambda x: _train(x, x.stages["samples2018"], "--set", "trees=5"),
+         "unknown parameter 'trees' for model rf"),
+    Case("train: parameter without value", lambda x: _train(x, x.stages["samples2018"], "--set", "epochs", model="lstm"),
+         "--set 'epochs': expected key=value"),
+    Case("train: --params not JSON", lambda x: _train(x, x.stages["samples2018"], "--params", "{epochs: 3"),
+         "--params '{epochs: 3': not a JSON object"),
+    Case("train: unknown model", lambda x: _train(x, x.stages["samples2018"], model="svm"),
+         "argument --model: invalid choice: 'svm'"),
+    Case("train: no label column", lambda x: _train(x, _table(x, lambda d: d.drop(columns=["label"]))),
+         "{tmp}/t.parquet: no 'label' column"),
+    Case("train: a single class", lambda x: _train(x, _table(x, lambda d: d.assign(label=21))),
+         "{tmp}/t.parquet: only 1 class (21); at least 2 needed"),
+    Case("train: missing band column", lambda x: _train(x, _table(x, lambda d: d.drop(columns=["B04_t03"]))),
+         "missing band column(s) B04_t03"),
+    Case("train: fractional labels", lambda x: _train(x, _table(x, lambda d: d.assign(label=d["label"] + 0.5))),
+         "'label' must be integer class codes"),
+    Case("train: negative labels", lambda x: _train(x, _table(x, lambda d: d.assign(label=-d["label"]))),
+         "label value(s) [-51, -31, -23, -21, -11] are not class codes 0..65534"),
+    Case("train: unknown split", lambda x: _train(x, _table(x, lambda d: d.assign(split="training"))),
+         "unknown split value(s) ['training']"),
+    Case("train: dates that go back in time",
+         lambda x: _train(x, _dated(x, lambda d: d[:5] + [d[6], d[5]] + d[7:])),
+         "{tmp}/t.parquet: metadata 'time_steps' goes back in time at step 6 (2018-07-"),
+    Case("train: a date missing", lambda x: _train(x, _dated(x, lambda d: d[1:])),
+         "{tmp}/t.parquet: metadata 'time_steps' holds 11 entries; a list of 12 ISO dates"),
+    Case("train: not a date", lambda x: _train(x, _dated(x, lambda d: [*d[:3], "April", *d[4:]])),
+         "{tmp}/t.parquet: metadata 'time_steps'[3] = 'April' is not an ISO date (YYYY-MM-DD)"),
+    Case("train: not parquet", lambda x: ((x.tmp / "t.parquet").write_text("x"), _train(x, x.tmp / "t.parquet"))[1],
+         "samples table {tmp}/t.parquet is not a readable parquet file"),
+    Case("train: missing table", lambda x: _train(x, x.tmp / "none.parquet"), "samples table {tmp}/none.parquet does not exist"),
+    Case("train: resnet without patches", lambda x: x.lcflow("train", "--model", "resnet", "--samples",
+                                                             x.stages["samples2018"], "--out", x.out / "resnet"),
+         "model resnet trains on patches"),
+    Case("train: a planted checkpoint runs no code", _planted_checkpoint, "", state="ok", code=0),
+    Case("tune: no trials", lambda x: x.lcflow("tune", "--model", "rf", "--samples", x.stages["samples2018"],
+                                              "--study", x.out / "study", "--trials", 0),
+         "argument --trials: 0 is outside [1, 100000] (hpo.trials)"),
+    Case("tune: a space file with another model's parameter",
+         lambda x: ((x.tmp / "space.yaml").write_text("n_estimators: {low: 10, high: 50}\n"),
+                    x.lcflow("tune", "--model", "lstm", "--samples", x.stages["samples2018"], "--study",
+                             x.out / "study", "--trials", 2, "--space", x.tmp / "space.yaml"))[1],
+         "--space.n_estimators: unknown parameter 'n_estimators' for model lstm"),
+    Case("tune: a space that is not a mapping", lambda x: x.lcflow(
+        "tune", "--model", "rf", "--samples", x.stages["samples2018"], "--study", x.out / "study", "--trials", 2,
+        "--space-json", '{"n_estimators": [10, 50]}'),
+         "--space.n_estimators = [10, 50]: expected {low: .., high: ..} or {choices: [..]}"),
+    Case("tune-summary: a directory without a study", lambda x: x.lcflow(
+        "tune-summary", "--study", x.tmp, "--out", x.out / "best.yaml"), "no journal.log (run lcflow tune on it first)"),
+    Case("train: tuned parameters of another model",
+         lambda x: ((x.tmp / "best.yaml").write_text("model: rf\nparams: {n_estimators: 20}\n"),
+                    _train(x, x.stages["samples2018"], "--tuned", x.tmp / "best.yaml", model="lstm"))[1],
+         "tuned parameters {tmp}/best.yaml are of model rf, not lstm"),
+    Case("train: tuned parameters out of range",
+         lambda x: ((x.tmp / "best.yaml").write_text("model: rf\nparams: {n_estimators: 0}\n"),
+                    _train(x, x.stages["samples2018"], "--tuned", x.tmp / "best.yaml"))[1],
+         "{tmp}/best.yaml.n_estimators = 0: expected an integer in [1, 10000]"),
+    Case("blend: two forests", lambda x: x.lcflow(
+        "blend", "--members", _trained_rf(x), _trained_rf(x, "other"), "--samples", x.stages["samples2018"],
+        "--out", x.out / "blend"), "{tmp}/model and {tmp}/other are both rf models"),
+    Case("evaluate: a single-class table", lambda x: x.lcflow(
+        "evaluate", "--model-dir", _trained_rf(x), "--samples", _table(x, lambda d: d.assign(label=21)),
+        "--out", x.out / "m.json"), "{tmp}/t.parquet: only 1 class (21); at least 2 needed"),
+    Case("evaluate: not a model directory", lambda x: ((x.tmp / "empty").mkdir(), x.lcflow(
+        "evaluate", "--model-dir", x.tmp / "empty", "--samples", x.stages["samples2018"], "--out", x.out / "m.json"))[1],
+        "{tmp}/empty is not a trained model directory (no model.json)"),
+    Case("evaluate: weights of another model", _swapped_weights,
+         "model.skops is not the weights model.json was written with"),
+    Case("predict: map and confidence the same file", lambda x: x.lcflow(
+        "predict", "--model-dir", _trained_rf(x), "--cube", x.stages["cube2018"], "--out", x.out / "m.tif",
+        "--confidence", x.out / "m.tif"), "--out and --confidence name the same file {tmp}/out/m.tif"),
+    Case("predict: a raster that is no cube", _not_a_cube, "labels.tif is not a cube written by lcflow cube"),
+    Case("predict: a raster that is no cube leaves the earlier map as it was", _not_a_cube,
+         "labels.tif is not a cube written by lcflow cube", state="unchanged",
+         setup=lambda x: x.lcflow("predict", "--model-dir", _trained_rf(x), "--cube", x.stages["cube2018"],
+                                  "--out", x.out / "map.tif", "--confidence", x.out / "conf.tif")),
+    Case("predict: missing model", lambda x: x.lcflow(
+        "predict", "--model-dir", x.tmp / "none", "--cube", x.stages["cube2018"], "--out", x.out / "m.tif",
+        "--confidence", x.out / "c.tif"), "is not a trained model directory"),
+    Case("consistent-maps: years and probability rasters differ in number", lambda x: x.lcflow(
+        "consistent-maps", "--probabilities", x.out / "a.tif", x.out / "b.tif", "--years", 2018, "--out",
+        x.out / "m.tif", "--confidence", x.out / "c.tif", "--summary", x.out / "s.json"),
+        "--years names 1 years for 2 --probabilities"),
+    Case("consistent-maps: a year not predicted", lambda x: x.lcflow(
+        "consistent-maps", "--probabilities", x.tmp / "p2018.tif", x.tmp / "p2019.tif", "--years", 2018, 2019,
+        "--out", x.out / "m18.tif", x.out / "m19.tif", "--confidence", x.out / "c18.tif", x.out / "c19.tif",
+        "--changes", x.out / "ch.tif", "--summary", x.out / "s.json"),
+        "probabilities {tmp}/p2018.tif do not exist (lcflow predict --probabilities writes them)"),
+    Case("stac-item: a class map without its model and scenes", lambda x: x.lcflow(
+        "stac-item", "--map", x.out / "m.tif", "--confidence", x.out / "c.tif", "--year", 2018, "--tile", "31UFT",
+        "--catalog", x.out / "catalog.json", "--out", x.out / "m.stac.json"),
+        "an Item of a class map needs --model-dir --manifest"),
+    Case("synth: an area that is not square", lambda x: x.lcflow(
+        "synth", "--out", x.out, "--aoi", '{"31UFT": [640000, 5760000, 641280, 5760640]}', "--years", 2018),
+        "demo aoi of 31UFT = [640000, 5760000, 641280, 5760640] must be square"),
+    Case("synth: an area outside its tile", lambda x: x.lcflow(
+        "synth", "--out", x.out, "--aoi", '{"31UFT": [800000, 5760000, 800640, 5760640]}', "--years", 2018),
+        "area [800000, 5760000, 800640, 5760640] is not inside tile 31UFT"),
+    Case("synth: aoi not JSON", lambda x: x.lcflow("synth", "--out", x.out, "--aoi", "31UFT", "--years", 2018),
+         "argument --aoi: '31UFT' is not JSON"),
+    Case("assess: truth on another grid", lambda x: x.lcflow(
+        "assess", "--model-dir", _trained_rf(x), "--samples", x.stages["samples2018"], "--map", x.stages["labels"],
+        "--truth", x.demo / "truth" / "32ULC_2018.tif", "--out", x.out / "a.json"),
+        "32ULC_2018.tif is not on the grid of map"),
+    Case("assess: missing samples", lambda x: x.lcflow(
+        "assess", "--model-dir", _trained_rf(x), "--samples", x.tmp / "none.parquet", "--map", x.stages["labels"],
+        "--out", x.out / "a.json"), "samples table {tmp}/none.parquet does not exist"),
+    Case("summarize: not an assessment", lambda x: ((x.tmp / "a.json").write_text("[1]"), x.lcflow(
+        "summarize", "--assessments", x.tmp / "a.json", "--out", x.out / "acc.tsv"))[1],
+        "{tmp}/a.json is not an assessment written by lcflow assess"),
+    Case("check-config: a file that is not YAML",
+         lambda x: ((x.tmp / "c.yaml").write_text("tiles: [31UFT\n"), x.lcflow("check-config", "--configfile", x.tmp / "c.yaml"))[1],
+         "config file {tmp}/c.yaml: line"),
+    Case("check-config: the file that set a bad value is named",
+         lambda x: ((x.tmp / "over.yaml").write_text("model_params:\n  lstm: {hiden_size: 3}\n"),
+                    x.lcflow("check-config", "--configfile", ROOT / "config" / "config.yaml", x.tmp / "over.yaml",
+                             "--directory", x.tmp))[1],
+         "unknown parameter 'hiden_size' for model lstm; known: epochs, min_steps, batch_size"),
+    Case("check-config: ... and which file it is",
+         lambda x: ((x.tmp / "over.yaml").write_text("sample:\n  fractions: {train: 0.9, val: 0.2, test: 0.2}\n"),
+                    x.lcflow("check-config", "--configfile", ROOT / "config" / "config.yaml", x.tmp / "over.yaml",
+                             "--directory", x.tmp))[1],
+         "sum to 1.3, not 1 (set in {tmp}/over.yaml)"),
+]
+
+# ------------------------------------------------------------------- outputs that are inputs (the guard)
+
+
+def _own(ctx: Ctx, key: str, name: str | None = None) -> Path:
+    """A copy of a stage's product in the case's directory, whose every byte the case guards."""
+    dst = ctx.tmp / (name or ctx.stages[key].name)
+    shutil.copy(ctx.stages[key], dst)
+    return dst
+
+
+def _own_catalog(ctx: Ctx) -> Path:
+    """The demo catalogue's JSON files (catalogue, collection, items) in the case's directory."""
+    src = ctx.demo / "catalog"
+    for f in src.rglob("*.json"):
+        (ctx.tmp / "catalog" / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, ctx.tmp / "catalog" / f.relative_to(src))
+    return ctx.tmp / "catalog" / "catalog.json"
+
+
+def _own_scene(ctx: Ctx) -> None:
+    """A manifest whose first item's red band is a file of the case's directory."""
+    shutil.copy(json.loads(ctx.stages["items2018"].read_text())["features"][0]["assets"]["red"]["href"],
+                ctx.tmp / "red.tif")
+    _manifest(ctx, lambda items, c: items[0]["assets"]["red"].update(href=str(c.tmp / "red.tif")))
+
+
+def _study(ctx: Ctx) -> None:
+    (ctx.tmp / "study").mkdir()
+    (ctx.tmp / "study" / "journal.log").write_text('{"op_code": 0, "worker_id": "w"}\n')
+
+
+def _with(*steps: Callable[[Ctx], object]) -> Callable[[Ctx], None]:
+    return lambda ctx: [step(ctx) for step in steps] and None
+
+
+def guard_case(name: str, setup: Callable[[Ctx], object], run: Callable[[Ctx], tuple[int, list[str]]],
+               message: str) -> Case:
+    """A command whose output would destroy one of its inputs: refused before any work, every file of the
+    case's directory byte for byte as before."""
+    return Case(f"guard: {name}", run, message, state="unchanged", setup=_with(setup), guards="tmp")
+
+
+def _samples_and_model(ctx: Ctx) -> None:
+    _own(ctx, "samples2018", "s.parquet")
+    _trained_rf(ctx)
+
+
+GUARD_CASES = [
+    guard_case("evaluate --out is the samples table", _samples_and_model, lambda x: x.lcflow(
+        "evaluate", "--model-dir", x.tmp / "model", "--samples", x.tmp / "s.parquet", "--out", x.tmp / "s.parquet"),
+        "--out {tmp}/s.parquet is the input --samples {tmp}/s.parquet"),
+    guard_case("evaluate --out a symbolic link to the samples table",
+               _with(_samples_and_model, lambda x: (x.tmp / "m.json").symlink_to(x.tmp / "s.parquet")),
+               lambda x: x.lcflow("evaluate", "--model-dir", x.tmp / "model", "--samples", x.tmp / "s.parquet",
+                                  "--out", x.tmp / "m.json"),
+               "--out {tmp}/m.json is the input --samples {tmp}/s.parquet"),
+    guard_case("evaluate --out the model's metrics", _samples_and_model, lambda x: x.lcflow(
+        "evaluate", "--model-dir", x.tmp / "model", "--samples", x.tmp / "s.parquet", "--out",
+        x.tmp / "model" / "metrics.json"), "--out {tmp}/model/metrics.json lies inside the input directory --model-dir"),
+    guard_case("labels --out a hard link of the grid",
+               _with(lambda x: _own(x, "cube2018", "cube.tif"), lambda x: os.link(x.tmp / "cube.tif", x.tmp / "l.tif")),
+               lambda x: x.lcflow("labels", "--corine", x.demo / "corine" / "clc_demo_3035.tif", "--grid",
+                                  x.tmp / "cube.tif", "--out", x.tmp / "l.tif"),
+               "--out {tmp}/l.tif is the input --grid {tmp}/cube.tif"),
+    guard_case("search --out is the catalog", _own_catalog, lambda x: x.lcflow(
+        "search", "--tile", "31UFT", "--year", 2018, "--catalog", x.tmp / "catalog" / "catalog.json",
+        "--out", x.tmp / "catalog" / "catalog.json"), "--out {tmp}/catalog/catalog.json is the input --catalog"),
+    guard_case("search --out is an item of the catalog", _own_catalog, lambda x: x.lcflow(
+        "search", "--tile", "31UFT", "--year", 2018, "--catalog", x.tmp / "catalog" / "catalog.json", "--out",
+        sorted((x.tmp / "catalog").rglob("S2*_31UFT_2018*_L2A.json"))[0]),
+        "is the input catalogue file {tmp}/catalog/31UFT_2018/sentinel-2-l2a/S2A_31UFT_20180118_0_L2A/"),
+    guard_case("cube --out is the manifest", lambda x: _own(x, "items2018"), lambda x: x.lcflow(
+        "cube", "--items", x.tmp / "items.json", "--tile", "31UFT", "--year", 2018, "--out", x.tmp / "items.json",
+        "--valid", x.tmp / "v.tif"), "--out {tmp}/items.json is the input --items {tmp}/items.json"),
+    guard_case("cube --out and --valid one file", lambda x: _own(x, "items2018"), lambda x: x.lcflow(
+        "cube", "--items", x.tmp / "items.json", "--tile", "31UFT", "--year", 2018, "--out", x.tmp / "c.tif",
+        "--valid", x.tmp / "c.tif"), "--out and --valid name the same file {tmp}/c.tif"),
+    guard_case("cube --out is a scene of the manifest", _own_scene, lambda x: x.lcflow(
+        "cube", "--items", x.tmp / "items.json", "--tile", "31UFT", "--year", 2018, "--bands", "B04", "--out",
+        x.tmp / "red.tif", "--valid", x.tmp / "v.tif"), "--out {tmp}/red.tif is the input asset red of item"),
+    guard_case("predict --out is the cube", _with(lambda x: _own(x, "cube2018"), _trained_rf), lambda x: x.lcflow(
+        "predict", "--model-dir", x.tmp / "model", "--cube", x.tmp / "cube.tif", "--out", x.tmp / "cube.tif",
+        "--confidence", x.tmp / "c.tif"), "--out {tmp}/cube.tif is the input --cube {tmp}/cube.tif"),
+    guard_case("predict --timing is the model's model.json", _with(lambda x: _own(x, "cube2018"), _trained_rf),
+               lambda x: x.lcflow("predict", "--model-dir", x.tmp / "model", "--cube", x.tmp / "cube.tif", "--out",
+                                  x.tmp / "m.tif", "--confidence", x.tmp / "c.tif", "--timing",
+                                  x.tmp / "model" / "model.json"),
+               "--timing {tmp}/model/model.json lies inside the input directory --model-dir {tmp}/model"),
+    guard_case("predict --confidence is the model's weights", _with(lambda x: _own(x, "cube2018"), _trained_rf),
+               lambda x: x.lcflow("predict", "--model-dir", x.tmp / "model", "--cube", x.tmp / "cube.tif", "--out",
+                                  x.tmp / "m.tif", "--confidence", x.tmp / "model" / "model.skops"),
+               "--confidence {tmp}/model/model.skops lies inside the input directory --model-dir"),
+    guard_case("assess --out is the map", _with(lambda x: _own(x, "labels", "map.tif"), _trained_rf), lambda x: x.lcflow(
+        "assess", "--model-dir", x.tmp / "model", "--samples", x.stages["samples2018"], "--map", x.tmp / "map.tif",
+        "--out", x.tmp / "map.tif"), "--out {tmp}/map.tif is the input --map {tmp}/map.tif"),
+    guard_case("assess --figure is the samples table", _samples_and_model, lambda x: x.lcflow(
+        "assess", "--model-dir", x.tmp / "model", "--samples", x.tmp / "s.parquet", "--map", x.stages["labels"],
+        "--figure", x.tmp / "s.parquet", "--out", x.tmp / "a.json"),
+        "--figure {tmp}/s.parquet is the input --samples {tmp}/s.parquet"),
+    guard_case("stac-item --out is the map", _with(lambda x: _own(x, "labels", "map.tif"), lambda x: _own(x, "items2018"),
+                                                   _trained_rf), lambda x: x.lcflow(
+        "stac-item", "--map", x.tmp / "map.tif", "--confidence", x.tmp / "map.tif", "--year", 2018, "--model-dir",
+        x.tmp / "model", "--manifest", x.tmp / "items.json", "--tile", "31UFT", "--catalog", x.tmp / "catalog.json",
+        "--out", x.tmp / "map.tif"), "--out {tmp}/map.tif is the input --map {tmp}/map.tif"),
+    guard_case("stac-item --out is the manifest", _with(lambda x: _own(x, "labels", "map.tif"),
+                                                        lambda x: _own(x, "items2018"), _trained_rf), lambda x: x.lcflow(
+        "stac-item", "--map", x.tmp / "map.tif", "--confidence", x.tmp / "map.tif", "--year", 2018, "--model-dir",
+        x.tmp / "model", "--manifest", x.tmp / "items.json", "--tile", "31UFT", "--catalog", x.tmp / "catalog.json",
+        "--out", x.tmp / "items.json"), "--out {tmp}/items.json is the input --manifest {tmp}/items.json"),
+    guard_case("stac-catalog --out is an item", lambda x: (x.tmp / "item.json").write_text("{}"), lambda x: x.lcflow(
+        "stac-catalog", "--items", x.tmp / "item.json", "--out", x.tmp / "item.json"),
+        "--out {tmp}/item.json is the input --items {tmp}/item.json"),
+    guard_case("quicklook --out is the map", lambda x: _own(x, "labels", "map.tif"), lambda x: x.lcflow(
+        "quicklook", "--map", x.tmp / "map.tif", "--confidence", x.tmp / "map.tif", "--out", x.tmp / "map.tif"),
+        "--out {tmp}/map.tif is the input --map {tmp}/map.tif"),
+    guard_case("learning-curve --out is the history", lambda x: (x.tmp / "history.csv").write_text("round\n1\n"),
+               lambda x: x.lcflow("learning-curve", "--history", x.tmp / "history.csv", "--out", x.tmp / "history.csv"),
+               "--out {tmp}/history.csv is the input --history {tmp}/history.csv"),
+    guard_case("summarize --out is an assessment", lambda x: (x.tmp / "a.json").write_text("{}"), lambda x: x.lcflow(
+        "summarize", "--assessments", x.tmp / "a.json", "--out", x.tmp / "a.json"),
+        "--out {tmp}/a.json is the input --assessments {tmp}/a.json"),
+    guard_case("compare-models --figure inside a model", _trained_rf, lambda x: x.lcflow(
+        "compare-models", "--assessments", x.tmp / "a.json", "--models", x.tmp / "model", "--out", x.tmp / "c.tsv",
+        "--figure", x.tmp / "model" / "c.png"), "--figure {tmp}/model/c.png lies inside the input directory --models"),
+    guard_case("tune-summary --out is the study's journal", _study, lambda x: x.lcflow(
+        "tune-summary", "--study", x.tmp / "study", "--out", x.tmp / "study" / "journal.log"),
+        "--out {tmp}/study/journal.log is journal.log of the input --study {tmp}/study"),
+    guard_case("tune-summary --out where its trials table goes", _study, lambda x: x.lcflow(
+        "tune-summary", "--study", x.tmp / "study", "--out", x.tmp / "study" / "trials.csv"),
+        "--out and --out's trials.csv name the same file {tmp}/study/trials.csv"),
+    guard_case("tune --out is the study's journal", _study, lambda x: x.lcflow(
+        "tune", "--model", "rf", "--samples", x.stages["samples2018"], "--study", x.tmp / "study", "--trials", 1,
+        "--out", x.tmp / "study" / "journal.log"), "--out {tmp}/study/journal.log is journal.log of the input --study"),
+    guard_case("train --out is the samples table", lambda x: _own(x, "samples2018", "s.parquet"), lambda x: x.lcflow(
+        "train", "--model", "rf", "--samples", x.tmp / "s.parquet", "--out", x.tmp / "s.parquet"),
+        "--out {tmp}/s.parquet is a file, not a directory: name a directory to write into"),
+    guard_case("train with its samples inside --out", lambda x: (x.tmp / "m").mkdir() or _own(x, "samples2018", "m/s.parquet"),
+               lambda x: x.lcflow("train", "--model", "rf", "--samples", x.tmp / "m" / "s.parquet", "--out", x.tmp / "m"),
+               "the input --samples {tmp}/m/s.parquet lies inside the output directory --out {tmp}/m"),
+    guard_case("design-sample --out is a directory", lambda x: (x.tmp / "points").mkdir() or _own(x, "labels", "map.tif"),
+               lambda x: x.lcflow("design-sample", "--map", x.tmp / "map.tif", "--out", x.tmp / "points"),
+               "--out {tmp}/points is a directory, not a file: name the file to write"),
+    guard_case("sample --out is the labels", lambda x: _own(x, "labels"), lambda x: x.lcflow(
+        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.tmp / "labels.tif",
+        "--tile", "31UFT", "--year", 2018, "--out", x.tmp / "labels.tif"),
+        "--out {tmp}/labels.tif is the input --labels {tmp}/labels.tif"),
+    guard_case("blend --out is a member", _with(_trained_rf, lambda x: _trained_rf(x, "other")), lambda x: x.lcflow(
+        "blend", "--members", x.tmp / "model", x.tmp / "other", "--out", x.tmp / "model"),
+        "--out {tmp}/model is the input --members {tmp}/model"),
+    guard_case("blend-maps --out is a member's probabilities", lambda x: _own(x, "labels", "p.tif"), lambda x: x.lcflow(
+        "blend-maps", "--model-dir", x.tmp / "blend", "--member-probabilities", x.tmp / "p.tif", "--out", x.tmp / "p.tif",
+        "--confidence", x.tmp / "c.tif"), "--out {tmp}/p.tif is the input --member-probabilities {tmp}/p.tif"),
+    guard_case("consistent-maps --changes is a year's probabilities", lambda x: _own(x, "labels", "p.tif"),
+               lambda x: x.lcflow("consistent-maps", "--probabilities", x.tmp / "p.tif", x.tmp / "q.tif", "--years",
+                                  2018, 2019, "--out", x.tmp / "m18.tif", x.tmp / "m19.tif", "--confidence",
+                                  x.tmp / "c18.tif", x.tmp / "c19.tif", "--changes", x.tmp / "p.tif", "--summary",
+                                  x.tmp / "s.json"),
+               "--changes {tmp}/p.tif is the input --probabilities {tmp}/p.tif"),
+    guard_case("summarize-changes --out is a summary", lambda x: (x.tmp / "s.json").write_text("{}"), lambda x: x.lcflow(
+        "summarize-changes", "--summaries", x.tmp / "s.json", "--out", x.tmp / "s.json"),
+        "--out {tmp}/s.json is the input --summaries {tmp}/s.json"),
+    guard_case("change-figure --out is the summary", lambda x: (x.tmp / "s.json").write_text("{}"), lambda x: x.lcflow(
+        "change-figure", "--change", x.tmp / "ch.tif", "--summary", x.tmp / "s.json", "--out", x.tmp / "s.json"),
+        "--out {tmp}/s.json is the input --summary {tmp}/s.json"),
+    guard_case("label-reference --out is the points", lambda x: (x.tmp / "p.gpkg").write_text("x"), lambda x: x.lcflow(
+        "label-reference", "--points", x.tmp / "p.gpkg", "--truth", x.tmp / "t.tif", "--out", x.tmp / "p.gpkg"),
+        "--out {tmp}/p.gpkg is the input --points {tmp}/p.gpkg"),
+    guard_case("job-resources --out inside the benchmarks folder",
+               lambda x: (x.tmp / "bench").mkdir() or (x.tmp / "bench" / "a.tsv").write_text("s\n1\n"),
+               lambda x: x.lcflow("job-resources", "--benchmarks", x.tmp / "bench", "--out", x.tmp / "bench" / "r.tsv"),
+               "--out {tmp}/bench/r.tsv lies inside the input directory --benchmarks {tmp}/bench"),
+]
+
+CASES = CONFIG_CASES + COMMAND_CASES + GUARD_CASES
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    """Every file and directory under ``root``, files by their SHA-256."""
+    if not root.exists():
+        return {}
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(root.rglob("*"))}
+
+
+def _expected_lines() -> dict[str, str]:
+    return yaml.safe_load(MESSAGES.read_text())
+
+
+def _places(ctx: Ctx) -> dict[str, str]:
+    """What differs between runs in a message line, and its placeholder in the reviewed lines."""
+    return {"{tmp}": str(ctx.tmp), "{demo}": str(ctx.demo), "{results}": str(ctx.stages["root"]), "{root}": str(ROOT),
+            "{next_year}": str(THIS_YEAR + 1), "{this_year}": str(THIS_YEAR)}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_ends_in_one_line(case: Case, demo, stages, tmp_path, capsys):
+    ctx = Ctx(tmp_path, demo, stages, capsys)
+    if case.setup is not None:
+        case.setup(ctx)
+    guarded = ctx.tmp if case.guards == "tmp" else ctx.out
+    before = _snapshot(guarded)
+    code, lines = case.run(ctx)
+    assert code == case.code, lines
+    if case.code:
+        assert len(lines) == 1 and "Traceback" not in lines[0], lines
+        assert case.message.replace("{tmp}", str(tmp_path)) in lines[0], lines
+        record = os.environ.get("LCFLOW_RECORD_MESSAGES")  # a file to collect new cases' lines in, for review
+        if record:
+            line = lines[0]
+            for mark, value in _places(ctx).items():
+                line = line.replace(value, mark)
+            with open(record, "a") as fh:
+                fh.write(yaml.safe_dump({case.name: line}, width=10**6, allow_unicode=True))
+        else:
+            expected = _expected_lines()[case.name]
+            for mark, value in _places(ctx).items():
+                expected = expected.replace(mark, value)
+            assert lines[0] == expected, lines
+    if case.state == "absent":
+        leftovers = sorted(str(p.relative_to(ctx.out)) for p in ctx.out.rglob("*")) if ctx.out.exists() else []
+        assert leftovers == [], leftovers  # no output, no staging file, no empty directory
+    elif case.state == "unchanged":
+        assert before, "an unchanged case must have something to keep"
+        assert _snapshot(guarded) == before  # nothing added, removed or rewritten
+
+
+class ProcessCtx(Ctx):
+    """A case's context whose ``lcflow`` is the installed command in a process of its own."""
+
+    def lcflow(self, *args) -> tuple[int, list[str]]:
+        import subprocess
+        import sys
+
+        done = subprocess.run([str(Path(sys.executable).parent / "lcflow"), *map(str, args)], capture_output=True,
+                              text=True, timeout=300)
+        return done.returncode, done.stderr.strip().splitlines()
+
+
+@pytest.mark.parametrize("name", ["config: cube resolution of a tile's width", "train: infinite band value",
+                                  "cube: zero block", "train: a bad table leaves the earlier model as it was"])
+def test_a_refused_case_exits_2_as_a_process_with_its_line(name, demo, stages, tmp_path, capsys):
+    """The catalogue runs lcflow's entry point in-process; run as the installed command, a case ends the
+    process with exit code 2 and the same one line on stderr."""
+    case = next(c for c in CASES if c.name == name)
+    ctx = ProcessCtx(tmp_path, demo, stages, capsys)
+    if case.setup is not None:
+        case.setup(ctx)
+    before = _snapshot(ctx.out)
+    code, lines = case.run(ctx)
+    expected = _expected_lines()[name]
+    for mark, value in _places(ctx).items():
+        expected = expected.replace(mark, value)
+    assert code == 2 and lines == [expected], lines
+    if case.state == "unchanged" and case.guards == "out":
+        assert _snapshot(ctx.out) == before
+
+
+def test_the_catalogue_holds_every_case_once_with_a_telling_fragment_and_its_line():
+    names = [c.name for c in CASES]
+    assert len(names) == len(set(names)) and len(CASES) >= 80
+    short = [c.name for c in CASES if c.code and len(c.message) < 30]
+    assert not short, short
+    lines = _expected_lines()
+    assert sorted(lines) == sorted(c.name for c in CASES if c.code)  # one reviewed line a refused case, no stale one
+    for case in CASES:
+        if case.code:
+            line = lines[case.name].replace("{next_year}", str(THIS_YEAR + 1)).replace("{this_year}", str(THIS_YEAR))
+            assert case.message in line, case.name
+    assert {c.state for c in CASES} == {"absent", "unchanged", "ok"}
+    assert sum(c.state == "unchanged" and c.guards == "out" for c in CASES) >= 3
+
+
+# ------------------------------------------------------------------------------------ property-based
+
+
+def _paths(node, prefix=()):
+    """Every (path, value) of a config, leaves and inner nodes."""
+    yield prefix, node
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, prefix + (i,))
+
+
+CONFIG_PATHS = [p for p, _ in _paths(DEMO) if p]
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True),
+                 st.text(max_size=12), st.lists(st.integers(-5, 5), max_size=5),
+                 st.dictionaries(st.text(max_size=6), st.integers(), max_size=3))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=st.sampled_from(CONFIG_PATHS), value=JUNK, add_key=st.booleans())
+def test_any_config_mutation_is_accepted_or_refused_in_one_line(path, value, add_key, tmp_path_factory, capsys):
+    cfg = copy.deepcopy(DEMO)
+    node = cfg
+    for k in path[:-1]:
+        node = node[k]
+    if add_key and isinstance(node, dict):
+        node[f"{path[-1]}_x"] = value
+    else:
+        node[path[-1]] = value
+    d = tmp_path_factory.mktemp("cfg")
+    (d / "c.yaml").write_text(yaml.safe_dump(cfg))
+    capsys.readouterr()
+    code = main(["check-config", "--configfile", str(d / "c.yaml"), "--directory", str(d)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code in (0, 2), err
+    # the schema, read apart from lcflow: a config it refuses must be refused (lcflow adds checks of its own)
+    schema_errors = list(jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA.read_text())).iter_errors(cfg))
+    if schema_errors:
+        assert code == 2, (path, value, schema_errors[0].message)
+    if code:
+        assert len(err) == 1 and err[0].startswith("lcflow check-config: error: config: "), err
+    assert sorted(p.name for p in d.iterdir()) == ["c.yaml"]
+
+
+def _mutations(frame: pd.DataFrame):
+    bands = [c for c in frame.columns if "_t" in c]
+    return st.one_of(
+        st.tuples(st.just("cell"), st.sampled_from(bands), st.integers(0, len(frame) - 1),
+                  st.sampled_from([np.inf, -np.inf, "x", None])),
+        st.tuples(st.just("drop"), st.sampled_from(list(frame.columns)), st.just(0), st.just(None)),
+        st.tuples(st.just("rename"), st.sampled_from(bands), st.just(0), st.sampled_from(["B13_t00", "B04_t99", "b04_t00"])),
+        st.tuples(st.just("label"), st.just("label"), st.integers(0, len(frame) - 1),
+                  st.sampled_from([-1, 70000, 1.5, None, "forest"])),
+        st.tuples(st.just("split"), st.just("split"), st.integers(0, len(frame) - 1), st.sampled_from(["training", "", None])),
+        st.tuples(st.just("blank"), st.sampled_from(["train", "val", "test"]), st.just(0), st.just(None)),
+    )
+
+
+@pytest.fixture(scope="module")
+def small_table(stages) -> pd.DataFrame:
+    frame = pd.read_parquet(stages["samples2018"])
+    keep = frame.groupby("label").head(8).index
+    return frame.loc[keep, ["label", "split"] + [f"{b}_t{k:02d}" for k in range(12) for b in ("B04", "B08")]]
+
+
+def _must_refuse(kind: str, column: str, value) -> bool:
+    """Mutations that leave no valid table: lcflow has to refuse them (others may train)."""
+    if kind == "cell":
+        return isinstance(value, str) or (isinstance(value, float) and np.isinf(value))
+    if kind == "label":
+        return value is not None
+    if kind == "split":
+        return value is not None
+    if kind == "drop":
+        return column != "split"
+    return kind == "rename" or (kind == "blank" and column == "train")
+
+
+def _storable(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The mutated column as parquet can hold it: text where any value is text, else numbers."""
+    values = frame[column]
+    if any(isinstance(v, str) for v in values):
+        return frame.assign(**{column: values.map(lambda v: None if v is None else str(v)).astype("string")})
+    return frame.assign(**{column: pd.to_numeric(values)})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_table_mutation_trains_or_is_refused_in_one_line(data, small_table, tmp_path_factory, capsys):
+    """Whatever the mutation, the table is written and handed to lcflow train: a table that cannot be valid
+    is refused in one line naming it, leaving no model; one that is accepted trains a complete model."""
+    kind, column, row, value = data.draw(_mutations(small_table))
+    frame = small_table.copy().reset_index(drop=True)
+    if kind in ("cell", "label", "split"):
+        frame[column] = frame[column].astype(object)
+        frame.loc[row, column] = value
+        frame = _storable(frame, column)
+    elif kind == "drop":
+        frame = frame.drop(columns=[column])
+    elif kind == "rename":
+        frame = frame.rename(columns={column: value})
+    else:  # blank: a whole split without any observation
+        bands = [c for c in frame.columns if "_t" in c]
+        frame.loc[frame["split"] == column, bands] = np.nan
+    d = tmp_path_factory.mktemp("table")
+    frame.to_parquet(d / "t.parquet")
+    capsys.readouterr()
+    code = main(["train", "--model", "rf", "--samples", str(d / "t.parquet"), "--out", str(d / "m"),
+                 "--set", "n_estimators=5", "--set", "n_jobs=1"])
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if line]
+    assert code in (0, 2), err
+    if _must_refuse(kind, column, value):
+        assert code == 2, (kind, column, value)
+    if code:
+        assert len(err) == 1 and "Traceback" not in err[0] and err[0].startswith("lcflow train: error: "), err
+        assert str(d / "t.parquet") in err[0], err
+        assert not (d / "m").exists()
+    else:
+        assert {"model.json", "model.skops", "metrics.json", "history.csv"} <= {p.name for p in (d / "m").iterdir()}
+        assert json.loads((d / "m" / "metrics.json").read_text())["n_train"] > 0
+
+
+# ------------------------------------------------------------------- interruptions and partial writes
+
+
+def test_a_crash_while_writing_weights_leaves_no_half_model(stages, tmp_path, monkeypatch):
+    from lcflow.train import training
+    from lcflow.train.models import rf
+
+    out = tmp_path / "rf"
+    training.train("rf", [str(stages["samples2018"])], out, {"n_estimators": 5})
+
+    def crash(self, path):
+        Path(path).write_bytes(b"")  # what a kill in the middle of writing leaves
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rf.Model, "save_weights", crash)
+    with pytest.raises(KeyboardInterrupt):
+        training.train("rf", [str(stages["samples2018"])], out, {"n_estimators": 6})
+    names = sorted(p.name for p in out.iterdir())
+    assert not [n for n in names if n.startswith(".")], names  # no temporary file left
+    assert (out / "model.skops").stat().st_size > 0  # the old weights, whole
+    assert "model.json" not in names  # never the old description beside the new history and metrics
+    with pytest.raises(LcflowError, match="is not a trained model directory"):
+        from lcflow.train.model_dir import TrainedModel
+
+        TrainedModel.load(out)
+
+
+def test_a_killed_writer_leaves_staging_files_that_the_next_run_removes(stages, tmp_path):
+    from lcflow.common.atomic import staging_prefix
+    from lcflow.retrieve import cube
+
+    stale_dir = tmp_path / f"{staging_prefix(tmp_path / 'cube.tif')}4242-k1ll3d00"
+    stale_file = tmp_path / f"{staging_prefix(tmp_path / 'valid.tif')}4242-x7x7x7x7.tif"
+    ranks = tmp_path / f"{staging_prefix(tmp_path / 'cube.tif')}ranks"
+    users = [tmp_path / ".cube.tif.swp", tmp_path / ".valid.tif.k1ll3d"]  # a user's own files beside the outputs
+    for d in (stale_dir, ranks):
+        d.mkdir()
+        (d / "stage.tif").write_bytes(b"\0" * 1000)
+    stale_file.write_bytes(b"\0")
+    for f in users:
+        f.write_text("mine")
+    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "cube.tif", tmp_path / "valid.tif", bands=["B04"],
+             bounds=SMALL)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["cube.tif", "valid.tif", *(f.name for f in users)])
+    assert all(f.read_text() == "mine" for f in users)
+
+
+def test_a_set_of_outputs_is_published_whole_or_not_at_all(tmp_path, monkeypatch):
+    from lcflow.common import atomic
+
+    old_map, old_conf = tmp_path / "map.tif", tmp_path / "conf.tif"
+    old_map.write_text("old map")
+    old_conf.write_text("old confidence")
+    new_conf, new_map = tmp_path / ".n1", tmp_path / ".n2"
+    new_conf.write_text("new confidence")
+    new_map.write_text("new map")
+    real = os.replace
+
+    def fail_on_map(src, dst):
+        if Path(dst) == old_map:
+            raise OSError("disk full")
+        real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", fail_on_map)
+    with pytest.raises(OSError):
+        atomic.publish_together([(new_conf, old_conf), (new_map, old_map)])
+    assert not old_conf.exists() and not old_map.exists()  # no confidence map without its map
+    monkeypatch.setattr(atomic.os, "replace", real)
+    new_conf.write_text("new confidence")
+    atomic.publish_together([(new_conf, old_conf), (new_map, old_map)])
+    assert old_map.read_text() == "new map" and old_conf.read_text() == "new confidence"
+
+
+@pytest.mark.parametrize("mask,mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_outputs_follow_the_umask(mask, mode, stages, tmp_path):
+    from lcflow.assess import accuracy as assess
+    from lcflow.common import atomic, raster
+
+    previous = os.umask(mask)
+    try:
+        atomic.write_text(tmp_path / "a.json", "{}")
+        samples.write(pd.read_parquet(stages["samples2018"]).head(10), tmp_path / "s.parquet", {})
+        raster.write_cog(tmp_path / "r.tif", np.zeros((8, 8), np.uint8),
+                         raster.Grid.from_bounds(32631, (0, 0, 80, 80), 10))
+        score = {"confusion_matrix": {"labels": [1, 2], "matrix": [[3, 1], [0, 4]]}, "overall_accuracy": 0.875,
+                 "kappa": 0.75}
+        assess.confusion_figure(score, tmp_path / "f.png", "t")
+    finally:
+        os.umask(previous)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == {"a.json": mode, "s.parquet": mode, "r.tif": mode, "f.png": mode}
+
+
+def test_a_cancelled_cube_job_leaves_nothing(stages, tmp_path):
+    """SIGTERM (scancel, Snakemake cancelling) unwinds: no cube, no staging directory."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from lcflow.common.atomic import staging_prefix
+
+    lcflow = Path(sys.executable).parent / "lcflow"
+    proc = subprocess.Popen([str(lcflow), "cube", "--items", str(stages["items2018"]), "--tile", "31UFT", "--year",
+                             "2018", "--bounds", ",".join(map(str, SMALL_AOI["31UFT"])), "--block", "16",
+                             "--out", str(tmp_path / "cube.tif"), "--valid", str(tmp_path / "valid.tif")],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    staging = f"{staging_prefix(tmp_path / 'cube.tif')}*/stage.tif"
+    while time.time() < deadline and not list(tmp_path.glob(staging)):
+        time.sleep(0.05)
+    assert list(tmp_path.glob(staging)), "the cube never started"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert list(tmp_path.iterdir()) == []
+
+
+# -------------------------------------------------------------- data floors that warn, and what passes
+
+
+def test_a_model_that_does_not_beat_the_majority_says_so(tmp_path, caplog):
+    from lcflow.train import training
+
+    rng = np.random.default_rng(3)
+    n = 400
+    frame = pd.DataFrame({"label": np.where(rng.random(n) < 0.8, 1, 2),
+                          "split": np.where(np.arange(n) % 4 == 0, "val", "train")})
+    for k in range(4):
+        frame[f"B04_t{k:02d}"] = rng.normal(size=n)  # noise: nothing to learn
+    samples.write(frame, tmp_path / "noise.parquet", {})
+    with caplog.at_level("WARNING", logger="lcflow"):
+        metrics = training.train("rf", [str(tmp_path / "noise.parquet")], tmp_path / "rf", {"n_estimators": 20})
+    val = metrics["val"]
+    assert not val["beats_majority"] and val["overall_accuracy"] <= val["majority_rate"]
+    assert val["majority_rate"] == pytest.approx((frame.loc[frame["split"] == "val", "label"] == 1).mean())
+    assert any("rf does not beat the majority class on val" in r.getMessage() for r in caplog.records)
+    assert json.loads((tmp_path / "rf" / "metrics.json").read_text())["val"]["beats_majority"] is False
+
+
+def test_rows_without_any_observation_are_left_out_with_a_warning(stages, tmp_path, caplog):
+    from lcflow.train import training
+
+    frame = pd.read_parquet(stages["samples2018"])
+    bands = [c for c in frame.columns if "_t" in c]
+    empty = frame.index[frame["split"] == "train"][:7]
+    frame.loc[empty, bands] = np.nan
+    frame.to_parquet(tmp_path / "t.parquet")
+    with caplog.at_level("WARNING", logger="lcflow"):
+        metrics = training.train("rf", [str(tmp_path / "t.parquet")], tmp_path / "rf", {"n_estimators": 10})
+    assert metrics["n_train"] == int((frame["split"] == "train").sum()) - 7
+    assert any("7 of" in r.getMessage() and "train rows have no observation at all" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_rows_a_score_counts_as_wrong_are_said_with_their_number(stages, tmp_path, caplog):
+    """Test rows without observation and rows of classes the model does not know count as wrong in a score:
+    the log says how many, by class, for evaluate and for training's closing test score."""
+    from lcflow.train import saved_models, training
+
+    frame = pd.read_parquet(stages["samples2018"])
+    bands = [c for c in frame.columns if "_t" in c]
+    test = frame.index[frame["split"] == "test"]
+    frame.loc[test[:4], bands] = np.nan
+    frame.loc[test[4:7], "label"] = 99
+    frame.to_parquet(tmp_path / "t.parquet")
+    with caplog.at_level("WARNING", logger="lcflow"):
+        metrics = training.train("rf", [str(tmp_path / "t.parquet")], tmp_path / "rf", {"n_estimators": 10})
+        result = saved_models.evaluate(tmp_path / "rf", [str(tmp_path / "t.parquet")], tmp_path / "m.json")
+    said = [r.getMessage() for r in caplog.records]
+    source = f"the test rows of {tmp_path}/t.parquet"
+    for score in (metrics["test"], result):
+        assert score["n_without_observation"] == 4 and score["n_unknown_class"] == 3
+    assert said.count(f"{source}: 4 of {len(test)} rows have no observation at all, and count as wrong") == 2, said
+    assert said.count(f"{source}: 3 of {len(test)} rows are of classes the model does not know (99 (3 rows)), and "
+                      "count as wrong") == 2, said
+
+
+def test_corine_leaving_part_of_a_tile_unlabelled_is_said_before_any_job(demo, stages, tmp_path, caplog):
+    """Labels from a CORINE raster that covers half a tile: the labels job and check-config warn with the
+    share, and refuse it above labels.unlabelled_max."""
+    from lcflow import config
+    from lcflow.labels import alignment, nomenclature
+
+    ctx = Ctx(tmp_path, demo, stages, None)
+    half = _corine_half(ctx)
+    with caplog.at_level("WARNING", logger="lcflow"):
+        alignment.run(half, stages["cube2018"], tmp_path / "labels.tif", nomenclature.clc_level(2))
+    assert any(f"CORINE raster {half} gives no class to 56.0 % of the tile area" in r.getMessage() and
+               "above labels.unlabelled_warn (25 %)" in r.getMessage() for r in caplog.records)
+    cfg = copy.deepcopy(DEMO)
+    cfg.pop("demo")
+    cfg["tiles"], cfg["aoi"] = ["31UFT"], {"31UFT": SMALL_AOI["31UFT"]}
+    cfg["stac"] = {"catalog": str(demo / "catalog" / "catalog.json")}
+    cfg["labels"]["corine"] = half
+    cfg.pop("assess", None)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="lcflow"):
+        config.check(cfg, SCHEMA, base=tmp_path)
+    assert any("gives no class to 5" in r.getMessage() and "% of the area of tile 31UFT" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    cfg["labels"]["unlabelled_max"] = 0.4
+    with pytest.raises(LcflowError, match=r"config: labels.corine: CORINE raster .* gives no class to 5\d.\d % of the "
+                                          r"area of tile 31UFT .*above labels.unlabelled_max \(40 %\)"):
+        config.check(cfg, SCHEMA, base=tmp_path)
+
+
+def test_a_number_yaml_reads_as_text_is_still_a_number():
+    from lcflow.train import hyperparameters as params
+
+    assert params.check("lstm", {"learning_rate": "1e-3"})["learning_rate"] == 0.001
+    assert params.check("rf", {"max_features": 1})["max_features"] == 1  # one feature
+    assert params.check("rf", {"max_features": 1.0})["max_features"] == 1.0  # all features
+    assert params.check("rf", {"max_depth": None, "n_estimators": 300.0})["n_estimators"] == 300
+    with pytest.raises(LcflowError, match=r"expected an integer in \[1, 10000\]"):
+        params.check("rf", {"n_estimators": True})  # YAML's yes is not a count

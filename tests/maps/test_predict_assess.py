@@ -1,0 +1,242 @@
+import json
+import threading
+
+import numpy as np
+import pytest
+import rasterio
+
+from lcflow.assess import accuracy as assess
+from lcflow.common.raster import Grid
+from lcflow.errors import LcflowError
+from lcflow.labels import nomenclature
+from lcflow.maps import predict
+from lcflow.train import training
+
+
+@pytest.fixture(scope="module")
+def rf_model(stages, tmp_path_factory):
+    out = tmp_path_factory.mktemp("models") / "rf"
+    training.train("rf", [str(stages["samples2018"]), str(stages["samples2019"])], out, {"n_estimators": 60})
+    return out
+
+
+def test_map_is_a_georeferenced_cog_with_classes_and_colours(stages, rf_model, tmp_path):
+    predict.run(rf_model, stages["cube2018"], tmp_path / "map.tif", tmp_path / "conf.tif", block=48)
+    with rasterio.open(tmp_path / "map.tif") as m, rasterio.open(tmp_path / "conf.tif") as c:
+        assert Grid.of(tmp_path / "map.tif") == Grid.of(stages["cube2018"])
+        assert m.tags(ns="IMAGE_STRUCTURE")["LAYOUT"] == "COG" and m.dtypes[0] == "uint8" and m.nodata == 255
+        values = set(np.unique(m.read(1)).tolist()) - {255}
+        assert values <= set(nomenclature.clc_level(2).codes) and len(values) >= 4
+        cmap = m.colormap(1)
+        for v in values:
+            assert cmap[v][:3] == nomenclature.clc_level(2).colors[v]
+        names = json.loads(m.tags()["class_names"])
+        assert names["31"] == "Forests"
+        conf = c.read(1)
+        assert c.dtypes[0] == "uint8" and conf[conf != 255].max() <= 100 and conf[conf != 255].min() > 0
+
+
+def test_a_map_s_classes_are_named_where_gdal_and_qgis_look(stages, rf_model, tmp_path):
+    """Beside the map, GDAL's auxiliary file gives the band its category names (gdalinfo lists them) and a
+    QGIS style of the same name gives each class its name and the map's colour."""
+    import shutil
+    import subprocess
+    import xml.etree.ElementTree as ET
+
+    from ..conftest import missing
+
+    predict.run(rf_model, stages["cube2018"], tmp_path / "map.tif", tmp_path / "conf.tif", block=64)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conf.tif", "map.qml", "map.tif", "map.tif.aux.xml"]
+    with rasterio.open(tmp_path / "map.tif") as m:
+        cmap, names = m.colormap(1), {int(k): v for k, v in json.loads(m.tags()["class_names"]).items()}
+    palette = ET.parse(tmp_path / "map.qml").getroot().findall(".//paletteEntry")
+    assert {int(e.get("value")): e.get("label") for e in palette} == {c: f"{c} {n}" for c, n in names.items()}
+    for e in palette:
+        assert e.get("color") == "#{:02x}{:02x}{:02x}".format(*cmap[int(e.get("value"))][:3])
+    if shutil.which("gdalinfo") is None:
+        missing("gdal", "gdal-bin is not installed (its gdalinfo reads the categories as a user would)")
+    info = subprocess.run(["gdalinfo", str(tmp_path / "map.tif")], capture_output=True, text=True, timeout=60).stdout
+    categories = info.split("Categories:", 1)[1]
+    for code, name in names.items():
+        assert f"{code}: {name}" in categories, info[-2000:]
+    assert "31: Forests" in categories
+
+
+def test_windowed_prediction_equals_one_window(stages, rf_model, tmp_path):
+    predict.run(rf_model, stages["cube2018"], tmp_path / "a.tif", tmp_path / "ac.tif", block=32)
+    predict.run(rf_model, stages["cube2018"], tmp_path / "b.tif", tmp_path / "bc.tif", block=1024)
+    with rasterio.open(tmp_path / "a.tif") as a, rasterio.open(tmp_path / "b.tif") as b:
+        assert np.array_equal(a.read(), b.read())
+
+
+def test_assess_against_truth_and_samples(stages, rf_model, demo, tmp_path):
+    predict.run(rf_model, stages["cube2018"], tmp_path / "map.tif", tmp_path / "conf.tif")
+    r = assess.run(rf_model, stages["samples2018"], tmp_path / "map.tif", tmp_path / "a.json",
+                   truth=demo / "truth" / "31UFT_2018.tif", nomenclature=nomenclature.clc_level(2),
+                   figure=tmp_path / "a.png")
+    assert r["truth"]["overall_accuracy"] > 0.6  # small area, few samples: the demo-size bar is in test_workflow
+    assert r["test_samples"]["n_samples"] > 0
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+    # the truth itself scores perfectly: the comparison is pixel-exact
+    perfect = assess.against_truth(demo / "truth" / "31UFT_2018.tif", demo / "truth" / "31UFT_2018.tif", nomenclature.clc_level(3))
+    assert perfect["overall_accuracy"] == 1.0 and perfect["kappa"] == 1.0
+    text = assess.summarize([tmp_path / "a.json"], tmp_path / "acc.tsv")
+    assert text.splitlines()[1].startswith("a\trf\t") and (tmp_path / "acc.tsv").read_text() == text
+
+
+def test_predict_refuses_a_cube_that_does_not_fit(stages, rf_model, tmp_path):
+    from lcflow.retrieve import cube
+
+    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=["B04", "B08"],
+             bounds=[640000, 5760000, 640640, 5760640], steps=6)
+    with pytest.raises(LcflowError, match="does not fit model"):
+        predict.run(rf_model, tmp_path / "c.tif", tmp_path / "m.tif", tmp_path / "mc.tif")
+    assert not (tmp_path / "m.tif").exists() and not (tmp_path / "mc.tif").exists()
+
+
+def test_probabilities_are_the_map_s_evidence_and_a_nodata_hole_stays_nodata(stages, rf_model, tmp_path):
+    """Class probabilities beside the map: one band a class, argmax = the map; a hole in the cube (no
+    observation at any date) is nodata in all three outputs, and nothing around it is."""
+    from lcflow.retrieve.composite import NODATA
+
+    holed = tmp_path / "holed.tif"
+    with rasterio.open(stages["cube2018"]) as src:
+        profile, data, tags = src.profile, src.read(), src.tags()
+    data[:, 30:50, 60:90] = NODATA
+    with rasterio.open(holed, "w", **profile) as dst:
+        dst.write(data)
+        dst.update_tags(**tags)
+    predict.run(rf_model, holed, tmp_path / "m.tif", tmp_path / "c.tif", block=32, out_probabilities=tmp_path / "p.tif")
+    predict.run(rf_model, stages["cube2018"], tmp_path / "whole.tif", tmp_path / "wc.tif", block=32)
+    with rasterio.open(tmp_path / "whole.tif") as w:
+        unholed = w.read(1)
+    with rasterio.open(tmp_path / "m.tif") as m, rasterio.open(tmp_path / "c.tif") as c, \
+            rasterio.open(tmp_path / "p.tif") as p:
+        classes = json.loads(p.tags()["class_codes"])
+        codes, conf, proba = m.read(1), c.read(1), p.read()
+        assert p.count == len(classes) and p.scales[0] == pytest.approx(1 / predict.PROBABILITY_SCALE)
+    hole = np.zeros(codes.shape, bool)
+    hole[30:50, 60:90] = True
+    assert (codes[hole] == 255).all() and (conf[hole] == 255).all() and (proba[:, hole] == 255).all()
+    assert np.array_equal(codes[~hole], unholed[~hole])  # pixel models: the hole changes nothing around it
+    mapped = codes != 255
+    assert mapped.mean() > 0.9 and (proba[:, mapped] != 255).all() and (proba[:, ~mapped] == 255).all()
+    share = proba[:, mapped].astype(float) / predict.PROBABILITY_SCALE
+    assert np.allclose(share.sum(axis=0), 1, atol=len(classes) / predict.PROBABILITY_SCALE)
+    assert (np.asarray(classes)[share.argmax(axis=0)] != codes[mapped]).mean() < 0.002  # ties after rounding
+
+
+def test_a_killed_prediction_leaves_no_finished_looking_file(stages, rf_model, tmp_path):
+    """SIGKILL in the middle of the windows: no map, confidence or probabilities under their names;
+    the rerun clears what the killed job left and publishes all three."""
+    import os
+    import subprocess
+    import sys
+
+    out = {k: tmp_path / f"{k}.tif" for k in ("map", "conf", "proba")}
+    code = (
+        "import os, signal, sys\n"
+        "from lcflow.maps import predict\nfrom lcflow.train import model_dir as trained\n"
+        "calls = []\n"
+        "real = trained.TrainedModel.input_probabilities\n"
+        "def dying(self, x):\n"
+        "    calls.append(1)\n"
+        "    if len(calls) == 3:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return real(self, x)\n"
+        "trained.TrainedModel.input_probabilities = dying\n"
+        "predict.run(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], block=32, out_probabilities=sys.argv[5])\n"
+    )
+    args = [str(rf_model), str(stages["cube2018"]), str(out["map"]), str(out["conf"]), str(out["proba"])]
+    killed = subprocess.run([sys.executable, "-c", code, *args], env={**os.environ}, timeout=300)
+    assert killed.returncode == -9
+    assert not any(p.exists() for p in out.values())
+    assert any(p.name.startswith(".") for p in tmp_path.iterdir())  # the killed job's staging files
+    predict.run(*args[:4], block=32, out_probabilities=args[4])
+    assert all(p.exists() for p in out.values())
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_ranks_share_the_windows_in_runs_that_differ_by_one_at_most():
+    from lcflow.maps.predict import share
+
+    for n in range(0, 40):
+        for size in range(1, 9):
+            runs = [share(n, rank, size) for rank in range(size)]
+            assert [i for r in runs for i in r] == list(range(n)), (n, size)  # every window once, in order
+            assert max(map(len, runs)) - min(map(len, runs)) <= 1, (n, size)
+
+
+def test_several_preparing_threads_map_as_one_does(stages, rf_model, tmp_path, monkeypatch):
+    """Windows read and prepared four at a time (as on a GPU) in threads of their own, each with its own
+    dataset: the same files, to the byte, as one thread ahead of the model."""
+    files = {n: [tmp_path / f"{n}_{k}.tif" for k in ("map", "conf", "proba")] for n in (1, 4)}
+    predict.run(rf_model, stages["cube2018"], *files[1][:2], block=32, out_probabilities=files[1][2])
+    monkeypatch.setattr(predict, "preparing_threads", lambda *a, **k: 4)
+    seen = set()
+    real = predict.TrainedModel.window_inputs
+
+    def counting(self, x, latlon=None):
+        seen.add(threading.current_thread().name)
+        return real(self, x, latlon)
+
+    monkeypatch.setattr(predict.TrainedModel, "window_inputs", counting)
+    predict.run(rf_model, stages["cube2018"], *files[4][:2], block=32, out_probabilities=files[4][2])
+    assert len(seen) > 1 and threading.current_thread().name not in seen
+    for one, four in zip(files[1], files[4]):
+        assert one.read_bytes() == four.read_bytes(), one.name
+
+
+def test_a_window_that_cannot_be_prepared_is_named(stages, rf_model, tmp_path, monkeypatch):
+    real = predict.TrainedModel.window_inputs
+    calls = []
+
+    def failing(self, x, latlon=None):
+        calls.append(1)
+        if len(calls) == 3:
+            raise ValueError("corrupt block")
+        return real(self, x, latlon)
+
+    monkeypatch.setattr(predict.TrainedModel, "window_inputs", failing)
+    with pytest.raises(RuntimeError, match=r"cube.tif: one process, window 2 \(rows 0\.\.31, cols 64\.\.95\) failed: "
+                                           r"ValueError: corrupt block"):
+        predict.run(rf_model, stages["cube2018"], tmp_path / "m.tif", tmp_path / "c.tif", block=32)
+    assert not (tmp_path / "m.tif").exists()
+
+
+def test_threads_that_prepare_windows_follow_the_device_cores_and_memory():
+    assert predict.preparing_threads(False, 512 * 512, 12, 10, cpus=48) == 1  # the CPU model takes the cores
+    assert predict.preparing_threads(True, 256 * 256, 12, 10, cpus=12) == 8
+    assert predict.preparing_threads(True, 256 * 256, 12, 10, cpus=3) == 3
+    # a 4096 px window of 12 x 10 values: 11 GB prepared, so one at a time
+    assert predict.preparing_threads(True, 4096 * 4096, 12, 10, cpus=12) == 1
+    assert predict.preparing_threads(True, 1024 * 1024, 12, 10, cpus=12) == 2  # 0.8 GB each
+
+
+def test_a_cube_block_becomes_features_in_the_models_band_order_with_gaps_as_nan():
+    """A cube block holds its bands step after step (step t, band b at t * bands + b); the model takes its
+    own bands, in its own order, for each pixel in row-major order (as the map is written), with the
+    cube's nodata as NaN. Checked against the layout spelt out value by value."""
+    from lcflow.retrieve.composite import NODATA
+
+    cube_bands, steps, rows, cols = ["B02", "B03", "B04", "B08"], 3, 2, 5
+    block = np.zeros((steps * len(cube_bands), rows, cols), dtype=np.int16)
+    for t in range(steps):
+        for b in range(len(cube_bands)):
+            for r in range(rows):
+                for c in range(cols):
+                    block[t * len(cube_bands) + b, r, c] = 1000 * t + 100 * b + 10 * r + c
+    block[1 * len(cube_bands) + 2, 1, 3] = NODATA  # B04 at step 1, pixel (1, 3)
+    bands = ["B08", "B04"]
+    x = predict.cube_features(block, steps, bands, cube_bands)
+    assert x.shape == (rows * cols, steps, len(bands))
+    for r in range(rows):
+        for c in range(cols):
+            for t in range(steps):
+                for k, band in enumerate(bands):
+                    got = x[r * cols + c, t, k]
+                    if (t, band, r, c) == (1, "B04", 1, 3):
+                        assert np.isnan(got)
+                    else:
+                        assert got == 1000 * t + 100 * cube_bands.index(band) + 10 * r + c
+    assert np.isnan(x).sum() == 1

@@ -1,0 +1,176 @@
+"""The package's shape: stage sub-packages that import only downwards (common < retrieve < labels < train <
+tune < maps < assess < synth < the commands' assembly), no import circle, modules a reader can hold in mind."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[2] / "workflow" / "lcflow"
+
+#: lowest first; a module may import its own layer and the layers below it, never one above
+LAYERS = [
+    {"lcflow", "lcflow.errors", "lcflow.defaults"},
+    {"lcflow.common"},
+    {"lcflow.retrieve"},
+    {"lcflow.labels"},
+    {"lcflow.train"},
+    {"lcflow.tune"},
+    {"lcflow.maps"},
+    {"lcflow.assess"},
+    {"lcflow.synth"},
+    {"lcflow.job_resources", "lcflow.config"},
+    {"lcflow.cli"},
+]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def imports(name: str) -> set[str]:
+    """Every lcflow module ``name`` imports, at the top or inside a function."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        else:
+            continue
+        found |= {t for t in targets if t in MODULES and t != name}
+    return found
+
+
+GRAPH = {name: imports(name) for name in MODULES}
+
+
+def layer(name: str) -> int:
+    for i, members in enumerate(LAYERS):
+        if any(name == m or (m != "lcflow" and name.startswith(m + ".")) for m in members):
+            return i
+    raise AssertionError(f"{name} is in no layer of {__file__}")
+
+
+def test_every_module_is_in_a_layer_and_imports_only_downwards():
+    upward = [f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets if layer(b) > layer(a)]
+    assert not upward, f"imports upward: {upward}"
+
+
+def test_no_import_circle():
+    """Tarjan's strongly connected components of the import graph: each a single module."""
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in GRAPH:
+        if v not in index:
+            visit(v)
+    assert not circles, f"import circles: {circles}"
+
+
+def test_the_circle_check_finds_a_circle(monkeypatch):
+    """The check itself: raster imports atomic; atomic importing raster too makes a circle, and it is found."""
+    assert "lcflow.common.atomic" in GRAPH["lcflow.common.raster"]
+    monkeypatch.setitem(GRAPH, "lcflow.common.atomic", GRAPH["lcflow.common.atomic"] | {"lcflow.common.raster"})
+    with pytest.raises(AssertionError, match="import circles"):
+        test_no_import_circle()
+
+
+def test_few_modules_at_the_top_and_none_too_long():
+    top = sorted(p.name for p in PKG.glob("*.py"))
+    assert len(top) <= 10, top
+    long = {name: n for name, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 450}
+    assert not long, f"modules over 450 lines: {long}"
+
+
+def test_no_function_is_over_80_lines():
+    """A function a reader holds in mind: none of the package's is over 80 lines, nested ones included."""
+    long = {}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                long[f"{name}.{node.name}"] = node.end_lineno - node.lineno + 1
+    assert not long, f"functions over 80 lines: {long}"
+
+
+def test_each_stage_owns_its_commands():
+    """cli.py assembles the stages' commands; it defines none itself."""
+    tree = ast.parse(MODULES["lcflow.cli"].read_text())
+    handlers = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("cmd_")]
+    assert not handlers
+    for stage in ("retrieve", "labels", "train", "tune", "maps", "assess", "synth"):
+        assert f"lcflow.{stage}.commands" in MODULES
+
+
+MAP_JOBS = ["lcflow.cli", "lcflow.maps.commands", "lcflow.maps.predict", "lcflow.maps.blend_maps",
+            "lcflow.maps.consistent", "lcflow.assess.comparison"]
+
+
+def test_map_jobs_import_neither_scikit_learn_nor_torch_until_a_model_needs_them():
+    """Every tile-year's map, consistency and comparison is a job of its own (a Slurm job on a cluster):
+    importing scikit-learn costs about 2 CPU-s and torch as much, which such a job paid even for a model
+    that needs neither, and pandas 0.4 CPU-s, which a map never needs (samples tables are read where a
+    model is trained or scored). They are imported where a model is loaded or a score computed. (One
+    process imports the modules in turn and names the first that brings one in.)"""
+    import subprocess
+    import sys
+
+    code = ("import importlib, sys\n"
+            f"for name in {MAP_JOBS!r}:\n"
+            "    importlib.import_module(name)\n"
+            "    heavy = sorted(m for m in ('sklearn', 'torch', 'skops', 'pandas') if m in sys.modules)\n"
+            "    if heavy:\n"
+            "        sys.exit(f'importing {name} imports {heavy}')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_the_code_is_clean_under_ruff():
+    """ruff, as pyproject.toml configures it (pycodestyle, pyflakes, isort, bugbear), finds nothing."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([str(Path(sys.executable).parent / "ruff"), "check", "workflow", "tests", "benchmarks"],
+                          cwd=PKG.parents[1], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_the_tests_mirror_the_package():
+    """A stage's tests are found by its name: each sub-package of lcflow has a folder of tests, and no test
+    file lies loose at the top of tests/."""
+    tests = PKG.parents[1] / "tests"
+    stages = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    folders = {p.name for p in tests.iterdir() if (p / "__init__.py").exists() and any(p.glob("test_*.py"))}
+    assert {"retrieve", "labels", "train"} <= stages  # the package was read
+    assert stages <= folders, f"sub-packages without a tests/ folder: {sorted(stages - folders)}"
+    assert not sorted(p.name for p in tests.glob("test_*.py"))

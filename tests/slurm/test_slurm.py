@@ -1,0 +1,389 @@
+"""The Slurm profile on a real Slurm started for the tests (tests/slurm/cluster.sh): munge, slurmctld
+and two virtual nodes on this host. Site values are overridden through LCFLOW_SLURM_* variables, the
+profile file itself is used as shipped."""
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+import yaml
+
+from ..conftest import HOSTILE_RESOURCES, ROOT, job_counts, missing, snakemake
+
+#: the models of the demo DAG under Slurm: the demo's forest and one of its deep models, the one it tunes
+#: (every deep model goes through the same rules; each adds a training job and four maps' jobs). Both train
+#: with the parameters the local run's studies found, so their maps are the local run's, and no study runs
+#: in that DAG: the study rule under Slurm, two multi-rank worker jobs of one study, is
+#: test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs
+MODELS = ["rf", "lstm"]
+DEEP = [m for m in MODELS if m != "rf"]
+#: what the demo DAG under Slurm makes: the products that say how each model did, and so every job from the
+#: data to the maps and their assessment. Not the report's pictures, STAC items and change figures: 29 one-
+#: thread jobs of rules the local run makes and checks, each a Slurm job with a Snakemake of its own (about
+#: 4 CPU-s apiece on CI's two cores, where the suite is CPU-bound), with no resources of their own to test
+TARGETS = ["results/accuracy.tsv", "results/model_comparison.tsv"]
+
+pytestmark = pytest.mark.integration
+CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
+#: CPUs of each of the two virtual nodes: a training job's two ranks fill one, so Slurm queues jobs as a
+#: real cluster does rather than starting the whole demo DAG at once on the host's few cores (each job then
+#: takes nearer its time in a local run: the demo's longest training and study 1.6x, against 2.6-3x with 8)
+NODE_CPUS = 2
+SITE = {  # the test cluster: one partition, CPU-only nodes of NODE_CPUS CPUs, no accounting database
+    "LCFLOW_SLURM_ACCOUNT": "lcflow", "LCFLOW_SLURM_CPU_PARTITION": "debug", "LCFLOW_SLURM_GPU_PARTITION": "debug",
+    "LCFLOW_SLURM_GPUS_PER_NODE": "0", "LCFLOW_SLURM_TRAIN_NODES": "1", "LCFLOW_SLURM_TASKS_PER_NODE": "2",
+    "LCFLOW_SLURM_CPUS_PER_TASK": "1", "LCFLOW_SLURM_CPU_CORES": str(NODE_CPUS), "LCFLOW_SLURM_STATUS_COMMAND": "squeue",
+    # CPU-only nodes whose cores all train: waiting ranks yield (docs/slurm.md)
+    "LCFLOW_SLURM_MPI": "env OMPI_MCA_mpi_yield_when_idle=1 srun --mpi=pmix",
+}
+FAST = ["--slurm-init-seconds-before-status-checks", "2"]
+#: snakemake with status checks at most 2 s apart (the plugin backs off to 180 s: tests/slurm/snakemake_prompt.py)
+SNAKEMAKE = [sys.executable, str(ROOT / "tests" / "slurm" / "snakemake_prompt.py")]
+
+
+def _why_no_slurm() -> str | None:
+    if os.geteuid() != 0:
+        return "starting slurmd needs root"
+    missing = [t for t in ("slurmctld", "slurmd", "munged", "sbatch", "srun") if not shutil.which(t) and
+               not Path("/usr/sbin", t).exists()]
+    if missing:
+        return f"Slurm is not installed ({', '.join(missing)} missing; Debian: slurm-wlm munge)"
+    if Path("/etc/slurm/slurm.conf").exists():
+        return "/etc/slurm/slurm.conf exists: jobs would find that cluster's configuration, not the test cluster's"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory) -> dict:
+    """Start the test cluster; the environment that reaches it. Stopped after the module."""
+    why = _why_no_slurm()
+    if why:
+        missing("slurm", why)
+    state = tmp_path_factory.mktemp("slurm")
+    started = subprocess.run([str(CLUSTER), "start", str(state)], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "LCFLOW_SLURM_CPUS": str(NODE_CPUS)})
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        yield {"SLURM_CONF": str(state / "slurm.conf"), **SITE}
+    finally:
+        subprocess.run([str(CLUSTER), "stop", str(state)], capture_output=True, timeout=60)
+
+
+def _slurm(env: dict, *cmd: str, timeout: int = 60) -> str:
+    out = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def side_runs(slurm, tmp_path_factory) -> dict[str, Future]:
+    """The profile's failure handling on a two-rule workflow (tests/slurm/retry.smk), each case in a
+    thread of its own: a job that fails once, and a job cancelled while it runs. They mostly wait on
+    Slurm, so they run beside the demo DAG (their jobs queue with its jobs, as on a shared cluster)."""
+    def workdir(name: str) -> Path:
+        path = tmp_path_factory.mktemp(name)
+        shutil.copy(ROOT / "tests" / "slurm" / "retry.smk", path / "Snakefile")
+        return path
+
+    pool = ThreadPoolExecutor(2)
+    runs = {"retried": pool.submit(_retried_run, workdir("retry"), slurm),
+            "cancelled": pool.submit(_cancelled_run, workdir("cancel"), slurm)}
+    yield runs
+    pool.shutdown(wait=True)
+
+
+def on_slurm(workdir: Path, *args: str, env: dict, configfile: list[Path], timeout: int) -> subprocess.CompletedProcess:
+    """The workflow in ``workdir`` under profiles/slurm, run as every Slurm test runs it (SNAKEMAKE, FAST)."""
+    return snakemake(workdir, *FAST, *args, profile="slurm", program=SNAKEMAKE, env=env, configfile=configfile,
+                     timeout=timeout)
+
+
+def models_overlay(workdir: Path, local_results: Path) -> None:
+    """``workdir/models.yaml``: MODELS for the demo's models, no study, and each model's parameters as the
+    local run's study tuned them."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    assert set(MODELS) == set(cfg["hpo"]["models"])  # each has a local study to take its parameters from
+    params = {m: {**cfg["model_params"].get(m, {}),
+                  **yaml.safe_load((local_results / "hpo" / m / "best_params.yaml").read_text())["params"]}
+              for m in MODELS}
+    overlay = {"models": MODELS, "hpo": {"models": []}, "model_params": {**cfg["model_params"], **params}}
+    (workdir / "models.yaml").write_text(yaml.safe_dump(overlay))
+
+
+def configs(workdir: Path, *more: Path) -> list[Path]:
+    """The demo config with ``workdir/models.yaml`` (:func:`models_overlay`), then ``more``."""
+    assert (workdir / "models.yaml").exists()
+    return [ROOT / "config" / "config.yaml", workdir / "models.yaml", *more]
+
+
+#: the tile whose cubes, labels and samples the Slurm run takes from the local run (:func:`seed`)
+SEEDED = "31UFT"
+
+
+def seed(workdir: Path, local_results: Path) -> None:
+    """Give ``workdir`` the local run's demo scenes and SEEDED's cubes, labels and samples, times kept.
+
+    The Slurm DAG then makes the other tile's (every rule still a Slurm job) and spends its time on the
+    models and maps; on a host of few cores it is CPU-bound, and the label checks of a tile's samples
+    take longer than all of its other jobs before training."""
+    shutil.copytree(local_results.parent / HOSTILE_RESOURCES, workdir / "resources" / "demo")
+    shutil.copytree(local_results / SEEDED, workdir / "results" / SEEDED)
+
+
+def seeds() -> list[str]:
+    """The local run's products the Slurm run starts from (:func:`models_overlay`, :func:`seed`), in its
+    results directory; the demo's scenes come first in that DAG."""
+    years = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["years"]
+    return [*(f"hpo/{m}/best_params.yaml" for m in MODELS), *(f"{SEEDED}/{y}/samples.parquet" for y in years)]
+
+
+@pytest.fixture(scope="module")
+def slurm_run(slurm, side_runs, local_demo, tmp_path_factory) -> Path:
+    """The demo DAG (MODELS, no study) through profiles/slurm to TARGETS, from the local run's demo scenes and
+    SEEDED's samples (:func:`seed`); its working directory. It starts once the local run has made those
+    and the studies' parameters, while the rest of the local run goes on beside it."""
+    local_results = local_demo.made(*seeds())
+    workdir = tmp_path_factory.mktemp("slurm-run")
+    models_overlay(workdir, local_results)
+    seed(workdir, local_results)
+    done = on_slurm(workdir, *TARGETS, env=slurm, configfile=configs(workdir), timeout=2400)
+    assert done.returncode == 0, done.stderr[-6000:]
+    (workdir / "snakemake.out").write_text(done.stdout + done.stderr)
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def local_run(slurm_run, local_demo) -> Path:
+    """The local demo run's results directory, the whole DAG made: after the Slurm run, which starts beside
+    its later part (a test asking for the session's ``local_demo_run`` would have it made first, as pytest
+    sets up wider-scoped fixtures first)."""
+    return local_demo.results()
+
+
+def local_rules() -> set[str]:
+    """The rules the Snakefile runs where Snakemake runs (``localrules:``), not as Slurm jobs."""
+    block = re.search(r"^localrules:\n((?:    \w+,?\n)+)", (ROOT / "Snakefile").read_text(), re.M)
+    return set(re.findall(r"\w+", block.group(1)))
+
+
+def submitted(output: str) -> dict[str, str]:
+    """Slurm job id -> its job log path (rule and wildcards), as the executor reports them."""
+    return dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: (\S+)\)", output))
+
+
+# its set-up runs the local demo DAG's first part (the first test of the suite to need it), then the Slurm DAG
+# beside the rest of the local DAG: each within its own timeout (1500 s, 2400 s, 1500 s), together past
+# pytest's 1200 s for a test
+@pytest.mark.timeout(4000)
+def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, local_run):
+    results = slurm_run / "results"
+    local = {r["map"]: r for r in csv.DictReader((local_run / "accuracy.tsv").open(), delimiter="\t")}
+    remote = {r["map"]: r for r in csv.DictReader((results / "accuracy.tsv").open(), delimiter="\t")}
+    assert set(remote) <= set(local) and len(remote) == 4 * len(MODELS)
+    assert {row["model"] for row in remote.values()} == set(MODELS)
+    # the same map, pixel for pixel, and the same accuracy: the forest is deterministic, and the deep model
+    # trains on two Horovod ranks of one thread either way, Gloo locally and MPI under Slurm, with the same
+    # parameters (models_overlay), and a two-rank allreduce adds the same two numbers whichever library does
+    for name, row in remote.items():
+        with rasterio.open(results / "maps" / f"{name}.tif") as a, \
+                rasterio.open(local_run / "maps" / f"{name}.tif") as b:
+            np.testing.assert_array_equal(a.read(1), b.read(1), err_msg=name)
+        assert row["truth_OA"] == local[name]["truth_OA"] and float(row["truth_OA"]) >= 0.9, (row, local[name])
+    # every job was a Slurm job (their logs are removed once they succeed), but the Snakefile's local rules
+    jobs = submitted((slurm_run / "snakemake.out").read_text())
+    counts = job_counts((slurm_run / "snakemake.out").read_text())
+    local = local_rules()
+    assert {"all", "stac_catalog", "hpo_summary"} <= local and not local & {"cube", "train", "predict", "assess"}
+    assert len(jobs) >= sum(n for rule, n in counts.items() if rule not in local), (jobs, counts)  # retries add
+    # the other tile's data were made here, as Slurm jobs; SEEDED's were taken as they were
+    assert (counts["search"], counts["cube"], counts["labels"], counts["sample"]) == (2, 2, 1, 2), counts
+    assert {Path(log).parent.name for log in jobs.values() if "/rule_sample/" in log} == {"32ULC_2018", "32ULC_2019"}
+    assert not [log for log in jobs.values() if any(f"/rule_{rule}/" in log for rule in local)], jobs
+
+
+def test_training_is_one_slurm_job_with_two_horovod_ranks(slurm_run):
+    train_jobs = [log for log in submitted((slurm_run / "snakemake.out").read_text()).values() if "/rule_train/" in log]
+    assert sorted(Path(log).parent.name for log in train_jobs) == sorted(DEEP), train_jobs  # one job a model
+    for model in DEEP:
+        log = (slurm_run / "results" / "logs" / "train" / f"{model}.log").read_text()
+        ranks = set(re.findall(r"rank=(\d) size=2 local_rank=\d node=(n\d)", log))
+        assert {r for r, _ in ranks} == {"0", "1"}, log[:2000]
+        metrics = json.loads((slurm_run / "results" / "models" / model / "metrics.json").read_text())
+        assert metrics["world_size"] == 2 and metrics["launcher"] == "horovod"
+
+
+def test_forcerun_of_one_stage_reruns_only_its_downstream(slurm_run, slurm):
+    dry = snakemake(slurm_run, *TARGETS, "-n", "--forcerun", "train", profile="slurm", env=slurm,
+                    configfile=configs(slurm_run), timeout=300)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    plan = dry.stdout + dry.stderr
+    # the deep models' four maps each and their assessments again; the forest's stay as they are
+    n = len(DEEP)
+    assert job_counts(plan) == {"train": n, "predict": 4 * n, "consistent_maps": 2 * n, "assess": 4 * n,
+                                "summary": 1, "compare_models": 1}
+    assert "model=rf" not in plan and all(f"model={m}" in plan for m in DEEP)
+
+
+def test_training_spans_two_nodes(slurm_run, slurm):
+    """Rerun training alone as one job of 2 nodes x 2 tasks: four ranks, on n1 and n2."""
+    # The virtual nodes share one host: Open MPI's shared-memory transport (vader) then pairs ranks of
+    # "different nodes" through colliding segments and crashes in MPI_Comm_dup. On a real cluster nodes
+    # are hosts and vader is only used within one; here ranks talk TCP.
+    env = {**slurm, "LCFLOW_SLURM_TRAIN_NODES": "2", "OMPI_MCA_btl": "self,tcp"}
+    # mtime triggers: the forced training alone runs, not every job whose parameters the override changes
+    done = on_slurm(slurm_run, "results/models/lstm/model.json", "--forcerun", "train", "--rerun-triggers", "mtime",
+                    "--config", "model_params={lstm: {epochs: 3, min_steps: 0, hidden_size: 32}}", env=env,
+                    configfile=configs(slurm_run), timeout=1200)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert job_counts(done.stdout + done.stderr) == {"train": 1}
+    log = (slurm_run / "results" / "logs" / "train" / "lstm.log").read_text()
+    placed = dict(re.findall(r"rank=(\d) size=4 local_rank=\d node=(n\d)", log))
+    assert set(placed) == {"0", "1", "2", "3"} and set(placed.values()) == {"n1", "n2"}, log[:3000]
+    (job,) = submitted(done.stdout + done.stderr)
+    shown = _slurm(slurm, "squeue", "-j", job, "-h", "-t", "all", "-o", "%D %T")
+    assert shown.split() == ["2", "COMPLETED"]
+
+
+
+def test_a_deep_map_is_predicted_by_ranks_on_two_nodes(slurm_run, slurm, tmp_path):
+    """One tile-year's lstm map as one job of 2 nodes x 2 tasks: four ranks on n1 and n2 share its 16
+    windows, and the map, confidence and probabilities are those one process writes, to the byte."""
+    env = {**slurm, "LCFLOW_SLURM_PREDICT_NODES": "2", "OMPI_MCA_btl": "self,tcp"}
+    results = slurm_run / "results"
+    raw = results / "maps" / "raw"
+    overlay = tmp_path / "windows.yaml"  # a file: --config would pass the nested number as text
+    overlay.write_text("predict: {block_px: 64}\n")
+    # mtime triggers: the model is whatever an earlier test left (retrained with other parameters); only
+    # this map is to be made again
+    done = on_slurm(slurm_run, "results/maps/raw/31UFT_2018_lstm.tif", "--forcerun", "predict", "--notemp",
+                    "--rerun-triggers", "mtime", env=env, configfile=configs(slurm_run, overlay), timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert job_counts(done.stdout + done.stderr) == {"predict": 1}
+    log = (results / "logs" / "predict" / "31UFT_2018_lstm.log").read_text()
+    shares = re.findall(r"rank (\d) of 4 \(local rank \d\): windows (\d+)\.\.(\d+) of 16", log)
+    assert sorted(shares) == [("0", "0", "3"), ("1", "4", "7"), ("2", "8", "11"), ("3", "12", "15")], log[-3000:]
+    (job,) = submitted(done.stdout + done.stderr)
+    assert _slurm(slurm, "squeue", "-j", job, "-h", "-t", "all", "-o", "%D %T").split() == ["2", "COMPLETED"]
+    one = {k: tmp_path / f"{k}.tif" for k in ("map", "confidence", "probabilities")}
+    alone = subprocess.run([str(Path(sys.executable).parent / "lcflow"), "predict", "--model-dir",
+                            str(results / "models" / "lstm"), "--cube", str(results / "31UFT" / "2018" / "cube.tif"),
+                            "--out", str(one["map"]), "--confidence", str(one["confidence"]),
+                            "--probabilities", str(one["probabilities"]), "--block", "64"],
+                           capture_output=True, text=True, timeout=600)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    assert one["map"].read_bytes() == (raw / "31UFT_2018_lstm.tif").read_bytes()
+    assert one["confidence"].read_bytes() == (raw / "31UFT_2018_lstm_confidence.tif").read_bytes()
+    assert one["probabilities"].read_bytes() == (raw / "31UFT_2018_lstm_probabilities.tif").read_bytes()
+    assert not list(raw.glob(".lcflow-*"))  # the ranks' windows and the writer locks are gone once published
+
+def _small(workdir: Path, env: dict, *args: str) -> subprocess.Popen:
+    """Snakemake on the small workflow in ``workdir`` under the Slurm profile, its output going to
+    workdir/snakemake.out (a pipe nobody reads while it waits could fill up)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env}
+    cmd = [*SNAKEMAKE, "-d", str(workdir), "-s", str(workdir / "Snakefile"), "--profile",
+           str(ROOT / "profiles" / "slurm"), *FAST, *args]
+    with (workdir / "snakemake.out").open("w") as out:
+        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+
+
+def _retried_run(workdir: Path, env: dict) -> tuple[Path, int, str]:
+    """Run the workflow to its end; (workdir, exit status, output)."""
+    proc = _small(workdir, env)
+    try:
+        proc.wait(timeout=1200)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return workdir, proc.returncode, (workdir / "snakemake.out").read_text()
+
+
+def _cancelled_run(workdir: Path, env: dict) -> tuple[Path, int, str, str | None]:
+    """Start the slow rule, cancel its Slurm job once it runs; (workdir, exit status, output, job id)."""
+    proc = _small(workdir, env, "slow.txt", "--retries", "0")
+    try:
+        job = None
+        deadline = time.time() + 900  # it may queue behind the demo DAG's jobs
+        while time.time() < deadline and job is None and proc.poll() is None:
+            if (workdir / "slow.txt").exists():
+                listed = _slurm(env, "squeue", "-h", "-t", "running", "-o", "%i %k")
+                job = next((line.split()[0] for line in listed.splitlines() if "rule_slow" in line), None)
+            time.sleep(0.5)
+        if job:
+            _slurm(env, "scancel", job)
+            proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return workdir, proc.returncode, (workdir / "snakemake.out").read_text(), job
+
+
+def test_a_failing_job_is_retried_with_more_memory(side_runs):
+    workdir, returncode, out = side_runs["retried"].result(timeout=1500)
+    assert returncode == 0, out[-3000:]
+    assert (workdir / "attempts.txt").read_text().split() == ["attempt", "2000", "attempt", "4000"]
+    assert (workdir / "retried.txt").read_text() == "done\n"
+
+
+def test_a_cancelled_job_leaves_no_output(side_runs):
+    workdir, returncode, out, job = side_runs["cancelled"].result(timeout=1500)
+    assert job, f"the slow job never ran: {out[-3000:]}"
+    assert returncode != 0
+    assert f"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'" in out, out[-3000:]
+    assert not (workdir / "slow.txt").exists()
+
+
+def test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs(slurm_run, slurm, local_run, tmp_path):
+    """distributed.backend: torch under profiles/slurm, nothing else changed: a study of lstm by two worker
+    jobs of 2 ranks each (one study), its final training and one map, each a Slurm job whose ranks
+    srun starts and torch.distributed joins; the same files as Horovod's jobs wrote (the local run's study,
+    the Slurm run's model)."""
+    results = slurm_run / "results"
+    horovod = {"hpo/lstm": sorted(p.name for p in (local_run / "hpo" / "lstm").iterdir()),
+               "models/lstm": sorted(p.name for p in (results / "models" / "lstm").iterdir())}
+    assert not (results / "hpo").exists()  # a new study: the Slurm DAG ran none
+    overlay = tmp_path / "torch.yaml"  # a file: --config would pass the nested numbers as text
+    overlay.write_text(yaml.safe_dump({
+        "distributed": {"backend": "torch"},
+        "hpo": {"models": ["lstm"], "trials": 3, "workers": 2, "min_rounds": 2,
+                "space": {"lstm": {"learning_rate": {"low": 0.001, "high": 0.01, "log": True}}}},
+        "model_params": {"lstm": {"epochs": 3, "min_steps": 0, "evaluations": 3, "hidden_size": 16}}}))
+    # the study is forced, and what follows from it reruns; mtime triggers keep the rest as it is
+    done = on_slurm(slurm_run, "results/maps/raw/31UFT_2018_lstm.tif", "--forcerun", "hpo", "--rerun-triggers", "mtime",
+                    env=slurm, configfile=configs(slurm_run, overlay), timeout=1500)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = done.stdout + done.stderr
+    assert job_counts(out) == {"hpo": 2, "hpo_summary": 1, "train": 1, "predict": 1}
+    # one Slurm job per worker (and a second attempt where the profile's retry was needed)
+    hpo_jobs = {Path(log).parent.name for log in submitted(out).values() if "/rule_hpo/" in log}
+    assert hpo_jobs == {"lstm_0", "lstm_1"}, submitted(out)
+    trials = {}
+    for worker in (0, 1):
+        log = (results / "logs" / "hpo" / f"lstm_{worker}.log").read_text()
+        assert f"worker {worker}, 2 rank(s)" in log, log[-3000:]
+        for number, rank, drawn in re.findall(r"trial (\d+) rank=(\d) size=2 params (\{.*\})", log):
+            trials.setdefault(number, {})[rank] = drawn
+    # (a retried worker's log is its last attempt's)
+    assert trials and all(set(t) == {"0", "1"} and t["0"] == t["1"] for t in trials.values()), trials
+    best = yaml.safe_load((results / "hpo" / "lstm" / "best_params.yaml").read_text())
+    assert best["world_size"] == 2 and best["trials"]["complete"] + best["trials"]["pruned"] == 3, best
+    log = (results / "logs" / "train" / "lstm.log").read_text()
+    assert {r for r, _ in re.findall(r"rank=(\d) size=2 local_rank=\d node=(n\d)", log)} == {"0", "1"}, log[:2000]
+    metrics = json.loads((results / "models" / "lstm" / "metrics.json").read_text())
+    assert metrics["launcher"] == "torch" and metrics["world_size"] == 2 and metrics["tuned"]["study"] == best["study"]
+    # the final training job took the best trial's ended run, which another Slurm job wrote, and trained nothing
+    assert metrics["resumed"]["finished_before"] and "holds this run ended" in log and "round=1 rank=" not in log
+    log = (results / "logs" / "predict" / "31UFT_2018_lstm.log").read_text()
+    assert len(re.findall(r"rank \d of 2 \(local rank \d\): windows", log)) == 2, log[-3000:]
+    assert {d: sorted(p.name for p in (results / d).iterdir()) for d in horovod} == horovod

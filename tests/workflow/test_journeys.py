@@ -1,0 +1,125 @@
+"""The journeys users come for, planned as they type them: a layered config, the Slurm profile by name and
+by path, a dry run on a machine without the cluster's launchers."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from ..conftest import ROOT, job_counts, snakemake
+
+DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def _bare_path(tmp_path: Path) -> str:
+    """A PATH of this environment's tools and the shell's basics, without Slurm's or MPI's programs."""
+    tools = tmp_path / "bare-bin"
+    tools.mkdir()
+    for name in ("bash", "sh", "env", "which", "cat", "ls", "uname", "git"):
+        found = subprocess.run(["which", name], capture_output=True, text=True).stdout.strip()
+        if found:
+            (tools / name).symlink_to(found)
+    return f"{Path(sys.executable).parent}{os.pathsep}{tools}"
+
+
+def test_a_config_that_drops_a_tile_layers_over_the_demo(tmp_path):
+    """`tiles: [31UFT]` over the demo config: the other tile's aoi is left unused, and only 31UFT is planned."""
+    over = tmp_path / "one-tile.yaml"
+    over.write_text("tiles: [31UFT]\n")
+    done = snakemake(tmp_path, "-n", configfile=[ROOT / "config" / "config.yaml", over], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = job_counts(done.stdout)
+    assert counts["search"] == counts["cube"] == len(DEMO["years"]) and counts["labels"] == 1
+    assert counts["synth_scenes"] == len(DEMO["years"]) and "32ULC" not in done.stdout
+
+
+def test_a_lone_override_says_which_file_and_how_to_layer_it(tmp_path):
+    over = tmp_path / "one-tile.yaml"
+    over.write_text("tiles: [31UFT]\n")
+    done = snakemake(tmp_path, "-n", configfile=over, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert f"is a required property (config files: {over}): a config names tiles, years" in said, said[-2000:]
+    assert f"give both, yours last: --configfile config/config.yaml {over}" in said
+
+
+def test_the_slurm_profile_plans_without_the_cluster_s_launchers(tmp_path):
+    """`snakemake --profile profiles/slurm -n` on a laptop or a login node without srun: the plan, and a
+    warning that the account is still the placeholder; a real run there stops before any job, in one line
+    saying where to run it."""
+    env = {"PATH": _bare_path(tmp_path), "HOME": str(tmp_path)}
+    done = snakemake(tmp_path, "-n", profile="slurm", env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = job_counts(done.stdout)
+    assert counts["train"] == len([m for m in DEMO["models"] if m != "rf"])
+    assert "account is the placeholder 'my-project'; a real run refuses it" in done.stderr
+    real = snakemake(tmp_path, profile="slurm", env=env, timeout=300)
+    said = real.stdout + real.stderr
+    assert real.returncode != 0 and "lcflow: srun, which the profile starts the distributed jobs with, is neither " \
+                                    "beside" in said and "a Slurm login node" in said, said[-2000:]
+    assert not (tmp_path / "results").exists() and not (tmp_path / "resources").exists()  # no job ran
+
+
+def test_the_placeholder_account_is_refused_before_any_job(tmp_path):
+    """Where srun is found, a Slurm run with the profile's placeholder account stops before submitting."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name in ("srun", "sbatch", "squeue", "sacct", "scancel"):
+        (tools / name).write_text("#!/bin/sh\necho should-not-run >&2\nexit 1\n")
+        (tools / name).chmod(0o755)
+    env = {"PATH": f"{tools}{os.pathsep}{_bare_path(tmp_path)}", "HOME": str(tmp_path)}
+    done = snakemake(tmp_path, profile="slurm", env=env, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode != 0 and "the Slurm profile's account is still the placeholder 'my-project'" in said, \
+        said[-2000:]
+    assert "should-not-run" not in said and not (tmp_path / "results").exists()
+
+
+def test_make_slurm_profile_lets_snakemake_find_the_profile_by_name(tmp_path):
+    """After `make slurm-profile` (HOME and XDG_CONFIG_HOME in a scratch directory), `snakemake --profile
+    slurm -n` from the checkout plans the workflow; a profile of that name of the user's own is left alone."""
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    made = subprocess.run(["make", "-s", "-C", str(ROOT), "slurm-profile"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert made.returncode == 0, made.stderr
+    link = tmp_path / "config" / "snakemake" / "slurm"
+    assert link.is_symlink() and link.resolve() == (ROOT / "profiles" / "slurm").resolve()
+    plan = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--profile", "slurm", "-n", "-d",
+                           str(tmp_path / "work"), "--configfile", str(ROOT / "config" / "config.yaml")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert "Using profile slurm for setting default command line arguments" in plan.stdout + plan.stderr
+    own = {**env, "XDG_CONFIG_HOME": str(tmp_path / "other")}
+    (tmp_path / "other" / "snakemake" / "slurm").mkdir(parents=True)
+    refused = subprocess.run(["make", "-s", "-C", str(ROOT), "slurm-profile"], env=own, capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode != 0 and "exists and is not lcflow's profile: leave it" in refused.stdout
+    assert list((tmp_path / "other" / "snakemake" / "slurm").iterdir()) == []
+
+
+def test_site_values_for_typed_gpus_qos_constraint_and_node_memory_reach_the_jobs(tmp_path):
+    env = {"LCFLOW_SLURM_GPU_TYPE": "a100", "LCFLOW_SLURM_QOS": "normal", "LCFLOW_SLURM_GPU_CONSTRAINT": "a100&ib",
+           "LCFLOW_SLURM_GPU_MEM_MB": "480000", "LCFLOW_SLURM_ACCOUNT": "proj42"}
+    done = snakemake(tmp_path, "-n", profile="slurm", env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = {}
+    for rule, resources in re.findall(r"rule (\w+):\n.*?resources: ([^\n]*)", done.stdout, re.DOTALL):
+        jobs.setdefault(rule, set()).add(resources)
+    for rule in ("train", "predict", "hpo"):
+        for resources in jobs[rule]:
+            assert "gres=gpu:a100:4" in resources and "constraint=a100&ib" in resources, resources
+            assert "mem_mb=480000" in resources and "qos=normal" in resources and "slurm_account=proj42" in resources
+    assert all("qos=normal" in r and "gres" not in r and "constraint" not in r for r in jobs["cube"])
+    assert "placeholder" not in done.stderr
+
+
+def test_the_workflow_is_clean_under_snakemake_s_linter(tmp_path):
+    """The Snakemake workflow catalog's conventions, as `snakemake --lint` checks them (make lint)."""
+    done = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--lint", "-s", str(ROOT / "Snakefile"), "-d",
+                           str(tmp_path), "--configfile", str(ROOT / "config" / "config.yaml")], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "Congratulations, your workflow is in a good condition" in done.stdout + done.stderr
