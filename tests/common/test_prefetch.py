@@ -64,16 +64,21 @@ def test_stopping_early_leaves_no_load_running():
 def test_writes_run_in_order_behind_the_caller_one_pending_at_most():
     done: list[int] = []
     events: list[str] = []
+    released = [threading.Event() for _ in range(4)]
 
     def write(k: int) -> None:
         assert threading.current_thread().name.startswith("lcflow-write")
-        time.sleep(0.05)
+        # a write finishes only once the caller has recorded its submission, so the order below does
+        # not hang on the machine's speed; a submit that waited for its own write would wait 10 s here
+        # and record it as done
+        released[k].wait(timeout=10)
         done.append(k)
 
     with written_behind() as submit:
         for k in range(4):
             submit(write, k)
             events.append(f"submitted {k} after {len(done)} done")
+            released[k].set()
     assert done == [0, 1, 2, 3]  # all finished on leaving, in order
     # each call waited for the previous write, not for its own: one write pending at most
     assert events == [f"submitted {k} after {k} done" for k in range(4)]
