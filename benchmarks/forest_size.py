@@ -24,6 +24,9 @@ forest of ``--trees 30`` is fitted on them (a tenth of the fit), and its map is 
 trees taken ten times: the nodes walked and the memory read of 300 trees of that size (``--check-copies``
 times copies beside 300 fitted trees at the first size). The map rate is always that of 300 trees, the
 median of three timings; the accuracy is that of the trees fitted.
+With ``--compare-block`` (256 by default) each map is also timed, in turns with lcflow's own, at a fixed
+block of that many pixels (what the compiled traversal took before it sized its blocks by the cache),
+and the two maps' probabilities are compared to the bit.
 ``--json`` writes the figures that ``seed_study.py`` reads (``--forest-figures``) for its forest maps.
 
 Usage: python benchmarks/forest_size.py [--rows 6000,24000,96000] [--leaf 1,10,30] [--per-class]
@@ -51,6 +54,7 @@ from shared import balanced, demo_pixels, draw, map_rate  # noqa: E402
 
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
 from lcflow.train.models import model_class  # noqa: E402
+from lcflow.train.models.compiled_forest import block_rows  # noqa: E402
 
 #: CLC level-2 classes a Dutch tile-year holds (seed_study.py's assumption)
 SEED_CLASSES = 13
@@ -84,6 +88,22 @@ def check_copies(model, params: dict, x_train: np.ndarray, index: np.ndarray, x_
     return ", ".join(f"{name} {np.median(r) / 1e3:.1f} k px/s" for name, r in rates.items())
 
 
+def block_against(model, x: np.ndarray, block: int, rounds: int = 3) -> tuple[float, float, bool]:
+    """Map rates of ``model``'s compiled forest at lcflow's block (``compiled_forest.block_rows``) and at
+    ``block`` rows, in turns, ``rounds`` times (medians), after one run of each; and whether the two
+    gave the same probabilities to the bit."""
+    compiled, rows = model.compiled(), x.reshape(len(x), -1)
+    chosen, other = compiled.predict_proba(rows), compiled.predict_proba(rows, block=block)
+    spent = {"chosen": [], "other": []}
+    for _ in range(rounds):
+        for name, at in (("chosen", None), ("other", block)):
+            started = time.perf_counter()
+            compiled.predict_proba(rows, block=at)
+            spent[name].append(time.perf_counter() - started)
+    return (len(x) / float(np.median(spent["chosen"])), len(x) / float(np.median(spent["other"])),
+            bool(np.array_equal(chosen, other)))
+
+
 def seed_study_rows() -> int:
     """Training rows of the seed study: per_class x classes x tile-years x the train fraction."""
     seed = yaml.safe_load((ROOT / "config" / "netherlands.yaml").read_text())
@@ -108,6 +128,8 @@ def main() -> None:
                     "--leaf, also fit 300 trees and time them beside copies (medians of 5 turns)")
     ap.add_argument("--years", default="2018,2019", help="the demo's years, comma-separated")
     ap.add_argument("--side", type=int, default=256, help="pixels a side of each demo tile's square (the demo's 256)")
+    ap.add_argument("--compare-block", type=int, default=256, help="also time each map with this many pixels a "
+                    "block (the compiled traversal's fixed block before it was sized by the cache), side by side; 0: not")
     ap.add_argument("--json", type=Path, help="also write every fit's figures to this file")
     ap.add_argument("--work", type=Path, help="where the demo's cubes are made (and found again: keep one per "
                     "--side and --years)")
@@ -147,18 +169,28 @@ def main() -> None:
             compiled = model.compiled()
             compiled_bytes = sum(a.nbytes for a in vars(compiled).values() if isinstance(a, np.ndarray))
             codes = classes[model.predict_proba(x_test).argmax(1)]
-            rate = map_rate(as_300_trees(model), x_test)
+            big = as_300_trees(model)
+            if args.compare_block:
+                rate, rate_other, same = block_against(big, x_test, args.compare_block)
+                at_other = {"map_px_s_300_trees_other_block": rate_other, "other_block": args.compare_block,
+                            "same_at_other_block": same}
+            else:
+                rate, at_other = map_rate(big, x_test), {}
             oa, oa_truth = float((codes == label[test]).mean()), float((codes == truth[test]).mean())
             bal, bal_truth = balanced(codes, label[test]), balanced(codes, truth[test])
             fits.append({"rows": n, "leaf": leaf, "trees": args.trees, "nodes": nodes, "mean_depth": depth,
                          "held_mb": size["held_mb"], "bytes": held, "compiled": compiled_bytes, "fit_s": fit_s,
                          "map_px_s_300_trees": rate, "cores": len(os.sched_getaffinity(0)), "oa": oa,
-                         "oa_truth": oa_truth, "balanced": bal, "balanced_truth": bal_truth})
+                         "oa_truth": oa_truth, "balanced": bal, "balanced_truth": bal_truth, **at_other})
             as_300 = f" (its trees each taken {300 // args.trees} times)" if args.trees != 300 else ""
             print(f"rows {n:7d} leaf {leaf:3d}: fit {fit_s:7.1f} s, {nodes:10d} nodes ({nodes / args.trees / n:.3f} a "
                   f"row a tree), depth {depth:5.1f}, held {held / 1e6:8.1f} MB ({held / nodes:.0f} B a node), compiled "
                   f"{compiled_bytes / 1e6:7.1f} MB, map as 300 trees {rate / 1e3:6.1f} k px/s{as_300}, test OA {oa:.4f} "
                   f"(truth {oa_truth:.4f}), balanced {bal:.4f} (truth {bal_truth:.4f})", flush=True)
+            if at_other:
+                print(f"  side by side: lcflow's block {block_rows(len(x_test), x_test[0].size, len(os.sched_getaffinity(0)))} "
+                      f"px {rate / 1e3:.1f} k px/s, {args.compare_block} px {rate_other / 1e3:.1f} k px/s: "
+                      f"{rate / rate_other:.2f}x, probabilities {'identical' if same else 'DIFFERENT'}", flush=True)
             if args.check_copies and args.trees < 300 and (n, leaf) == (sizes[0], leaves[0]):
                 print(f"  copies against fitted trees, map as 300 trees: "
                       f"{check_copies(model, {'min_samples_leaf': leaf}, x_train, index, x_test)}", flush=True)

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.ensemble import RandomForestClassifier
 
-from lcflow.train.models.compiled_forest import BLOCK, CompiledForest
+from lcflow.train.models.compiled_forest import BLOCK_BYTES, MIN_BLOCK, CompiledForest, block_rows
 from lcflow.train.models.rf import Model as RF
 
 
@@ -34,7 +34,7 @@ def _same(forest: RandomForestClassifier, x: np.ndarray, threads: int | None = N
 def test_the_probabilities_are_scikit_learns(params):
     x, y = _table(0)
     forest = RandomForestClassifier(25, random_state=1, **params).fit(x, y)
-    rows = np.random.default_rng(5).normal(size=(3 * BLOCK + 17, x.shape[1])).astype(np.float32)  # a short last block
+    rows = np.random.default_rng(5).normal(size=(3 * MIN_BLOCK + 17, x.shape[1])).astype(np.float32)  # a short last block
     _same(forest, rows)
     _same(forest, rows, threads=1)
 
@@ -43,7 +43,7 @@ def test_pure_leaves_vote_and_the_sum_is_scikit_learns_to_the_bit():
     """A pure leaf adds one to its class; a leaf of several classes adds its fractions. A forest of both
     kinds gives scikit-learn's probabilities, and one of pure leaves only (lcflow's) gives them exactly."""
     x, y = _table(6)
-    rows = np.random.default_rng(7).normal(size=(2 * BLOCK + 3, x.shape[1])).astype(np.float32)
+    rows = np.random.default_rng(7).normal(size=(2 * MIN_BLOCK + 3, x.shape[1])).astype(np.float32)
     pure = RandomForestClassifier(20, random_state=0).fit(x, y)
     compiled = CompiledForest(pure)
     leaves = compiled.child[0::2] == np.arange(len(compiled.feature))
@@ -55,6 +55,29 @@ def test_pure_leaves_vote_and_the_sum_is_scikit_learns_to_the_bit():
     kinds = compiled.leaf_class[leaves] >= 0
     assert kinds.any() and not kinds.all() and len(compiled.impure) == (~kinds).sum()
     _same(mixed, rows)
+
+
+@pytest.mark.parametrize("min_samples_leaf", [1, 4])  # pure leaves only; leaves of several classes too
+def test_the_probabilities_are_the_same_to_the_bit_at_any_block(min_samples_leaf):
+    """Each row sums its trees in the same order whatever rows go down a tree beside it."""
+    x, y = _table(8)
+    forest = RandomForestClassifier(15, min_samples_leaf=min_samples_leaf, random_state=2).fit(x, y)
+    rows = np.random.default_rng(9).normal(size=(1000, x.shape[1])).astype(np.float32)
+    compiled = CompiledForest(forest)
+    chosen = compiled.predict_proba(rows)
+    for block in (1, 7, 256, 999, 5000):
+        np.testing.assert_array_equal(compiled.predict_proba(rows, block=block), chosen)
+    _same(forest, rows)
+
+
+@pytest.mark.parametrize("rows, features, threads, expected", [
+    (65_536, 132, 2, BLOCK_BYTES // (4 * 132)),  # a 256 px window of 12 steps x 11 features on a laptop
+    (65_536, 132, 48, 342),  # on a 48-core node: four blocks a thread, not 16 blocks in all
+    (10, 132, 2, MIN_BLOCK),  # a few rows: one short block
+    (1_000_000, 20_000, 4, MIN_BLOCK),  # wide rows: never under MIN_BLOCK
+])
+def test_a_block_holds_what_the_cache_holds_and_every_thread_has_blocks(rows, features, threads, expected):
+    assert block_rows(rows, features, threads) == expected
 
 
 def test_a_value_beside_a_split_goes_where_scikit_learn_sends_it():

@@ -25,8 +25,12 @@ import numba
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
-#: pixels that go down a tree together: their inputs (132 float32 features for the demo) stay in cache
-BLOCK = 256
+#: the inputs of the pixels that go down a tree together: each tree's nodes, loaded into cache, serve
+#: every pixel of the block, so a larger block reads the forest fewer times, until its inputs no longer
+#: stay in cache (4,096 pixels of 132 float32 features; docs/benchmarks.md, "Forest maps")
+BLOCK_BYTES = 2 * 2**20
+#: the fewest pixels of a block, and blocks a thread at least, so that every core has work
+MIN_BLOCK, BLOCKS_A_THREAD = 256, 4
 
 
 class CompiledForest:
@@ -76,9 +80,10 @@ class CompiledForest:
         self.roots = np.asarray(roots, np.uint32)
         self.first = np.asarray(first, np.int64)
 
-    def predict_proba(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
+    def predict_proba(self, x: np.ndarray, threads: int | None = None, block: int | None = None) -> np.ndarray:
         """Class probabilities (rows, forest.classes_) as float64, as ``forest.predict_proba(x)`` gives
-        them, on ``threads`` cores (None: the cores this process may run on)."""
+        them, on ``threads`` cores (None: the cores this process may run on), ``block`` rows going down a
+        tree together (None: ``block_rows``'s choice; the probabilities are the same at any)."""
         x = np.ascontiguousarray(np.asarray(x).reshape(len(x), -1), dtype=np.float32)
         if x.shape[1] != self.n_features:
             raise ValueError(f"the forest takes {self.n_features} features, the rows have {x.shape[1]}")
@@ -92,14 +97,23 @@ class CompiledForest:
         numba.set_num_threads(max(1, min(cores, numba.config.NUMBA_NUM_THREADS)))
         some_missing = bool(missing.any())
         complete = np.ascontiguousarray(x[~missing]) if some_missing else x
+        block = block or block_rows(len(complete), self.n_features, cores)
         proba = traverse(complete, self.feature, self.threshold, self.child, self.leaf_class, self.impure, self.roots,
-                         self.first, BLOCK)
+                         self.first, block)
         if not some_missing:
             return proba
         out = np.empty((len(x), self.impure.shape[1]))
         out[~missing] = proba
         out[missing] = self.forest.predict_proba(x[missing])
         return out
+
+
+def block_rows(rows: int, features: int, threads: int) -> int:
+    """Pixels a block: as many as ``BLOCK_BYTES`` of float32 inputs hold, fewer where ``rows`` would
+    otherwise give a thread fewer than ``BLOCKS_A_THREAD`` blocks, never under ``MIN_BLOCK``."""
+    by_bytes = BLOCK_BYTES // (4 * max(1, features))
+    per_thread = -(-rows // (BLOCKS_A_THREAD * max(1, threads)))
+    return max(MIN_BLOCK, min(by_bytes, per_thread))
 
 
 def float32_at_or_under(threshold: np.ndarray) -> np.ndarray:
