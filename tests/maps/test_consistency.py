@@ -119,6 +119,33 @@ def test_small_change_patches_are_refused_and_the_rest_kept():
     assert small[0].reshape(10, 10)[0:3, 0:3].all() and small[0].sum() == 9
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_refused_changes_find_again_only_their_pixels_as_finding_every_pixel_would(seed):
+    """smooth finds again only the sequences of pixels with a new refusal; finding every pixel's
+    sequence again in each round (the definition) gives the same paths and confidences to the bit."""
+    rng = np.random.default_rng(seed)
+    years, shape, k = [2018, 2019, 2020], (40, 40), 5
+    proba = rng.dirichlet(np.full(k, 0.4), size=(3, shape[0] * shape[1]))
+    empty = rng.random((3, shape[0] * shape[1])) < 0.05
+    path, confidence = smooth(proba, empty, years, 4.0, min_change_px=6, shape=shape)
+
+    prior = change_prior(4.0, k)
+    expected = viterbi(proba, empty, years, prior)
+    frozen = np.zeros((2, proba.shape[1]), bool)
+    rounds = 0
+    for _ in range(3):
+        small = small_changes(expected, ~empty, shape, 6) & ~frozen
+        if not small.any():
+            break
+        rounds += 1
+        frozen |= small
+        expected = viterbi(proba, empty, years, prior, frozen)
+    post = marginals(proba, empty, years, prior, frozen)
+    assert rounds >= 1  # some changes were refused, so the subset was found again
+    np.testing.assert_array_equal(path, expected)
+    np.testing.assert_array_equal(confidence, np.take_along_axis(post, expected[..., None], axis=2)[..., 0])
+
+
 def _write_probabilities(path, proba, grid, classes, empty=None):
     """A probability raster as lcflow predict writes it, from (classes, rows, cols) probabilities."""
     data = np.round(proba * PROBABILITY_SCALE).astype(np.uint8)

@@ -66,8 +66,12 @@ def viterbi(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: Chang
     O(years x pixels x classes): with one stay and one move probability, the best predecessor of class
     j is either j itself or the best of the others (the best overall, or the second best where j is it).
     """
-    t_n, p_n, k = proba.shape
-    log_e = _evidence(proba, empty)
+    return _viterbi(_evidence(proba, empty), years, prior, frozen)
+
+
+def _viterbi(log_e: np.ndarray, years: list[int], prior: ChangePrior, frozen: np.ndarray | None) -> np.ndarray:
+    """:func:`viterbi` from the log evidence (years, pixels, classes)."""
+    t_n, p_n, k = log_e.shape
     score = log_e[0] - np.log(k)
     back = np.empty((t_n, p_n, k), dtype=np.int16 if k < 32768 else np.int32)
     pixels = np.arange(p_n)
@@ -96,9 +100,13 @@ def marginals(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: Cha
               frozen: np.ndarray | None = None) -> np.ndarray:
     """P(class in year t | every year's evidence), (years, pixels, classes), by scaled forward-backward;
     ``frozen`` as in :func:`viterbi`."""
-    t_n = proba.shape[0]
-    k = proba.shape[2]
-    e = np.exp(_evidence(proba, empty))
+    return _marginals(np.exp(_evidence(proba, empty)), years, prior, frozen)
+
+
+def _marginals(e: np.ndarray, years: list[int], prior: ChangePrior, frozen: np.ndarray | None) -> np.ndarray:
+    """:func:`marginals` from the evidence (years, pixels, classes)."""
+    t_n = e.shape[0]
+    k = e.shape[2]
 
     def step(v: np.ndarray, t: int) -> np.ndarray:
         stay, move = prior.stay_move(years[t + 1] - years[t])
@@ -156,7 +164,8 @@ def smooth(proba: np.ndarray, empty: np.ndarray, years: list[int], evidence_rati
     if list(years) != sorted(set(years)):
         raise LcflowError(f"years {years} must increase")
     prior = change_prior(evidence_ratio, proba.shape[2])
-    path = viterbi(proba, empty, years, prior)
+    log_e = _evidence(proba, empty)
+    path = _viterbi(log_e, years, prior, None)
     frozen = None
     if min_change_px > 1 and len(years) > 1:
         if shape is None or shape[0] * shape[1] != proba.shape[1]:
@@ -167,7 +176,10 @@ def smooth(proba: np.ndarray, empty: np.ndarray, years: list[int], evidence_rati
             if not small.any():
                 break
             frozen |= small
-            path = viterbi(proba, empty, years, prior, frozen)
-    post = marginals(proba, empty, years, prior, frozen)
+            # a pixel's sequence depends on its own evidence and refusals alone: only those with a new
+            # refusal are found again (a few percent of a window), the same as finding every pixel again
+            again = np.flatnonzero(small.any(axis=0))
+            path[:, again] = _viterbi(log_e[:, again], years, prior, frozen[:, again])
+    post = _marginals(np.exp(log_e), years, prior, frozen)
     confidence = np.take_along_axis(post, path[..., None], axis=2)[..., 0]
     return path, confidence
