@@ -158,6 +158,8 @@ def main() -> None:
     ap.add_argument("--against", help="a git revision of lcflow to run side by side, in turns (its outputs compared)")
     ap.add_argument("--rounds", type=int, default=2, help="turns of each version a side (the median is printed)")
     ap.add_argument("--profile", action="store_true", help="print cProfile's top functions at the largest side")
+    ap.add_argument("--json", type=Path, help="also write each side's figures (this lcflow's) to this file "
+                    "(seed_study.py's --consistent-figures)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -171,6 +173,7 @@ def main() -> None:
     print(f"# one core; {args.years} years, {args.classes} classes, windows of {block} px, halo {halo} px, "
           f"{args.changed:.0%} of fields changed a year, {args.speckle:.0%} speckle; CPU s are medians of "
           f"{args.rounds} turns")
+    figures = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         versions = {"this": ROOT / "workflow"}
@@ -197,12 +200,17 @@ def main() -> None:
                           f"{read_s:.1f} s), {px / spent:10,.0f} px/s, a whole tile {TILE * TILE / (px / spent) / 60:5.1f} "
                           f"min; {years[0]}-{years[1]} raw maps agree {got[0]['raw']:.3f}, consistent "
                           f"{got[0]['consistent']:.3f}", flush=True)
+                spread = [r["cpu_s"] for r in runs["this"]]
+                figures.append({"side": side, "years": args.years, "classes": args.classes, "cores": 1,
+                                "cpu_s": float(np.median(spread)), "cpu_s_each": spread, "read_cpu_s": read_s})
                 if args.against:
                     this = float(np.median([r["cpu_s"] for r in runs["this"]]))
                     other = float(np.median([r["cpu_s"] for r in runs[args.against]]))
                     same = {r["digest"] for rs in runs.values() for r in rs}
                     print(f"{side:>6} px: this {other / this:.2f}x as fast as {args.against}; outputs "
                           f"{'identical' if len(same) == 1 else 'DIFFERENT'}", flush=True)
+            if args.json:
+                args.json.write_text(json.dumps({"sides": figures}, indent=1))
         finally:
             if args.against:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "against")],

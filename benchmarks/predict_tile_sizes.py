@@ -16,6 +16,7 @@ the ratio of their window-loop rates at each size and whether the two maps are i
 import argparse
 import hashlib
 import json
+import os
 import re
 import resource
 import shutil
@@ -50,13 +51,32 @@ def child(model_dir: str, cube_path: str, out: str) -> None:
 
 
 def measure(model_dir: Path, cube_path: Path, out: Path) -> dict:
+    """One prediction in its own process: wall and CPU seconds (the process and its threads), the window
+    loop's rate from its log, its peak RSS."""
     start = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, __file__, "--child", str(model_dir), str(cube_path), str(out)],
                           check=True, capture_output=True, text=True)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     last = [line for line in done.stderr.splitlines() if " windows, " in line][-1]
     loop_px_s = float(re.search(r"windows, (\d+) px/s", last).group(1))
-    return {"wall_s": wall, "loop_px_s": loop_px_s, **json.loads(done.stdout.strip().splitlines()[-1])}
+    return {"wall_s": wall, "cpu_s": cpu_s, "loop_px_s": loop_px_s, **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def forest_rate(model_dir: Path, small: Path) -> float | None:
+    """A forest's compiled map rate here (px/s, every core) on the demo cube's pixels, prepared beforehand:
+    the forest's own part of a map job, which seed_study.py replaces by that of a larger forest."""
+    from shared import cube_series, map_rate
+
+    from lcflow.common.features import prepare
+    from lcflow.train.model_dir import TrainedModel
+
+    trained = TrainedModel.load(model_dir)
+    if not hasattr(trained.model, "compiled"):
+        return None
+    return map_rate(trained.model, prepare(cube_series(small), trained.standardise)[0])
 
 
 def prepare(work: Path, names: list[str]) -> tuple[dict[str, Path], Path]:
@@ -94,6 +114,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="1024,2048", help="cube sides in px, comma-separated")
     ap.add_argument("--models", default="rf,rf-sklearn,lstm", help=f"of {', '.join([*MODELS, *VARIANTS])}")
     ap.add_argument("--work", default=None, help="folder for the cubes (a whole-tile cube needs ~20 GB)")
+    ap.add_argument("--json", type=Path, help="also write every prediction's figures to this file (seed_study.py's "
+                    "--map-figures)")
     ap.add_argument("--child", nargs=3, metavar=("MODEL", "CUBE", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -116,13 +138,17 @@ def main() -> None:
             for name in names:
                 r = measure(models[name], big, work / f"map_{name}_{size}.tif")
                 r.update(model=name, size=size, px_s=size * size / r["wall_s"],
-                         digest=map_digest(work / f"map_{name}_{size}.tif"))
+                         digest=map_digest(work / f"map_{name}_{size}.tif"), cores=len(os.sched_getaffinity(0)),
+                         forest_px_s=forest_rate(models[name], small))
                 rows.append(r)
-                print(f"  {name:5s} {r['wall_s']:8.1f} s in all ({r['px_s']:6.0f} px/s), window loop {r['loop_px_s']:6.0f} px/s,"
-                      f" peak RSS {r['peak_rss_mb']:6.0f} MB", flush=True)
+                forest = f", its forest alone {r['forest_px_s']:6.0f} px/s" if r["forest_px_s"] else ""
+                print(f"  {name:5s} {r['wall_s']:8.1f} s in all ({r['px_s']:6.0f} px/s, {r['cpu_s']:.0f} CPU s), window "
+                      f"loop {r['loop_px_s']:6.0f} px/s, peak RSS {r['peak_rss_mb']:6.0f} MB{forest}", flush=True)
                 (work / f"map_{name}_{size}.tif").unlink()
                 (work / f"map_{name}_{size}_confidence.tif").unlink()
             big.unlink()
+    if args.json:
+        args.json.write_text(json.dumps({"predictions": rows}, indent=1))
     print("\nsummary (one process per prediction, same machine, same run)")
     for name in names:
         mine = [r for r in rows if r["model"] == name]

@@ -10,7 +10,12 @@ repository holds an H100's), else this machine's CPU rate. A forest's map cost g
 the demo's forest learns from a few thousand rows: the forest's part of a map job (the demo forest's
 compiled rate, measured here) is replaced by that of a forest of the seed study's rows and leaf size
 (``--forest-figures``, written by ``forest_size.py --json``), whose fit is also the forest's training.
-Network reads, scene counts and sizes,
+A demo job covers 65,536 px, so its fixed costs (imports, loading a model, writing COGs) count as
+per-pixel work and swing with the machine's load: where larger jobs were measured, they are taken instead
+and the demo's rate printed beside them as a cross-check: the rest of a forest map job (reading,
+preparing, writing) from a whole-tile job (``--map-figures``, ``predict_tile_sizes.py --json``), the
+consistent maps from a 2048 px series on one core (``--consistent-figures``,
+``consistent_maps_speed.py --json``, with the spread of its turns). Network reads, scene counts and sizes,
 classes present, and scaling across cores and nodes are assumptions, printed as such. Stages run one
 after another (each as parallel as the cluster allows), so the total is an upper bound of the critical
 path. Prints every input and the projection per stage.
@@ -151,6 +156,33 @@ def forest_figures(path: Path | None, rows: int, leaf: int) -> dict | None:
             "file": path.name}
 
 
+def whole_tile_map(path: Path | None) -> dict | None:
+    """The largest forest map job of ``predict_tile_sizes.py --json`` (a whole tile where it measured one):
+    its CPU seconds a pixel less its forest's (the forest's rate alone, on every core, measured in the
+    same run), i.e. reading, preparing and writing a window, which do not grow with the forest."""
+    if path is None or not path.exists():
+        return None
+    runs = [r for r in json.loads(path.read_text())["predictions"] if r.get("forest_px_s")]
+    if not runs:
+        return None
+    job = max(runs, key=lambda r: r["size"])
+    px = job["size"] ** 2
+    rest = job["cpu_s"] / px - job["cores"] / job["forest_px_s"]
+    return {**job, "rest_cpu_s_per_px": max(rest, 0.0), "file": path.name}
+
+
+def consistent_figures(path: Path | None) -> dict | None:
+    """The largest side of ``consistent_maps_speed.py --json``: one core's CPU seconds a pixel of a
+    series of its years, and the spread of its turns."""
+    if path is None or not path.exists():
+        return None
+    side = max(json.loads(path.read_text())["sides"], key=lambda f: f["side"])
+    px = side["side"] ** 2
+    return {**side, "cpu_s_per_px_year": side["cpu_s"] / px / side["years"],
+            "spread": (min(side["cpu_s_each"]) / px / side["years"], max(side["cpu_s_each"]) / px / side["years"]),
+            "file": path.name}
+
+
 def demo_forest_px_s(results: Path, demo: dict) -> tuple[float, int]:
     """The compiled map rate here of the demo run's forest, on every pixel of its first tile-year's cube,
     prepared beforehand, timed as forest_size.py times a forest; and the cores it ran on."""
@@ -171,6 +203,12 @@ def main() -> None:
     ap.add_argument("--gpu-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "gpu_h100.json")
     ap.add_argument("--forest-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "forest_size_seed_2core.json",
                     help="forest_size.py --json of a forest of the seed study's size, for the forest's map rate")
+    ap.add_argument("--map-figures", type=Path,
+                    default=ROOT / "benchmarks" / "measured" / "predict_whole_tile_rf_2core.json",
+                    help="predict_tile_sizes.py --json of a whole-tile forest map job: the rest of a forest map job")
+    ap.add_argument("--consistent-figures", type=Path,
+                    default=ROOT / "benchmarks" / "measured" / "consistent_maps_speed_1core.json",
+                    help="consistent_maps_speed.py --json: consistent maps of a large grid on one core")
     ap.add_argument("--config", type=Path, default=ROOT / "config" / "netherlands.yaml")
     g = ap.add_argument_group("the cluster (stated)")
     g.add_argument("--cpu-nodes", type=int, default=8)
@@ -219,9 +257,10 @@ def main() -> None:
     cube_cpu = r["cube"]["cpu_s_per_unit"] * TILE_PX * args.scenes
     cube_net = args.scenes * args.scene_gb * 8 / min(args.gbit_per_job, args.site_gbit / min(maps, cpu_slots(8)))
     stage("cube", maps, max(cube_cpu / 8, cube_net), 8, cpu_slots(8),
-          f"CPU measured ({cube_cpu / 8 / 60:.0f} min on 8 cores); network assumed ({cube_net / 60:.0f} min)")
-    stage("labels", tiles, r["labels"]["cpu_s_per_unit"] * TILE_PX, 2, cpu_slots(2), "measured")
-    stage("sample", maps, r["sample"]["cpu_s_per_unit"] * samples, 2, cpu_slots(2), "measured")
+          f"CPU scaled from the demo's jobs ({cube_cpu / 8 / 60:.0f} min on 8 cores); network assumed "
+          f"({cube_net / 60:.0f} min)")
+    stage("labels", tiles, r["labels"]["cpu_s_per_unit"] * TILE_PX, 2, cpu_slots(2), "scaled from the demo's jobs")
+    stage("sample", maps, r["sample"]["cpu_s_per_unit"] * samples, 2, cpu_slots(2), "scaled from the demo's jobs")
     rf_params = seed["model_params"]["rf"]
     forest = forest_figures(args.forest_figures, n_train, int(rf_params.get("min_samples_leaf", 1)))
     if forest:  # a forest fitted on the seed's rows with its leaf size: its fit's CPU a tree
@@ -229,7 +268,7 @@ def main() -> None:
         source = f"measured on {forest['rows']:,} rows ({forest['trees']} trees, {forest['file']}), 8 cores (linear)"
     else:
         rf_cpu = r["train_rf"]["cpu_s_per_unit"] * n_train * math.log2(n_train) * rf_params["n_estimators"]
-        source = "measured on the demo (n log n), 8 cores"
+        source = "scaled from the demo's forest (n log n), 8 cores"
     stage("train_rf", 1, rf_cpu / 8, 8, 1, source)
     ranks = args.train_nodes * args.gpus_per_node
     if gpu:
@@ -245,13 +284,18 @@ def main() -> None:
         one = lstm_training_s if model == "lstm" else rf_cpu / 8
         stage(f"hpo {model}", hpo.get("trials", 20), one, 8, hpo.get("workers", 2), "one training a trial (unpruned)")
     rf_map = r["predict_rf"]["cpu_s_per_unit"]
+    whole = whole_tile_map(args.map_figures)
+    if whole:  # reading, preparing and writing as a whole-tile job measured them
+        rest, rest_source = whole["rest_cpu_s_per_px"], f"the rest as a {whole['size']} px job ({whole['file']})"
+    else:  # as the demo's 256 px jobs: their fixed costs counted as per-pixel work
+        rest, rest_source = max(rf_map - demo_forest[1] / demo_forest[0], 0.0), "the rest scaled from the demo's jobs"
     if forest:  # the demo forest's share of a map job's CPU replaced by that of a forest of the seed's size
         forest_part = forest["cores"] / forest["px_s"]
-        rf_map = max(rf_map - demo_forest[1] / demo_forest[0], 0.0) + forest_part
-        source = (f"measured, 4 cores (linear); its forest, {forest_part * TILE_PX / 4 / 60:.0f} of the minutes, "
-                  f"one of {forest['rows']:,} rows ({forest['file']})")
+        rf_map = rest + forest_part
+        source = (f"4 cores (linear); its forest, {forest_part * TILE_PX / 4 / 60:.0f} of the minutes, one of "
+                  f"{forest['rows']:,} rows ({forest['file']}); {rest_source}")
     else:
-        source = "measured, 4 cores (linear); the demo's forest (no --forest-figures)"
+        source = "measured on the demo, 4 cores (linear); the demo's forest (no --forest-figures)"
     stage("predict rf", maps, rf_map * TILE_PX / 4, 4, cpu_slots(4), source)
     if gpu:
         gpus = args.predict_nodes * args.gpus_per_node
@@ -262,9 +306,15 @@ def main() -> None:
     else:
         stage("predict lstm", maps, r["predict_lstm"]["cpu_s_per_unit"] * TILE_PX / cores, cores, args.cpu_nodes,
               "CPU measured here")
-    stage("consistent_maps", tiles * 2, r["consistent_maps"]["cpu_s_per_unit"] * TILE_PX * years, 2, cpu_slots(2),
-          "measured")
-    stage("assess", maps * 2, r["assess"]["cpu_s_per_unit"], 2, cpu_slots(2), "measured (per map)")
+    consistent = consistent_figures(args.consistent_figures)
+    if consistent:
+        stage("consistent_maps", tiles * 2, consistent["cpu_s_per_px_year"] * TILE_PX * years, 1, cpu_slots(1),
+              f"measured at {consistent['side']} px on one core ({consistent['file']}), scaled to the tile's pixels "
+              f"and {years} years")
+    else:
+        stage("consistent_maps", tiles * 2, r["consistent_maps"]["cpu_s_per_unit"] * TILE_PX * years, 2, cpu_slots(2),
+              "scaled from the demo's jobs")
+    stage("assess", maps * 2, r["assess"]["cpu_s_per_unit"], 2, cpu_slots(2), "the demo's jobs (per map)")
 
     print(f"\nseed study: {args.config.relative_to(ROOT)}: {tiles} tiles x {years} years = {maps} tile-years of "
           f"{TILE_PX / 1e6:.1f} Mpx, models {', '.join(seed['models'])}; {n_train:,} training samples "
@@ -283,6 +333,17 @@ def main() -> None:
               f"{forest['leaf']}, {forest['nodes_300'] / 1e6:.1f} M nodes and depth {forest['mean_depth']:.0f} as 300 "
               f"trees) maps {forest['px_s'] / 1e3:.0f} k px/s ({forest['cores']} cores): a forest map job "
               f"{rf_map:.3e} CPU s per px")
+    if whole:
+        print(f"  a forest map job of {whole['size']} px ({whole['file']}): {whole['cpu_s']:.0f} CPU s on {whole['cores']} "
+              f"cores, of which its forest alone {whole['size'] ** 2 * whole['cores'] / whole['forest_px_s']:.0f}: the "
+              f"rest {whole['rest_cpu_s_per_px']:.3e} CPU s per px (the demo's jobs: "
+              f"{max(r['predict_rf']['cpu_s_per_unit'] - demo_forest[1] / demo_forest[0], 0.0):.3e})")
+    if consistent:
+        lo, hi = consistent["spread"]
+        print(f"  consistent maps at {consistent['side']} px, {consistent['years']} years, one core "
+              f"({consistent['file']}): {consistent['cpu_s_per_px_year']:.3e} CPU s per px x year "
+              f"({lo:.3e}-{hi:.3e} over {len(consistent['cpu_s_each'])} turns; the demo's jobs: "
+              f"{r['consistent_maps']['cpu_s_per_unit']:.3e})")
     print(f"  lstm training on this CPU: {r['train_lstm_cpu']['samples_per_s']:.0f} samples/s "
           f"({r['train_lstm_cpu']['ranks']} ranks)")
     if gpu:
