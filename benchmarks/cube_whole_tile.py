@@ -7,12 +7,15 @@ Synthetic scenes the size of a real tile (10980 x 10980 px for the 10 m bands B0
 own process (its own peak RSS) and prints wall time, pixels per second and peak RSS; the overhead
 ratio is cube time over the time a plain rasterio read of the same assets and windows takes (the
 pixels read and discarded). The HTTP variants read through a loopback server with byte ranges
-(tests/http_server.py). ``--size`` shrinks the tile (a multiple of 2) for a quicker run.
+(tests/http_server.py). ``--size`` shrinks the tile (a multiple of 2) for a quicker run. The CPU
+seconds of each process (with its threads) are printed too, and ``--json`` writes them for
+``seed_study.py`` (``--cube-figures``: the cube's CPU a pixel and scene, from a whole tile).
 """
 
 import argparse
 import datetime as dt
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -144,11 +147,14 @@ def child(variant: str, catalog: str, work: str, threads: int, size: int, cache_
 def measure(variant: str, catalog: str, threads: int, size: int, cache_mb: int, scratch: Path) -> dict:
     with tempfile.TemporaryDirectory(dir=scratch) as work:
         start = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run([sys.executable, __file__, "--child", variant, catalog, work, str(threads), str(size),
                                str(cache_mb)],
                               check=True, capture_output=True, text=True)
         wall = time.perf_counter() - start
-    return {"wall_s": wall, "px_s": size * size / wall, **json.loads(done.stdout.strip().splitlines()[-1])}
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"wall_s": wall, "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+            "px_s": size * size / wall, **json.loads(done.stdout.strip().splitlines()[-1])}
 
 
 def main() -> None:
@@ -160,6 +166,8 @@ def main() -> None:
     ap.add_argument("--cache-mb", type=int, default=default("cube.cache_mb"), help="cube.cache_mb (the block cache's limit)")
     ap.add_argument("--sources", default="local,http", help="where the scenes are read from: local, http or both")
     ap.add_argument("--rss-limit-mb", type=int, default=4096, help="the cube's peak RSS must stay under this")
+    ap.add_argument("--json", type=Path, help="also write each variant's figures to this file (seed_study.py's "
+                    "--cube-figures)")
     ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -186,9 +194,14 @@ def main() -> None:
                     built = measure("cube", cat, n, args.size, args.cache_mb, tmp)
                     rows.append((where, n, built, plain))
                     print(f"  {where:13s} {n} thread(s): cube {built['wall_s']:7.1f} s ({built['px_s']:8.0f} px/s, "
-                          f"peak RSS {built['peak_rss_mb']:5.0f} MB); plain read {plain['wall_s']:7.1f} s "
-                          f"(peak RSS {plain['peak_rss_mb']:5.0f} MB); overhead ratio {built['wall_s'] / plain['wall_s']:.2f}",
+                          f"{built['cpu_s']:.0f} CPU s, peak RSS {built['peak_rss_mb']:5.0f} MB); plain read "
+                          f"{plain['wall_s']:7.1f} s ({plain['cpu_s']:.0f} CPU s, peak RSS {plain['peak_rss_mb']:5.0f} MB); "
+                          f"overhead ratio {built['wall_s'] / plain['wall_s']:.2f} (CPU {built['cpu_s'] / plain['cpu_s']:.2f})",
                           flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"size": args.size, "dates": args.dates, "cores": len(os.sched_getaffinity(0)),
+                                         "runs": [{"source": w, "threads": n, "cube": c, "plain": p}
+                                                  for w, n, c, p in rows]}, indent=1))
     worst = max(r[2]["peak_rss_mb"] for r in rows)
     print(f"\nlargest cube peak RSS {worst:.0f} MB (limit {args.rss_limit_mb} MB)")
     if worst > args.rss_limit_mb:

@@ -3,12 +3,16 @@ against ``gdalwarp -r near`` on the same input and target grid, in one run.
 
 The input is CORINE-like: EPSG:3035, 100 m, grid codes 1..44 in patches of a few hundred metres, 48 as
 nodata, covering tile 31UFT with a margin. Prints both times, their ratio (target <= 1.2) and the share
-of identical pixels.
+of identical pixels. With ``--json`` the whole ``lcflow labels`` job (the labels rule's command: the
+alignment, its checks and the COG written) also runs on the tile, ``--repeats`` times, each in its own
+process, and its CPU seconds are written for ``seed_study.py``.
 
-Usage: python benchmarks/labels_vs_gdalwarp.py [--repeats 3]
+Usage: python benchmarks/labels_vs_gdalwarp.py [--repeats 3] [--json FILE]
 """
 
 import argparse
+import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -47,9 +51,30 @@ def corine_like(path: Path) -> None:
         dst.write(codes, 1)
 
 
+def grid_raster(path: Path) -> None:
+    """A one-band raster on the whole tile's grid, no pixel written: what ``lcflow labels --grid`` reads
+    of a cube (its grid) without the cube's bytes."""
+    profile = {"driver": "GTiff", "width": TILE.width, "height": TILE.height, "count": 1, "dtype": "uint8",
+               "crs": TILE.crs, "transform": TILE.transform, "tiled": True, "compress": "deflate", "sparse_ok": True}
+    with rasterio.open(path, "w", **profile):
+        pass
+
+
+def labels_job(src: Path, grid: Path, out: Path) -> float:
+    """CPU seconds of ``lcflow labels`` as the labels rule runs it, in its own process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([str(Path(sys.executable).parent / "lcflow"), "labels", "--corine", str(src), "--grid", str(grid),
+                    "--out", str(out)], check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out.unlink()
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", type=Path, help="also run the whole ``lcflow labels`` job on the tile --repeats times "
+                    "and write its CPU seconds to this file (seed_study.py's --labels-figures)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "clc_3035.tif", Path(tmp) / "gdal.tif"
@@ -68,10 +93,17 @@ def main() -> None:
                 theirs = nomenclature.clc_codes_from_raster(ds.read(1), ds.nodata, where=str(out))
             theirs_s.append(time.perf_counter() - started)
         same = float((ours == theirs).mean())
+        if args.json:
+            grid_raster(Path(tmp) / "grid.tif")
+            job_s = [labels_job(src, Path(tmp) / "grid.tif", Path(tmp) / "labels.tif") for _ in range(args.repeats)]
+            args.json.write_text(json.dumps({"px": TILE.width * TILE.height, "cpu_s_each": job_s,
+                                             "cpu_s": float(np.median(job_s))}, indent=1))
     a, b = float(np.median(ours_s)), float(np.median(theirs_s))
     print(f"tile grid {TILE.width} x {TILE.height} px from a 100 m EPSG:3035 raster, median of {args.repeats}")
     print(f"lcflow clc_on_grid {a:.2f} s, gdalwarp -r near (+ read and decode) {b:.2f} s, ratio {a / b:.2f} "
           f"(target <= 1.2); identical pixels {same:.5f}")
+    if args.json:
+        print(f"the whole lcflow labels job: {', '.join(f'{v:.1f}' for v in job_s)} CPU s ({args.json.name})")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ compiled rate, measured here) is replaced by that of a forest of the seed study'
 (``--forest-figures``, written by ``forest_size.py --json``), whose fit is also the forest's training.
 A demo job covers 65,536 px, so its fixed costs (imports, loading a model, writing COGs) count as
 per-pixel work and swing with the machine's load: where larger jobs were measured, they are taken instead
-and the demo's rate printed beside them as a cross-check: the rest of a forest map job (reading,
-preparing, writing) from a whole-tile job (``--map-figures``, ``predict_tile_sizes.py --json``), the
+and the demo's rate printed beside them as a cross-check: the cube from a whole tile's
+(``--cube-figures``, ``cube_whole_tile.py --json``), the labels from whole-tile jobs (``--labels-figures``,
+``labels_vs_gdalwarp.py --json``), the rest of a forest map job (reading, preparing, writing) from a
+whole-tile job (``--map-figures``, ``predict_tile_sizes.py --json``), the
 consistent maps from a 2048 px series on one core (``--consistent-figures``,
 ``consistent_maps_speed.py --json``, with the spread of its turns). Network reads, scene counts and sizes,
 classes present, and scaling across cores and nodes are assumptions, printed as such. Stages run one
@@ -171,6 +173,27 @@ def whole_tile_map(path: Path | None) -> dict | None:
     return {**job, "rest_cpu_s_per_px": max(rest, 0.0), "file": path.name}
 
 
+def cube_figures(path: Path | None) -> dict | None:
+    """The cube of ``cube_whole_tile.py --json`` from local disk with the most reading threads: its CPU
+    seconds a pixel and scene (scaled to other scene counts as if linear: the composites and the output
+    bands do not grow with the scenes, so an upper bound), and its overhead over the plain read's CPU."""
+    if path is None or not path.exists():
+        return None
+    fig = json.loads(path.read_text())
+    runs = [r for r in fig["runs"] if r["source"] == "local disk"] or fig["runs"]
+    run = max(runs, key=lambda r: r["threads"])
+    return {**fig, "cpu_s": run["cube"]["cpu_s"], "plain_cpu_s": run["plain"]["cpu_s"],
+            "cpu_s_per_px_scene": run["cube"]["cpu_s"] / fig["size"] ** 2 / fig["dates"], "file": path.name}
+
+
+def labels_figures(path: Path | None) -> dict | None:
+    """The whole-tile ``lcflow labels`` jobs of ``labels_vs_gdalwarp.py --json``: CPU seconds a pixel."""
+    if path is None or not path.exists():
+        return None
+    fig = json.loads(path.read_text())
+    return {**fig, "cpu_s_per_px": fig["cpu_s"] / fig["px"], "file": path.name}
+
+
 def consistent_figures(path: Path | None) -> dict | None:
     """The largest side of ``consistent_maps_speed.py --json``: one core's CPU seconds a pixel of a
     series of its years, and the spread of its turns."""
@@ -206,6 +229,11 @@ def main() -> None:
     ap.add_argument("--map-figures", type=Path,
                     default=ROOT / "benchmarks" / "measured" / "predict_whole_tile_rf_2core.json",
                     help="predict_tile_sizes.py --json of a whole-tile forest map job: the rest of a forest map job")
+    ap.add_argument("--cube-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "cube_whole_tile_2core.json",
+                    help="cube_whole_tile.py --json: a whole tile's cube")
+    ap.add_argument("--labels-figures", type=Path,
+                    default=ROOT / "benchmarks" / "measured" / "labels_whole_tile_2core.json",
+                    help="labels_vs_gdalwarp.py --json: whole-tile lcflow labels jobs")
     ap.add_argument("--consistent-figures", type=Path,
                     default=ROOT / "benchmarks" / "measured" / "consistent_maps_speed_1core.json",
                     help="consistent_maps_speed.py --json: consistent maps of a large grid on one core")
@@ -254,12 +282,20 @@ def main() -> None:
                      "wall_h": waves * job_s / 3600, "core_h": jobs * job_s * per_job_cores / 3600, "source": source})
 
     stage("search", maps, args.search_s, 1, cpu_slots(2), "assumed (network)")
-    cube_cpu = r["cube"]["cpu_s_per_unit"] * TILE_PX * args.scenes
+    cube = cube_figures(args.cube_figures)
+    cube_rate = cube["cpu_s_per_px_scene"] if cube else r["cube"]["cpu_s_per_unit"]
+    cube_cpu = cube_rate * TILE_PX * args.scenes
     cube_net = args.scenes * args.scene_gb * 8 / min(args.gbit_per_job, args.site_gbit / min(maps, cpu_slots(8)))
+    cube_source = (f"a whole tile of {cube['dates']} scenes ({cube['file']}), scaled to {args.scenes:.0f} scenes"
+                   if cube else "scaled from the demo's jobs")
     stage("cube", maps, max(cube_cpu / 8, cube_net), 8, cpu_slots(8),
-          f"CPU scaled from the demo's jobs ({cube_cpu / 8 / 60:.0f} min on 8 cores); network assumed "
-          f"({cube_net / 60:.0f} min)")
-    stage("labels", tiles, r["labels"]["cpu_s_per_unit"] * TILE_PX, 2, cpu_slots(2), "scaled from the demo's jobs")
+          f"CPU {cube_source} ({cube_cpu / 8 / 60:.0f} min on 8 cores); network assumed ({cube_net / 60:.0f} min)")
+    labels = labels_figures(args.labels_figures)
+    if labels:
+        stage("labels", tiles, labels["cpu_s_per_px"] * TILE_PX, 2, cpu_slots(2),
+              f"whole-tile jobs ({labels['file']}, median of {len(labels['cpu_s_each'])})")
+    else:
+        stage("labels", tiles, r["labels"]["cpu_s_per_unit"] * TILE_PX, 2, cpu_slots(2), "scaled from the demo's jobs")
     stage("sample", maps, r["sample"]["cpu_s_per_unit"] * samples, 2, cpu_slots(2), "scaled from the demo's jobs")
     rf_params = seed["model_params"]["rf"]
     forest = forest_figures(args.forest_figures, n_train, int(rf_params.get("min_samples_leaf", 1)))
@@ -333,6 +369,13 @@ def main() -> None:
               f"{forest['leaf']}, {forest['nodes_300'] / 1e6:.1f} M nodes and depth {forest['mean_depth']:.0f} as 300 "
               f"trees) maps {forest['px_s'] / 1e3:.0f} k px/s ({forest['cores']} cores): a forest map job "
               f"{rf_map:.3e} CPU s per px")
+    if cube:
+        print(f"  a whole tile's cube of {cube['dates']} scenes ({cube['file']}): {cube['cpu_s']:.0f} CPU s, "
+              f"{cube['cpu_s'] / cube['plain_cpu_s']:.1f} times a plain read's {cube['plain_cpu_s']:.0f}: "
+              f"{cube['cpu_s_per_px_scene']:.3e} CPU s per px x scene (the demo's jobs: {r['cube']['cpu_s_per_unit']:.3e})")
+    if labels:
+        print(f"  whole-tile labels jobs ({labels['file']}): {', '.join(f'{v:.0f}' for v in labels['cpu_s_each'])} "
+              f"CPU s: {labels['cpu_s_per_px']:.3e} CPU s per px (the demo's jobs: {r['labels']['cpu_s_per_unit']:.3e})")
     if whole:
         print(f"  a forest map job of {whole['size']} px ({whole['file']}): {whole['cpu_s']:.0f} CPU s on {whole['cores']} "
               f"cores, of which its forest alone {whole['size'] ** 2 * whole['cores'] / whole['forest_px_s']:.0f}: the "
