@@ -63,6 +63,13 @@ def _classes_of(paths: list[Path]) -> dict:
     return first
 
 
+def change_patch_px(min_change_ha: float, pixel_area_m2: float, years: int) -> tuple[int, int]:
+    """The smallest change patch kept, in pixels of ``pixel_area_m2``, and the halo read around each
+    window to judge it (none for a single year or a patch of one pixel)."""
+    min_px = max(1, math.ceil(min_change_ha * 1e4 / pixel_area_m2 - 1e-9))
+    return min_px, (min(min_px, MAX_HALO_PX) if min_px > 1 and years > 1 else 0)
+
+
 def _read(ds: rasterio.io.DatasetReader, window: Window, halo: int) -> tuple[np.ndarray, np.ndarray]:
     """(pixels, classes) probabilities and the no-data mask of a window with ``halo`` px around it."""
     raw = read_with_halo(ds, window, halo, PROBABILITY_NODATA)
@@ -93,8 +100,7 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
         if Grid.of(t) != grid:
             raise LcflowError(f"truth raster {t} is not on the grid of {probabilities[0]}")
     pixel_area_m2 = grid.resolution * abs(grid.transform.e)
-    min_px = max(1, math.ceil(min_change_ha * 1e4 / pixel_area_m2 - 1e-9))
-    halo = min(min_px, MAX_HALO_PX) if min_px > 1 and n > 1 else 0
+    min_px, halo = change_patch_px(min_change_ha, pixel_area_m2, n)
     if min_px > MAX_HALO_PX:
         log.warning("a minimum change patch of %d px is judged on a halo of %d px around each window",
                     min_px, MAX_HALO_PX)

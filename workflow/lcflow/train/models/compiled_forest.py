@@ -27,7 +27,7 @@ from sklearn.ensemble import RandomForestClassifier
 
 #: the inputs of the pixels that go down a tree together: each tree's nodes, loaded into cache, serve
 #: every pixel of the block, so a larger block reads the forest fewer times, until its inputs no longer
-#: stay in cache (4,096 pixels of 132 float32 features; docs/benchmarks.md, "Forest maps")
+#: stay in cache (3,971 pixels of 132 float32 features; docs/benchmarks.md, "Speed, memory and scale")
 BLOCK_BYTES = 2 * 2**20
 #: the fewest pixels of a block, and blocks a thread at least, so that every core has work
 MIN_BLOCK, BLOCKS_A_THREAD = 256, 4
@@ -93,8 +93,8 @@ class CompiledForest:
         missing = odd.any(axis=1)
         if missing.all():
             return self.forest.predict_proba(x)
-        cores = threads or len(os.sched_getaffinity(0))
-        numba.set_num_threads(max(1, min(cores, numba.config.NUMBA_NUM_THREADS)))
+        cores = max(1, min(threads or len(os.sched_getaffinity(0)), numba.config.NUMBA_NUM_THREADS))
+        numba.set_num_threads(cores)
         some_missing = bool(missing.any())
         complete = np.ascontiguousarray(x[~missing]) if some_missing else x
         block = block or block_rows(len(complete), self.n_features, cores)
