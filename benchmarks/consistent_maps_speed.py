@@ -17,7 +17,6 @@ outputs are compared pixel for pixel: the speed-up is a ratio of one run.
 
 import argparse
 import cProfile
-import hashlib
 import json
 import os
 import pstats
@@ -106,9 +105,14 @@ def cpu() -> float:
     return t.user + t.system
 
 
+def one_core() -> None:
+    """Pin this process to the first core it may run on."""
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+
+
 def child(paths: list[str], years: list[int], out: str, profile: bool) -> None:
     """consistent.run on one core in this process (the lcflow on PYTHONPATH); prints its CPU seconds."""
-    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    one_core()
     out = Path(out)
     outputs = {"maps": [out / f"map_{y}.tif" for y in years], "confidences": [out / f"conf_{y}.tif" for y in years],
                "changes": [out / f"change_{a}_{b}.tif" for a, b in zip(years, years[1:])]}
@@ -122,21 +126,14 @@ def child(paths: list[str], years: list[int], out: str, profile: bool) -> None:
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(12)
     pair = summary["pairs"][0]
     print(json.dumps({"cpu_s": cpu() - started, "wall_s": time.perf_counter() - wall,
-                      "raw": pair["raw"]["agreement"], "consistent": pair["consistent"]["agreement"],
-                      "digest": digest(sorted(p for v in outputs.values() for p in v))}))
-
-
-def digest(paths: list[Path]) -> str:
-    """One digest of the pixels of every output raster (not of the files, whose metadata hold times)."""
-    h = hashlib.sha256()
-    for path in paths:
-        with rasterio.open(path) as src:
-            h.update(src.read().tobytes())
-    return h.hexdigest()
+                      "raw": pair["raw"]["agreement"], "consistent": pair["consistent"]["agreement"]}))
 
 
 def measure(workflow: Path, paths: list[Path], years: list[int], out: Path, profile: bool) -> dict:
-    """One child process, lcflow from ``workflow``."""
+    """One child process, lcflow from ``workflow``; the digest of its output rasters' pixels, taken here
+    (the child imports nothing of this checkout's but this file, so that an older lcflow runs it)."""
+    from shared import raster_digest
+
     out.mkdir(parents=True)
     env = {**os.environ, "PYTHONPATH": str(workflow)}
     done = subprocess.run([sys.executable, __file__, "--child", json.dumps([str(p) for p in paths]),
@@ -144,7 +141,7 @@ def measure(workflow: Path, paths: list[Path], years: list[int], out: Path, prof
                           check=True, capture_output=True, text=True, env=env)
     if profile:
         print(done.stderr, file=sys.stderr)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "digest": raster_digest(sorted(out.glob("*.tif")))}
 
 
 def main() -> None:
@@ -167,8 +164,7 @@ def main() -> None:
     years = list(range(2018, 2018 + args.years))
     classes = list(range(11, 11 + args.classes))
     block = default("predict.block_px")
-    min_px = int(np.ceil(default("consistency.min_change_ha") * 1e4 / 100 - 1e-9))
-    halo = min(min_px, consistent.MAX_HALO_PX) if min_px > 1 else 0
+    halo = consistent.change_patch_px(default("consistency.min_change_ha"), 10.0 * 10.0, args.years)[1]
     sides = [int(s) for s in args.sides.split(",")]
     print(f"# one core; {args.years} years, {args.classes} classes, windows of {block} px, halo {halo} px, "
           f"{args.changed:.0%} of fields changed a year, {args.speckle:.0%} speckle; CPU s are medians of "
@@ -184,7 +180,7 @@ def main() -> None:
         try:
             for side in sides:
                 paths = series(tmp, side, years, classes, args.changed, args.peak, args.speckle)
-                os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+                one_core()
                 started = cpu()
                 read_alone(paths, block, halo)
                 read_s = cpu() - started
@@ -194,20 +190,19 @@ def main() -> None:
                         profile = args.profile and side == sides[-1] and turn == 0 and name == "this"
                         runs[name].append(measure(workflow, paths, years, tmp / f"{side}_{name}_{turn}", profile))
                 px = side * side
+                medians = {name: float(np.median([r["cpu_s"] for r in got])) for name, got in runs.items()}
                 for name, got in runs.items():
-                    spent = float(np.median([r["cpu_s"] for r in got]))
+                    spent = medians[name]
                     print(f"{side:>6} px {name:>10}: {spent:7.1f} CPU s ({read_s / spent:.2f} of it reading alone: "
                           f"{read_s:.1f} s), {px / spent:10,.0f} px/s, a whole tile {TILE * TILE / (px / spent) / 60:5.1f} "
                           f"min; {years[0]}-{years[1]} raw maps agree {got[0]['raw']:.3f}, consistent "
                           f"{got[0]['consistent']:.3f}", flush=True)
-                spread = [r["cpu_s"] for r in runs["this"]]
                 figures.append({"side": side, "years": args.years, "classes": args.classes, "cores": 1,
-                                "cpu_s": float(np.median(spread)), "cpu_s_each": spread, "read_cpu_s": read_s})
+                                "cpu_s": medians["this"], "cpu_s_each": [r["cpu_s"] for r in runs["this"]],
+                                "read_cpu_s": read_s})
                 if args.against:
-                    this = float(np.median([r["cpu_s"] for r in runs["this"]]))
-                    other = float(np.median([r["cpu_s"] for r in runs[args.against]]))
                     same = {r["digest"] for rs in runs.values() for r in rs}
-                    print(f"{side:>6} px: this {other / this:.2f}x as fast as {args.against}; outputs "
+                    print(f"{side:>6} px: this {medians[args.against] / medians['this']:.2f}x as fast as {args.against}; outputs "
                           f"{'identical' if len(same) == 1 else 'DIFFERENT'}", flush=True)
             if args.json:
                 args.json.write_text(json.dumps({"sides": figures}, indent=1))

@@ -17,7 +17,6 @@ import datetime as dt
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +31,8 @@ from rasterio.transform import from_origin
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.http_server
+
+from shared import run_cpu_s  # noqa: E402
 
 from lcflow.common.raster import Grid  # noqa: E402
 from lcflow.defaults import default  # noqa: E402
@@ -147,14 +148,10 @@ def child(variant: str, catalog: str, work: str, threads: int, size: int, cache_
 def measure(variant: str, catalog: str, threads: int, size: int, cache_mb: int, scratch: Path) -> dict:
     with tempfile.TemporaryDirectory(dir=scratch) as work:
         start = time.perf_counter()
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        done = subprocess.run([sys.executable, __file__, "--child", variant, catalog, work, str(threads), str(size),
-                               str(cache_mb)],
-                              check=True, capture_output=True, text=True)
+        done, cpu_s = run_cpu_s([sys.executable, __file__, "--child", variant, catalog, work, str(threads), str(size),
+                                 str(cache_mb)], capture_output=True, text=True)
         wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"wall_s": wall, "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
-            "px_s": size * size / wall, **json.loads(done.stdout.strip().splitlines()[-1])}
+    return {"wall_s": wall, "cpu_s": cpu_s, "px_s": size * size / wall, **json.loads(done.stdout.strip().splitlines()[-1])}
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ Usage: python benchmarks/labels_vs_gdalwarp.py [--repeats 3] [--json FILE]
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ from scipy import ndimage
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
+
+from shared import run_cpu_s  # noqa: E402
 
 from lcflow.common.raster import Grid  # noqa: E402
 from lcflow.labels import alignment as labels  # noqa: E402
@@ -62,12 +63,10 @@ def grid_raster(path: Path) -> None:
 
 def labels_job(src: Path, grid: Path, out: Path) -> float:
     """CPU seconds of ``lcflow labels`` as the labels rule runs it, in its own process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([str(Path(sys.executable).parent / "lcflow"), "labels", "--corine", str(src), "--grid", str(grid),
-                    "--out", str(out)], check=True, capture_output=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    _, cpu_s = run_cpu_s([str(Path(sys.executable).parent / "lcflow"), "labels", "--corine", str(src), "--grid",
+                          str(grid), "--out", str(out)], capture_output=True)
     out.unlink()
-    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return cpu_s
 
 
 def main() -> None:

@@ -14,19 +14,17 @@ the ratio of their window-loop rates at each size and whether the two maps are i
 """
 
 import argparse
-import hashlib
 import json
 import os
 import re
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from shared import BANDS, demo_cube, tiled_cube
+from shared import BANDS, demo_cube, forest_map_rate, raster_digest, run_cpu_s, tiled_cube
 
 from lcflow.common.raster import read_tag
 from lcflow.train import training
@@ -54,29 +52,12 @@ def measure(model_dir: Path, cube_path: Path, out: Path) -> dict:
     """One prediction in its own process: wall and CPU seconds (the process and its threads), the window
     loop's rate from its log, its peak RSS."""
     start = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, __file__, "--child", str(model_dir), str(cube_path), str(out)],
-                          check=True, capture_output=True, text=True)
+    done, cpu_s = run_cpu_s([sys.executable, __file__, "--child", str(model_dir), str(cube_path), str(out)],
+                            capture_output=True, text=True)
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     last = [line for line in done.stderr.splitlines() if " windows, " in line][-1]
     loop_px_s = float(re.search(r"windows, (\d+) px/s", last).group(1))
     return {"wall_s": wall, "cpu_s": cpu_s, "loop_px_s": loop_px_s, **json.loads(done.stdout.strip().splitlines()[-1])}
-
-
-def forest_rate(model_dir: Path, small: Path) -> float | None:
-    """A forest's compiled map rate here (px/s, every core) on the demo cube's pixels, prepared beforehand:
-    the forest's own part of a map job, which seed_study.py replaces by that of a larger forest."""
-    from shared import cube_series, map_rate
-
-    from lcflow.common.features import prepare
-    from lcflow.train.model_dir import TrainedModel
-
-    trained = TrainedModel.load(model_dir)
-    if not hasattr(trained.model, "compiled"):
-        return None
-    return map_rate(trained.model, prepare(cube_series(small), trained.standardise)[0])
 
 
 def prepare(work: Path, names: list[str]) -> tuple[dict[str, Path], Path]:
@@ -96,17 +77,6 @@ def prepare(work: Path, names: list[str]) -> tuple[dict[str, Path], Path]:
             (work / name / "model.json").write_text(json.dumps(meta))
             models[name] = work / name
     return models, small
-
-
-def map_digest(path: Path) -> str:
-    """A digest of the map's classes (not of the file, whose metadata differ between runs)."""
-    import rasterio
-
-    digest = hashlib.sha256()
-    with rasterio.open(path) as src:
-        for _, window in src.block_windows(1):
-            digest.update(src.read(1, window=window).tobytes())
-    return digest.hexdigest()
 
 
 def main() -> None:
@@ -138,8 +108,8 @@ def main() -> None:
             for name in names:
                 r = measure(models[name], big, work / f"map_{name}_{size}.tif")
                 r.update(model=name, size=size, px_s=size * size / r["wall_s"],
-                         digest=map_digest(work / f"map_{name}_{size}.tif"), cores=len(os.sched_getaffinity(0)),
-                         forest_px_s=forest_rate(models[name], small))
+                         digest=raster_digest([work / f"map_{name}_{size}.tif"]), cores=len(os.sched_getaffinity(0)),
+                         forest_px_s=forest_map_rate(models[name], small))
                 rows.append(r)
                 forest = f", its forest alone {r['forest_px_s']:6.0f} px/s" if r["forest_px_s"] else ""
                 print(f"  {name:5s} {r['wall_s']:8.1f} s in all ({r['px_s']:6.0f} px/s, {r['cpu_s']:.0f} CPU s), window "

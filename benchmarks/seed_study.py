@@ -27,7 +27,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import rasterio
 import yaml
+from shared import forest_map_rate, run_cpu_s
 
 ROOT = Path(__file__).resolve().parents[1]
 TILE_PX = 10980 * 10980
@@ -56,11 +56,8 @@ def startup_cpu() -> float:
     bin_dir = Path(sys.executable).parent
     spent = []
     for _ in range(3):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([str(bin_dir / "lcflow"), "check-config", "--configfile", str(ROOT / "config" / "config.yaml")],
-                       check=True, capture_output=True)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        spent.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        spent.append(run_cpu_s([str(bin_dir / "lcflow"), "check-config", "--configfile",
+                                str(ROOT / "config" / "config.yaml")], capture_output=True)[1])
     return float(np.median(spent))
 
 
@@ -209,15 +206,8 @@ def consistent_figures(path: Path | None) -> dict | None:
 def demo_forest_px_s(results: Path, demo: dict) -> tuple[float, int]:
     """The compiled map rate here of the demo run's forest, on every pixel of its first tile-year's cube,
     prepared beforehand, timed as forest_size.py times a forest; and the cores it ran on."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from shared import cube_series, map_rate
-
-    from lcflow.common.features import prepare
-    from lcflow.train.model_dir import TrainedModel
-
-    trained = TrainedModel.load(results / "models" / "rf")
-    x = prepare(cube_series(results / demo["tiles"][0] / str(demo["years"][0]) / "cube.tif"), trained.standardise)[0]
-    return map_rate(trained.model, x), len(os.sched_getaffinity(0))
+    cube = results / demo["tiles"][0] / str(demo["years"][0]) / "cube.tif"
+    return forest_map_rate(results / "models" / "rf", cube), len(os.sched_getaffinity(0))
 
 
 def main() -> None:
@@ -320,11 +310,13 @@ def main() -> None:
         one = lstm_training_s if model == "lstm" else rf_cpu / 8
         stage(f"hpo {model}", hpo.get("trials", 20), one, 8, hpo.get("workers", 2), "one training a trial (unpruned)")
     rf_map = r["predict_rf"]["cpu_s_per_unit"]
+    # the rest of a map job as the demo's 256 px jobs give it: their fixed costs counted as per-pixel work
+    demo_rest = max(rf_map - demo_forest[1] / demo_forest[0], 0.0)
     whole = whole_tile_map(args.map_figures)
     if whole:  # reading, preparing and writing as a whole-tile job measured them
         rest, rest_source = whole["rest_cpu_s_per_px"], f"the rest as a {whole['size']} px job ({whole['file']})"
-    else:  # as the demo's 256 px jobs: their fixed costs counted as per-pixel work
-        rest, rest_source = max(rf_map - demo_forest[1] / demo_forest[0], 0.0), "the rest scaled from the demo's jobs"
+    else:
+        rest, rest_source = demo_rest, "the rest scaled from the demo's jobs"
     if forest:  # the demo forest's share of a map job's CPU replaced by that of a forest of the seed's size
         forest_part = forest["cores"] / forest["px_s"]
         rf_map = rest + forest_part
@@ -379,8 +371,7 @@ def main() -> None:
     if whole:
         print(f"  a forest map job of {whole['size']} px ({whole['file']}): {whole['cpu_s']:.0f} CPU s on {whole['cores']} "
               f"cores, of which its forest alone {whole['size'] ** 2 * whole['cores'] / whole['forest_px_s']:.0f}: the "
-              f"rest {whole['rest_cpu_s_per_px']:.3e} CPU s per px (the demo's jobs: "
-              f"{max(r['predict_rf']['cpu_s_per_unit'] - demo_forest[1] / demo_forest[0], 0.0):.3e})")
+              f"rest {whole['rest_cpu_s_per_px']:.3e} CPU s per px (the demo's jobs: {demo_rest:.3e})")
     if consistent:
         lo, hi = consistent["spread"]
         print(f"  consistent maps at {consistent['side']} px, {consistent['years']} years, one core "

@@ -3,8 +3,10 @@
 balanced accuracy, a forest's map rate and the process's peak memory. One place for the demo's tiles,
 years and bands."""
 
+import hashlib
 import json
 import resource
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,6 +162,37 @@ def map_rate(model, x: np.ndarray, repeats: int = 3) -> float:
         model.predict_proba(x)
         spent.append(time.perf_counter() - started)
     return len(x) / float(np.median(spent))
+
+
+def forest_map_rate(model_dir: Path, cube_path: Path) -> float | None:
+    """The compiled map rate here (px/s, every core) of the forest in ``model_dir`` on every pixel of
+    ``cube_path``, prepared beforehand (``map_rate``); None for a model that is not a forest."""
+    from lcflow.common.features import prepare
+    from lcflow.train.model_dir import TrainedModel
+
+    trained = TrainedModel.load(model_dir)
+    if not hasattr(trained.model, "compiled"):
+        return None
+    return map_rate(trained.model, prepare(cube_series(cube_path), trained.standardise)[0])
+
+
+def run_cpu_s(command: list[str], **kwargs) -> tuple[subprocess.CompletedProcess, float]:
+    """``subprocess.run(command, check=True, **kwargs)`` and the CPU seconds (user + system) the process
+    and its threads spent."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(command, check=True, **kwargs)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return done, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def raster_digest(paths: list[Path]) -> str:
+    """One digest of the pixels of rasters, block by block (not of the files, whose metadata hold times)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with rasterio.open(path) as src:
+            for _, window in src.block_windows(1):
+                digest.update(src.read(window=window).tobytes())
+    return digest.hexdigest()
 
 
 def peak_mb() -> float:
