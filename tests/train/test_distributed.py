@@ -29,11 +29,12 @@ PARAMS = ["--set", "epochs=6", "--set", "min_steps=0", "--set", "evaluations=6",
           "--set", "input_noise=0"]
 
 
-def horovodrun(np_: int, *args: str, log: Path, wait: bool = True, command: str = "train"):
+def horovodrun(np_: int, *args: str, log: Path, wait: bool = True, command: str = "train",
+               env: dict[str, str] | None = None):
     cmd = [str(BIN / "horovodrun"), "-np", str(np_), "-H", f"localhost:{np_}", "--gloo",
            str(BIN / "lcflow"), "-v", command, *args]  # -v: each rank's sums and final checksum
     fh = log.open("w")
-    proc = subprocess.Popen(cmd, env=ENV, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(cmd, env={**ENV, **(env or {})}, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     if wait:
         assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
     return proc
@@ -263,6 +264,50 @@ def test_two_ranks_learn_from_the_same_forest_teacher_as_one_process(two_ranks, 
     assert not all(torch.allclose(w, plain[name], atol=2e-3, rtol=1e-2) for name, w in a.model.net.state_dict().items())
 
 
+#: a ``sitecustomize`` for a run's ranks: rank 0 holds still once it has saved the checkpoint of round
+#: ``LCFLOW_TEST_HOLD_ROUND`` and says so in ``checkpoint.pt.held``, until ``checkpoint.pt.released`` appears
+#: (at most 10 minutes), so a test kills a run at a round it knows, however fast the machine
+HOLD_AT_ROUND = """
+import os
+import time
+from pathlib import Path
+
+from lcflow.train import run_checkpoint
+
+_save = run_checkpoint.save
+
+
+def _save_then_hold(path, net, optimizer, progress, *args, **kwargs):
+    _save(path, net, optimizer, progress, *args, **kwargs)
+    held, released = Path(str(path) + ".held"), Path(str(path) + ".released")
+    if progress["round"] == int(os.environ["LCFLOW_TEST_HOLD_ROUND"]) and not released.exists():
+        held.touch()
+        deadline = time.time() + 600
+        while not released.exists() and time.time() < deadline:
+            time.sleep(0.05)
+
+
+run_checkpoint.save = _save_then_hold
+"""
+
+
+def held_at(tmp_path: Path, round_: int) -> dict[str, str]:
+    """The environment that makes a run's rank 0 hold after round ``round_`` (:data:`HOLD_AT_ROUND`)."""
+    hook = tmp_path / "hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(HOLD_AT_ROUND)
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(hook), ENV.get("PYTHONPATH")])),
+            "LCFLOW_TEST_HOLD_ROUND": str(round_)}
+
+
+def wait_held(proc: subprocess.Popen, checkpoint: Path, log: Path) -> None:
+    """Until rank 0 holds after its checkpoint (:func:`held_at`); the run must still be going."""
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not Path(f"{checkpoint}.held").exists():
+        time.sleep(0.05)
+    assert proc.poll() is None and Path(f"{checkpoint}.held").exists(), log.read_text()[-3000:]
+
+
 def test_killed_training_resumes_from_its_checkpoint(two_ranks, samples, tmp_path):
     """The session's two-rank training (``two_ranks``, 6 rounds) again, killed after its second round and
     started again: it resumes from its checkpoint and ends where the uninterrupted run ended."""
@@ -270,16 +315,10 @@ def test_killed_training_resumes_from_its_checkpoint(two_ranks, samples, tmp_pat
     rounds = len(pd.read_csv(reference / "history.csv"))
     out = tmp_path / "lstm"
     args = ["--model", "lstm", "--samples", *samples, *PARAMS, "--set", "batch_size=64", "--out", str(out)]
-    proc = horovodrun(2, *args, log=tmp_path / "first.log", wait=False)
+    proc = horovodrun(2, *args, log=tmp_path / "first.log", wait=False, env=held_at(tmp_path, 2))
     checkpoint = out / "checkpoint.pt"
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if checkpoint.exists() and torch.load(checkpoint, weights_only=True)["progress"]["round"] >= 2:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "training ended before it could be killed"
+    wait_held(proc, checkpoint, tmp_path / "first.log")
     # the ranks run in sessions of their own: killed with horovodrun, and gone before the checkpoint is read
-    # (a rank outliving horovodrun by a moment could still write the next round)
     workers = _workers(proc.pid)
     assert len(workers) == 2, workers
     os.killpg(proc.pid, signal.SIGKILL)
@@ -291,7 +330,7 @@ def test_killed_training_resumes_from_its_checkpoint(two_ranks, samples, tmp_pat
     while any(Path(f"/proc/{pid}").exists() and _running(pid) for pid in workers) and time.time() < gone:
         time.sleep(0.05)
     done_rounds = torch.load(checkpoint, weights_only=True)["progress"]["round"]
-    assert 2 <= done_rounds < rounds and not (out / "metrics.json").exists()
+    assert done_rounds == 2 < rounds and not (out / "metrics.json").exists()
     horovodrun(2, *args, log=tmp_path / "second.log")
     second = (tmp_path / "second.log").read_text()
     assert f"resumed from checkpoint {checkpoint} after round {done_rounds}" in second
@@ -388,17 +427,15 @@ def test_elastic_training_goes_on_when_a_worker_dies(samples, tmp_path):
            *PARAMS, "--set", "epochs=14", "--set", "evaluations=14", "--set", "batch_size=64", "--set", "elastic=true",
            "--set", "weight_ema=0.9"]  # the weights' average is part of the state a reset rolls back
     with log.open("w") as fh:
-        proc = subprocess.Popen(cmd, env=ENV, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, env={**ENV, **held_at(tmp_path, 3)}, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     try:
         checkpoint = out / "checkpoint.pt"
-        deadline = time.time() + 300
-        while time.time() < deadline and proc.poll() is None:
-            if checkpoint.exists() and torch.load(checkpoint, weights_only=True)["progress"]["round"] >= 3:
-                break
-            time.sleep(0.05)
+        wait_held(proc, checkpoint, log)
         workers = _workers(proc.pid)
-        assert proc.poll() is None and len(workers) == 2, log.read_text()[-3000:]
+        assert len(workers) == 2, log.read_text()[-3000:]
         os.kill(max(workers), signal.SIGKILL)
+        Path(f"{checkpoint}.released").touch()
         assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
     finally:
         if proc.poll() is None:
