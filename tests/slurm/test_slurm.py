@@ -42,7 +42,8 @@ NODE_CPUS = 2
 SITE = {  # the test cluster: one partition, CPU-only nodes of NODE_CPUS CPUs, no accounting database
     "LCFLOW_SLURM_ACCOUNT": "lcflow", "LCFLOW_SLURM_CPU_PARTITION": "debug", "LCFLOW_SLURM_GPU_PARTITION": "debug",
     "LCFLOW_SLURM_GPUS_PER_NODE": "0", "LCFLOW_SLURM_TRAIN_NODES": "1", "LCFLOW_SLURM_TASKS_PER_NODE": "2",
-    "LCFLOW_SLURM_CPUS_PER_TASK": "1", "LCFLOW_SLURM_CPU_CORES": str(NODE_CPUS), "LCFLOW_SLURM_STATUS_COMMAND": "squeue",
+    "LCFLOW_SLURM_CPUS_PER_TASK": "1", "LCFLOW_SLURM_CPU_CORES": str(NODE_CPUS), "LCFLOW_SLURM_NODE_CORES": str(NODE_CPUS),
+    "LCFLOW_SLURM_STATUS_COMMAND": "squeue",
     # CPU-only nodes whose cores all train: waiting ranks yield (docs/slurm.md)
     "LCFLOW_SLURM_MPI": "env OMPI_MCA_mpi_yield_when_idle=1 srun --mpi=pmix",
 }
