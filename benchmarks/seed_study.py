@@ -18,9 +18,12 @@ and the demo's rate printed beside them as a cross-check: the cube from a whole 
 whole-tile job (``--map-figures``, ``predict_tile_sizes.py --json``), the
 consistent maps from a 2048 px series on one core (``--consistent-figures``,
 ``consistent_maps_speed.py --json``, with the spread of its turns). Network reads, scene counts and sizes,
-classes present, and scaling across cores and nodes are assumptions, printed as such. Stages run one
-after another (each as parallel as the cluster allows), so the total is an upper bound of the critical
-path. Prints every input and the projection per stage.
+classes present, and scaling across cores and nodes are assumptions, printed as such. Each stage's wall
+time is its jobs in waves as the cluster holds them, with the cores the Slurm profile gives a job
+(``CPU_CORES`` for the cube and the forest's maps, a whole node for the forest's training). The total
+is the critical path: the stages in turn, but the forest's training and maps beside the deep model's on
+the GPU nodes, as Snakemake runs them; the sum of every stage is printed beside it as an upper bound.
+Prints every input and the projection per stage.
 """
 
 import argparse
@@ -231,7 +234,10 @@ def main() -> None:
     g = ap.add_argument_group("the cluster (stated)")
     g.add_argument("--cpu-nodes", type=int, default=8)
     g.add_argument("--gpu-nodes", type=int, default=4)
-    g.add_argument("--cores-per-node", type=int, default=48)
+    g.add_argument("--cores-per-node", type=int, default=48,
+                   help="the profile's NODE_CORES: the forest's training takes a whole node")
+    g.add_argument("--cpu-job-cores", type=int, default=8,
+                   help="the profile's CPU_CORES: the cores of a cube job and of a forest map job")
     g.add_argument("--gpus-per-node", type=int, default=4)
     g.add_argument("--train-nodes", type=int, default=2, help="nodes of one training job (the Slurm profile's)")
     g.add_argument("--predict-nodes", type=int, default=1, help="nodes of one deep prediction job")
@@ -278,8 +284,9 @@ def main() -> None:
     cube_net = args.scenes * args.scene_gb * 8 / min(args.gbit_per_job, args.site_gbit / min(maps, cpu_slots(8)))
     cube_source = (f"a whole tile of {cube['dates']} scenes ({cube['file']}), scaled to {args.scenes:.0f} scenes"
                    if cube else "scaled from the demo's jobs")
-    stage("cube", maps, max(cube_cpu / 8, cube_net), 8, cpu_slots(8),
-          f"CPU {cube_source} ({cube_cpu / 8 / 60:.0f} min on 8 cores); network assumed ({cube_net / 60:.0f} min)")
+    many = args.cpu_job_cores
+    stage("cube", maps, max(cube_cpu / many, cube_net), many, cpu_slots(many),
+          f"CPU {cube_source} ({cube_cpu / many / 60:.0f} min on {many} cores); network assumed ({cube_net / 60:.0f} min)")
     labels = labels_figures(args.labels_figures)
     if labels:
         stage("labels", tiles, labels["cpu_s_per_px"] * TILE_PX, 2, cpu_slots(2),
@@ -291,11 +298,12 @@ def main() -> None:
     forest = forest_figures(args.forest_figures, n_train, int(rf_params.get("min_samples_leaf", 1)))
     if forest:  # a forest fitted on the seed's rows with its leaf size: its fit's CPU a tree
         rf_cpu = forest["fit_s"] * forest["cores"] * rf_params["n_estimators"] / forest["trees"]
-        source = f"measured on {forest['rows']:,} rows ({forest['trees']} trees, {forest['file']}), 8 cores (linear)"
+        source = (f"measured on {forest['rows']:,} rows ({forest['trees']} trees, {forest['file']}), "
+                  f"{cores} cores (a node; linear)")
     else:
         rf_cpu = r["train_rf"]["cpu_s_per_unit"] * n_train * math.log2(n_train) * rf_params["n_estimators"]
-        source = "scaled from the demo's forest (n log n), 8 cores"
-    stage("train_rf", 1, rf_cpu / 8, 8, 1, source)
+        source = f"scaled from the demo's forest (n log n), {cores} cores (a node)"
+    stage("train_rf", 1, rf_cpu / cores, cores, 1, source)
     ranks = args.train_nodes * args.gpus_per_node
     if gpu:
         rate = gpu["train_samples_per_s"] * ranks * args.scaling
@@ -307,8 +315,8 @@ def main() -> None:
     lstm_training_s = rows[-1]["job_min"] * 60
     hpo = seed.get("hpo") or {}
     for model in hpo.get("models", []):
-        one = lstm_training_s if model == "lstm" else rf_cpu / 8
-        stage(f"hpo {model}", hpo.get("trials", 20), one, 8, hpo.get("workers", 2), "one training a trial (unpruned)")
+        one = lstm_training_s if model == "lstm" else rf_cpu / many
+        stage(f"hpo {model}", hpo.get("trials", 20), one, many, hpo.get("workers", 2), "one training a trial (unpruned)")
     rf_map = r["predict_rf"]["cpu_s_per_unit"]
     # the rest of a map job as the demo's 256 px jobs give it: their fixed costs counted as per-pixel work
     demo_rest = max(rf_map - demo_forest[1] / demo_forest[0], 0.0)
@@ -320,11 +328,11 @@ def main() -> None:
     if forest:  # the demo forest's share of a map job's CPU replaced by that of a forest of the seed's size
         forest_part = forest["cores"] / forest["px_s"]
         rf_map = rest + forest_part
-        source = (f"4 cores (linear); its forest, {forest_part * TILE_PX / 4 / 60:.0f} of the minutes, one of "
+        source = (f"{many} cores (linear); its forest, {forest_part * TILE_PX / many / 60:.0f} of the minutes, one of "
                   f"{forest['rows']:,} rows ({forest['file']}); {rest_source}")
     else:
-        source = "measured on the demo, 4 cores (linear); the demo's forest (no --forest-figures)"
-    stage("predict rf", maps, rf_map * TILE_PX / 4, 4, cpu_slots(4), source)
+        source = f"measured on the demo, {many} cores (linear); the demo's forest (no --forest-figures)"
+    stage("predict rf", maps, rf_map * TILE_PX / many, many, cpu_slots(many), source)
     if gpu:
         gpus = args.predict_nodes * args.gpus_per_node
         stage("predict lstm", maps, TILE_PX / (gpu["predict_px_s"] * gpus), args.predict_nodes * cores,
@@ -391,9 +399,11 @@ def main() -> None:
     for row in rows:
         print(f"{row['stage']:16s} {row['jobs']:5d} {row['job_min']:10.1f} {row['at_once']:8d} {row['wall_h']:8.2f} "
               f"{row['core_h']:9.1f}  {row['source']}")
-    total = sum(row["wall_h"] for row in rows)
-    print(f"{'total':16s} {'':5s} {'':10s} {'':8s} {total:8.2f} {sum(row['core_h'] for row in rows):9.1f}  "
-          "(stages one after another: an upper bound)")
+    total, path = critical_path(rows)
+    core_h = sum(row["core_h"] for row in rows)
+    print(f"{'total':16s} {'':5s} {'':10s} {'':8s} {total:8.2f} {core_h:9.1f}  critical path: {' > '.join(path)}")
+    print(f"{'':16s} {'':5s} {'':10s} {'':8s} {sum(row['wall_h'] for row in rows):8.2f} {'':9s}  "
+          "(every stage one after another: an upper bound)")
     if not hpo.get("models"):
         from lcflow.defaults import default
 
@@ -401,6 +411,20 @@ def main() -> None:
         print(f"(no hpo in {args.config.name}: a study of lstm at the schema's {trials} trials and {workers} workers, "
               f"each a training job as above, would add up to {math.ceil(trials / workers) * lstm_training_s / 3600:.2f} h"
               " wall, less what the pruner stops early)")
+
+
+def critical_path(rows: list[dict]) -> tuple[float, list[str]]:
+    """The wall hours of the longest chain of stages, and its stages: everything in turn but the forest's
+    training and maps (CPU nodes) beside the deep models' studies, training and maps (GPU nodes), which
+    Snakemake runs at once. Stages of a chain are taken whole, one after another (no overlap of waves)."""
+    wall = {row["stage"]: row["wall_h"] for row in rows}
+    forest = [s for s in wall if s in ("hpo rf", "train_rf", "predict rf")]
+    deep = [s for s in wall if s.startswith(("hpo ", "train ", "predict ")) and s not in forest]
+    before = [s for s in wall if s in ("search", "cube", "labels", "sample")]
+    after = [s for s in wall if s not in (*before, *forest, *deep)]
+    branch = max((forest, deep), key=lambda chain: sum(wall[s] for s in chain))
+    path = [*before, *branch, *after]
+    return sum(wall[s] for s in path), path
 
 
 if __name__ == "__main__":
