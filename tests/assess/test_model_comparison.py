@@ -83,6 +83,42 @@ def test_table_holds_each_model_s_accuracy_f1_time_and_speed(run, tmp_path):
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging file left
 
 
+def test_it_names_the_model_for_overall_accuracy_and_for_the_rare_classes(tmp_path):
+    """forest: the higher accuracy on three maps; tempcnn 0.03 under it, inside the forest's interval over
+    the maps, and better on the rare class; lstm under both and outside the forest's interval."""
+    models = [_model_dir(tmp_path / "models", m, 1.0, 1) for m in ("rf", "tempcnn", "lstm")]
+    a = tmp_path / "assessment"
+    a.mkdir()
+    per_map = {"rf": ([0.80, 0.82, 0.84], 0.40), "tempcnn": ([0.78, 0.79, 0.80], 0.70), "lstm": ([0.60, 0.62, 0.64], 0.50)}
+    files = [_test_only(a / f"T{k}_2018_{m}.json", m, oa, 500, {"21": 0.9, "24": rare})
+             for m, (oas, rare) in per_map.items() for k, oa in enumerate(oas)]
+    text = comparison.write(files, models, [], tmp_path / "cmp.tsv", tmp_path / "cmp.png")
+    rows = {line.split("\t")[0]: dict(zip(text.splitlines()[0].split("\t"), line.split("\t")))
+            for line in text.splitlines()[1:]}
+    assert [rows[m]["take_for"] for m in ("rf", "tempcnn", "lstm")] == ["overall_accuracy", "macro_f1", ""]
+    low, high = scipy.stats.t.interval(0.95, 2, loc=0.82, scale=scipy.stats.sem([0.80, 0.82, 0.84]))
+    assert (float(rows["rf"]["accuracy_low"]), float(rows["rf"]["accuracy_high"])) == pytest.approx((low, high), abs=1e-4)
+    assert float(rows["tempcnn"]["macro_f1_mean"]) == pytest.approx(0.80, abs=1e-4)
+    # every map has the same macro F1: an interval of no width
+    assert rows["tempcnn"]["macro_f1_low"] == rows["tempcnn"]["macro_f1_high"] == "0.8000"
+    choices = comparison.choose(comparison.collect(files, models, []))
+    assert [(c.figure, c.model, c.level) for c in choices] == [
+        ("overall accuracy", "rf", ["tempcnn"]), ("the rare classes (macro F1)", "tempcnn", [])]
+    assert choices[0].sentence() == (f"for overall accuracy take rf (0.820, 95 % interval {low:.3f}-{high:.3f} over 3 "
+                                     "maps; tempcnn within that interval)")
+
+
+def test_one_map_gives_its_own_accuracy_interval_and_none_for_f1(run):
+    files, models, _ = run
+    lstm = comparison.collect(files, models, [])["lstm"]
+    assert comparison.accuracy_estimate(lstm) == comparison.Estimate(0.95, 0.94, 0.96, 1)
+    f1 = comparison.macro_f1_estimate(lstm)
+    assert (f1.low, f1.high, f1.maps) == (None, None, 1) and f1.mean == pytest.approx(2 * 0.5 / 1.5)
+    line = comparison.recommendation(comparison.collect(files, models, []))
+    assert line.startswith("For overall accuracy take lstm (0.950, 95 % interval 0.940-0.960 over 1 map)")
+    assert "for the rare classes (macro F1) take lstm (0.667, 1 map, no interval)" in line
+
+
 def test_an_assessment_of_a_model_not_given_is_named(run, tmp_path):
     files, models, timings = run
     with pytest.raises(LcflowError, match=r"T1_2018_lstm\.json is of model 'lstm', which no --models directory "
@@ -131,6 +167,7 @@ def test_compare_models_command_on_real_assessments(stages, tmp_path):
     row = dict(zip(header.split("\t"), line.split("\t")))
     assessed = json.loads((tmp_path / "T_2018_rf.json").read_text())["test_samples"]
     assert row["accuracy_from"] == "test samples"
+    assert row["take_for"] == "overall_accuracy,macro_f1"  # the one model is named for both
     assert float(row["accuracy_mean"]) == pytest.approx(assessed["overall_accuracy"], abs=1e-4)
     assert float(row["predict_px_s"]) == pytest.approx(timing["px_per_s"], abs=0.5)
     assert (tmp_path / "cmp.png").stat().st_size > 10_000

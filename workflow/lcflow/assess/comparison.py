@@ -7,6 +7,11 @@ Accuracy comes from the reference sample where a map has one (Olofsson et al. 20
 of the user's and producer's accuracies of the reference estimate (else the test samples' F1), averaged
 over the maps. Speed is the map's pixels over the wall time of ``lcflow predict``'s mapping (windows read,
 classified and written), from the timing file predict writes beside the map.
+
+It names the model to take for overall accuracy and the one to take for the rare classes (macro F1, which
+counts every class alike), each with a 95 % interval over the maps (Student's t on the maps' values; one
+map: its own accuracy interval, and none for F1), and the models whose mean lies inside that interval,
+which the maps cannot tell apart from it.
 """
 
 import json
@@ -137,17 +142,104 @@ def mean_f1(row: ModelRow, code: int) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
+def map_macro_f1(m: MapScore) -> float:
+    """One map's macro F1: the mean F1 of the classes it has (NaN where it has none)."""
+    return float(np.mean(list(m.f1.values()))) if m.f1 else float("nan")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A model's mean over its maps with its 95 % interval (None where one map leaves none)."""
+
+    mean: float
+    low: float | None
+    high: float | None
+    maps: int
+
+
+def over_maps(values: list[float], one_map: tuple[float, float] | None = None) -> Estimate:
+    """The mean of the maps' ``values`` and its 95 % interval (Student's t over the maps, clipped to 0..1);
+    with one map, ``one_map`` (the map's own interval) or none."""
+    from scipy import stats
+
+    x = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
+    if not x.size:
+        return Estimate(float("nan"), None, None, 0)
+    mean = float(x.mean())
+    if x.size == 1:
+        low, high = one_map if one_map else (None, None)
+        return Estimate(mean, low, high, 1)
+    half = float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return Estimate(mean, max(0.0, mean - half), min(1.0, mean + half), int(x.size))
+
+
+def accuracy_estimate(row: ModelRow) -> Estimate:
+    one = (row.maps[0].low, row.maps[0].high) if len(row.maps) == 1 else None
+    return over_maps([m.accuracy for m in row.maps], one)
+
+
+def macro_f1_estimate(row: ModelRow) -> Estimate:
+    return over_maps([map_macro_f1(m) for m in row.maps])
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The model to take for one figure, its estimate, and the models the maps cannot tell from it."""
+
+    figure: str
+    model: str
+    estimate: Estimate
+    level: list[str]
+
+    def sentence(self) -> str:
+        e = self.estimate
+        interval = (f"95 % interval {e.low:.3f}-{e.high:.3f} over {e.maps} map{'s' if e.maps > 1 else ''}"
+                    if e.low is not None else f"{e.maps} map, no interval")
+        level = (f"; {', '.join(self.level)} within that interval" if self.level else "")
+        return f"for {self.figure} take {self.model} ({e.mean:.3f}, {interval}{level})"
+
+
+def choose(rows: dict[str, ModelRow]) -> list[Choice]:
+    """The model of the highest mean overall accuracy and that of the highest mean macro F1, each with the
+    models whose mean lies inside its interval."""
+    out = []
+    for figure, estimate in (("overall accuracy", accuracy_estimate), ("the rare classes (macro F1)", macro_f1_estimate)):
+        estimates = {name: estimate(row) for name, row in rows.items()}
+        usable = {name: e for name, e in estimates.items() if not math.isnan(e.mean)}
+        if not usable:
+            continue
+        best = max(usable, key=lambda name: usable[name].mean)  # the first given wins a tie
+        e = usable[best]
+        level = [name for name, other in usable.items() if name != best and e.low is not None and other.mean >= e.low]
+        out.append(Choice(figure, best, e, level))
+    return out
+
+
+def recommendation(rows: dict[str, ModelRow]) -> str:
+    """One line: which model to take for overall accuracy and which for the rare classes."""
+    text = "; ".join(c.sentence() for c in choose(rows))
+    return text[:1].upper() + text[1:]
+
+
 def table(rows: dict[str, ModelRow]) -> str:
     """TSV: one line per model."""
     classes = _classes(rows)
-    head = ["model", "maps", "accuracy_from", "accuracy_mean", "accuracy_low_min", "accuracy_high_max", "macro_f1",
+    head = ["model", "take_for", "maps", "accuracy_from", "accuracy_mean", "accuracy_low", "accuracy_high",
+            "accuracy_low_min", "accuracy_high_max", "macro_f1", "macro_f1_mean", "macro_f1_low", "macro_f1_high",
             "train_s", "train_ranks", "predict_px_s"] + [f"f1_{c}" for c in classes]
+    taken = {c.model: [] for c in choose(rows)}
+    for c in choose(rows):
+        taken[c.model].append("overall_accuracy" if c.figure == "overall accuracy" else "macro_f1")
+    bound = lambda v: "" if v is None else f"{v:.4f}"  # noqa: E731 - an interval's end, empty where none
     lines = ["\t".join(head)]
     for row in rows.values():
         f1 = [mean_f1(row, c) for c in classes]
-        cells = [row.model, str(len(row.maps)), " + ".join(sorted({m.source for m in row.maps})),
-                 f"{np.mean([m.accuracy for m in row.maps]):.4f}", f"{min(m.low for m in row.maps):.4f}",
-                 f"{max(m.high for m in row.maps):.4f}", f"{np.nanmean(f1):.4f}" if f1 else "",
+        oa, macro = accuracy_estimate(row), macro_f1_estimate(row)
+        cells = [row.model, ",".join(taken.get(row.model, [])), str(len(row.maps)),
+                 " + ".join(sorted({m.source for m in row.maps})), f"{oa.mean:.4f}", bound(oa.low), bound(oa.high),
+                 f"{min(m.low for m in row.maps):.4f}", f"{max(m.high for m in row.maps):.4f}",
+                 f"{np.nanmean(f1):.4f}" if f1 else "", "" if math.isnan(macro.mean) else f"{macro.mean:.4f}",
+                 bound(macro.low), bound(macro.high),
                  "" if row.train_s is None else f"{row.train_s:.1f}", "" if row.ranks is None else str(row.ranks),
                  f"{np.mean(row.px_per_s):.0f}" if row.px_per_s else ""]
         lines.append("\t".join(cells + ["" if math.isnan(v) else f"{v:.4f}" for v in f1]))
@@ -193,9 +285,14 @@ def figure(rows: dict[str, ModelRow], out: str | Path) -> None:
                         fontsize=5, color="0.35")
         ax.plot(np.mean([m.accuracy for m in maps]), y, "|", color="#cb181d", markersize=14, mew=2)
     sources = sorted({m.source for r in rows.values() for m in r.maps})
+    best = next((c for c in choose(rows) if c.figure == "overall accuracy"), None)
+    shaded = ""
+    if best is not None and best.estimate.low is not None and best.estimate.maps > 1:
+        ax.axvspan(best.estimate.low, best.estimate.high, color="#fdae6b", alpha=0.25, zorder=0)
+        shaded = f"; shaded: {best.model}'s mean, 95 % interval"
     ax.set_yticks(range(len(models)), models)
     ax.invert_yaxis()
-    ax.set_xlabel("overall accuracy, 95 % interval\n(" + ", ".join(sources) + "; red: mean of the maps)")
+    ax.set_xlabel("overall accuracy, 95 % interval\n(" + ", ".join(sources) + f"; red: mean of the maps{shaded})")
     ax.grid(axis="x", alpha=0.3)
     for col, (values, label) in enumerate(((
             [rows[m].train_s or 0.0 for m in models], "training time (s)"),
@@ -227,7 +324,8 @@ def figure(rows: dict[str, ModelRow], out: str | Path) -> None:
                   fontsize=7)
     ax.set_title("F1 per class (mean of the maps)", fontsize=10)
     fig.colorbar(image, ax=ax, fraction=0.02)
-    fig.suptitle(f"{len(models)} models, {sum(len(r.maps) for r in rows.values())} maps")
+    fig.suptitle(f"{len(models)} models, {sum(len(r.maps) for r in rows.values())} maps\n"
+                 + wrapped(recommendation(rows), 150), fontsize=10)
     with atomic_path(out, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -242,4 +340,5 @@ def write(assessments: list[str | Path], model_dirs: list[str | Path], timings: 
         figure(rows, figure_out)
     write_text(out, text)
     log.info("%d models compared -> %s", len(rows), out)
+    log.info("%s", recommendation(rows))
     return text
