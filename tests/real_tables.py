@@ -77,8 +77,11 @@ def slovenia() -> tuple[pd.DataFrame, dict]:
     return pd.concat([frame, bands], axis=1), meta
 
 
-def field_like(frame: pd.DataFrame, n: int, seed: int, missing: float = 0.07) -> pd.DataFrame:
-    """``n`` rows with the class imbalance of a real field campaign and ``missing`` of the cells NaN.
+def field_like(frame: pd.DataFrame, n: int, seed: int, missing: float = 0.07, missing_steps: float = 0.0
+               ) -> pd.DataFrame:
+    """``n`` rows with the class imbalance of a real field campaign, ``missing`` of the cells NaN, and
+    ``missing_steps`` of each row's time steps missing whole (every band), as a cloudy month is in a
+    monthly composite (0.075 of 12 months: 61 % of the rows miss at least one month).
 
     The commonest classes of ``frame`` take the shares 305/97/28/23/12 (of 465) in their order of
     frequency; classes as common as each other are ordered at random.
@@ -94,6 +97,11 @@ def field_like(frame: pd.DataFrame, n: int, seed: int, missing: float = 0.07) ->
     bands = [c for c in out.columns if "_t" in c]
     cells = out[bands].to_numpy(dtype=np.float64, copy=True)
     cells[rng.random(cells.shape) < missing] = np.nan
+    if missing_steps:
+        steps = np.array([c.rsplit("_t", 1)[1] for c in bands])
+        names = np.unique(steps)
+        gone = rng.random((len(out), len(names))) < missing_steps  # (rows, steps)
+        cells[gone[:, np.searchsorted(names, steps)]] = np.nan
     out[bands] = cells
     return out
 

@@ -4,6 +4,8 @@ lcflow's models side by side.
 Cases (tests/real_tables.py):
 - slovenia: the eo-learn Slovenia patch, every labelled pixel, 68 irregular NDVI dates, 40 % cloud;
 - field-like subsets of the demo samples: 500 rows, classes 305/97/28/23/12 (of 465), 7 % cells missing;
+- demo-months: the same subsets with whole time steps missing instead (every band of a step, 7.5 % of
+  the steps: 61 % of the rows miss at least one of the 12), as cloudy months in monthly composites;
 each in 5 spatially blocked folds with split = train/test only (so training carves its own val rows).
 Every model runs with its default parameters through ``lcflow.training.train``; ``plain_rf`` is
 ``RandomForestClassifier(300)`` fitted by scikit-learn alone on the table's raw columns (gaps left as NaN,
@@ -47,7 +49,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # shared.py
 
 MODELS = ("plain_rf", "rf", "lstm", "tempcnn", "ltae", "presto", "blend")
 BLEND_MEMBERS = ("rf", "tempcnn")
-CASES = ("slovenia-500", "slovenia", "demo")
+CASES = ("slovenia-500", "slovenia", "demo", "demo-months")
+#: the share of a field-like table's time steps missing whole in the demo-months case
+MISSING_STEPS = 0.075
 
 
 def demo_samples(work: Path) -> list[pd.DataFrame]:
@@ -189,6 +193,14 @@ def summary(rows: list[dict], models: tuple[str, ...]) -> None:
         for case, part in truth.groupby("case", sort=False):
             print(f"{case:<22}" + "".join(f"{m + ' OA':>12}{part[m + '_truth'].mean():>7.3f} (min {part[m + '_truth'].min():.3f})"
                                           for m in models))
+    # each source's folds of all its draws together: the mean and its spread (standard deviation over folds)
+    source = frame["case"].str.replace(r" #\d+$", "", regex=True).str.replace(r" \w+ \d{4}$", "", regex=True)
+    print()
+    print("by source (mean +- standard deviation over every fold of every draw)")
+    for name, part in frame.groupby(source, sort=False):
+        print(f"{name:<22}{len(part):>4} folds  " + "  ".join(
+            f"{m} OA {part[m].mean():.3f}+-{part[m].std(ddof=1):.3f} F1 {part[m + '_f1'].mean():.3f}+-"
+            f"{part[m + '_f1'].std(ddof=1):.3f}" for m in models))
     by_seed = [m for m in models if any(c.startswith(f"{m}@") for c in frame)]
     if by_seed:  # how far one run's case mean moves with the seed alone, beside the ensemble's
         print()
@@ -224,7 +236,8 @@ class Case:
 def cases(names: tuple[str, ...], subsets: int, work: Path, demo_tables: list[pd.DataFrame] | None = None,
           only: int | None = None) -> list[Case]:
     """The cases of ``names`` (of CASES), in CASES' order: ``subsets`` field-like 500-row tables of
-    Slovenia, Slovenia whole, and ``subsets`` field-like tables of the demo, whose samples tables are made
+    Slovenia, Slovenia whole, and ``subsets`` field-like tables of the demo (cells missing, or whole
+    time steps for demo-months), whose samples tables are made
     in ``work`` unless given; with ``only``, draw #only of each source alone (each draw is seeded by its
     number). One list for every benchmark that compares models on them."""
     draws = range(subsets) if only is None else [only]
@@ -236,20 +249,23 @@ def cases(names: tuple[str, ...], subsets: int, work: Path, demo_tables: list[pd
                     for i in draws]
         if "slovenia" in names:
             out.append(Case("slovenia (all pixels)", frame, meta, 100.0))
-    if "demo" in names:
+    if "demo" in names or "demo-months" in names:
         tables = demo_tables if demo_tables is not None else demo_samples(work)
         meta = samples.read(work / "31UFT" / "2018" / "s.parquet").meta
-        for i in draws:
-            table = tables[i % len(tables)]
-            out.append(Case(f"demo {table['tile'].iloc[0]} {table['year'].iloc[0]} #{i}",
-                            real_tables.field_like(table, 500, seed=i), meta, 320.0, truth=True))
+        for case, how in (("demo", {}), ("demo-months", {"missing": 0.0, "missing_steps": MISSING_STEPS})):
+            if case not in names:
+                continue
+            for i in draws:
+                table = tables[i % len(tables)]
+                out.append(Case(f"{case} {table['tile'].iloc[0]} {table['year'].iloc[0]} #{i}",
+                                real_tables.field_like(table, 500, seed=i, **how), meta, 320.0, truth=True))
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default=",".join(CASES),
-                    help="slovenia (every labelled pixel), slovenia-500 and demo (field-like subsets)")
+                    help="slovenia (every labelled pixel), slovenia-500, demo and demo-months (field-like subsets)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--demo-subsets", type=int, default=2, help="field-like subsets drawn from each source")
     ap.add_argument("--subset", type=int, default=None, metavar="I",
