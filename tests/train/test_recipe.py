@@ -124,8 +124,15 @@ def test_class_weighting_is_a_recorded_choice(tmp_path):
         recall[how] = m["test"]["per_class"]["3"]["recall"] + m["test"]["per_class"]["2"]["recall"]
         assert {"balanced_accuracy", "macro_f1", "overall_accuracy"} <= set(m["test"])
     assert recall["balanced"] >= recall["none"]  # the rare classes gain when weighted
-    rf = training.train("rf", [path], tmp_path / "rf", {"n_estimators": 80, "class_weight": "sqrt"})
+    # the forest weights its classes by the square root of balanced unless told otherwise
+    rf = training.train("rf", [path], tmp_path / "rf", {"n_estimators": 80})
     assert rf["params"]["class_weight"] == "sqrt"
+    forest = TrainedModel.load(tmp_path / "rf").model.forest
+    counts = frame[frame["split"] == "train"]["label"].value_counts().sort_index().to_numpy()
+    np.testing.assert_allclose(list(forest.class_weight.values()), np.sqrt(counts.sum() / (3 * counts)))
+    plain = training.train("rf", [path], tmp_path / "rf_none", {"n_estimators": 80, "class_weight": "none"})
+    assert plain["params"]["class_weight"] == "none"
+    assert TrainedModel.load(tmp_path / "rf_none").model.forest.class_weight is None
 
 
 def test_rows_mostly_missing_still_train(tmp_path):

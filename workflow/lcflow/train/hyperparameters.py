@@ -136,7 +136,7 @@ RF: dict[str, Param] = {
                             "sqrt", "log2", nullable=True,
                             also=(_int(None, "", 1, 100000, exact=True), _float(None, "", 0, 1, low_open=True, exact=True))),
     "criterion": _choice("gini", "split quality", "gini", "entropy", "log_loss"),
-    "class_weight": _choice("none", "weight of each class in the trees: none, sqrt (square root of balanced) or "
+    "class_weight": _choice("sqrt", "weight of each class in the trees: none, sqrt (square root of balanced) or "
                             "balanced (inverse frequency)", "none", "sqrt", "balanced"),
     "n_jobs": _int(-1, "CPU cores (-1: all)", -1, 4096),
     "seed": _int(42, "random seed (32 bits)", 0, 2**32 - 1),
