@@ -1,10 +1,11 @@
 """What ``lcflow consistent-maps`` (the ``consistent_maps`` rule) costs on one core, against reading the same
 probability rasters alone, on grids of growing side; the whole-tile (10980 px) minutes a job this implies.
 
-The input is a series of years of class probabilities stored as ``lcflow predict --probabilities`` stores
-them (uint8, a band a class, 256 px tiles, DEFLATE): fields of 8-40 px whose class stays from year to year
-except in a few fields a year (``--changed``), the class's probability drawn around ``--peak`` and the rest
-spread over the other classes at random, and a speckle of pixels whose classes are drawn anew each year
+The input is a series of years of class probabilities stored as ``lcflow predict --probabilities``
+stores them (its staging GeoTIFF: uint8, a band a class, 256 px tiles, band-interleaved, ZSTD): fields of
+8-40 px whose class stays from year to year except in a few fields a year (``--changed``), the class's
+probability drawn around ``--peak`` and the rest spread over the other classes at random, and a speckle
+of pixels whose classes are drawn anew each year
 (the noise a consistent series removes). Each side runs ``consistent.run`` at the schema's defaults
 (evidence ratio, minimum change patch, window) in a process of its own pinned to one core; the read alone reads
 every year's window with the same halo. Prints CPU seconds of each, their ratio and where the time of the
@@ -28,9 +29,10 @@ from pathlib import Path
 
 import numpy as np
 import rasterio
+from rasterio.crs import CRS
 from rasterio.transform import from_origin
 
-from lcflow.common.raster import Grid, read_with_halo
+from lcflow.common.raster import Grid, read_with_halo, staging_profile
 from lcflow.defaults import default
 from lcflow.maps import consistent, predict
 
@@ -66,10 +68,8 @@ def series(folder: Path, side: int, years: list[int], classes: list[int], change
             move = fields(side, 1000, rng) < changed * 1000
             truth = np.where(move, again, truth)
         path = folder / f"proba_{side}_{year}.tif"
-        profile = {"driver": "GTiff", "dtype": "uint8", "count": k, "width": side, "height": side, "crs": "EPSG:32631",
-                   "transform": from_origin(600000, 5800000, 10, 10), "nodata": predict.PROBABILITY_NODATA,
-                   "tiled": True, "blockxsize": 256, "blockysize": 256, "compress": "deflate"}
-        with rasterio.open(path, "w", **profile) as dst:
+        grid = Grid(CRS.from_epsg(32631), from_origin(600000, 5800000, 10, 10), side, side)
+        with rasterio.open(path, "w", **staging_profile(grid, k, "uint8", predict.PROBABILITY_NODATA)) as dst:
             dst.update_tags(model="rf", class_codes=json.dumps(classes),
                             class_names=json.dumps({str(c): f"class {c}" for c in classes}))
             for row in range(0, side, 1024):
@@ -144,6 +144,17 @@ def measure(workflow: Path, paths: list[Path], years: list[int], out: Path, prof
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "digest": raster_digest(sorted(out.glob("*.tif")))}
 
 
+def differing(a: Path, b: Path) -> str:
+    """How many pixels of each kind of output raster (maps, confidences, changes) differ between two runs."""
+    counts = {}
+    for path in sorted(a.glob("*.tif")):
+        with rasterio.open(path) as x, rasterio.open(b / path.name) as y:
+            kind = path.stem.split("_")[0]
+            differ, total = counts.get(kind, (0, 0))
+            counts[kind] = (differ + int((x.read() != y.read()).sum()), total + x.width * x.height)
+    return ", ".join(f"{kind} {d:,} of {t:,} px ({d / t:.1e})" for kind, (d, t) in counts.items())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sides", default="1024,2048", help="grid sides in px, comma-separated")
@@ -202,8 +213,9 @@ def main() -> None:
                                 "read_cpu_s": read_s})
                 if args.against:
                     same = {r["digest"] for rs in runs.values() for r in rs}
+                    where = "" if len(same) == 1 else ": " + differing(tmp / f"{side}_this_0", tmp / f"{side}_{args.against}_0")
                     print(f"{side:>6} px: this {medians[args.against] / medians['this']:.2f}x as fast as {args.against}; outputs "
-                          f"{'identical' if len(same) == 1 else 'DIFFERENT'}", flush=True)
+                          f"{'identical' if len(same) == 1 else 'DIFFERENT'}{where}", flush=True)
             if args.json:
                 args.json.write_text(json.dumps({"sides": figures}, indent=1))
         finally:

@@ -64,6 +64,57 @@ def test_viterbi_and_marginals_match_every_sequence_scored(seed):
     assert np.allclose(marginals(proba, empty, years, prior), post)
 
 
+def _marginals_as_arrays(e, years, prior, frozen):
+    """Forward-backward in numpy array expressions: the arithmetic the compiled recursion keeps to the bit."""
+    k = e.shape[2]
+
+    def step(v, t):
+        stay, move = prior.stay_move(years[t + 1] - years[t])
+        moved = move * v.sum(axis=1, keepdims=True) + (stay - move) * v
+        return moved if frozen is None else np.where(frozen[t][:, None], v, moved)
+
+    alpha = np.empty_like(e)
+    a = e[0] / k
+    alpha[0] = a / a.sum(axis=1, keepdims=True)
+    for t in range(1, e.shape[0]):
+        a = step(alpha[t - 1], t - 1) * e[t]
+        alpha[t] = a / a.sum(axis=1, keepdims=True)
+    beta = np.ones_like(e)
+    for t in range(e.shape[0] - 2, -1, -1):
+        b = step(beta[t + 1] * e[t + 1], t)
+        beta[t] = b / b.sum(axis=1, keepdims=True)
+    post = alpha * beta
+    return post / post.sum(axis=2, keepdims=True)
+
+
+@pytest.mark.parametrize("k", [2, 5, 13, 130])  # 130: numpy's pairwise sum splits the classes in two
+def test_the_compiled_marginals_equal_numpy_s_array_arithmetic_to_the_bit(k):
+    rng = np.random.default_rng(k)
+    years = [2015, 2016, 2018, 2021]
+    proba = np.round(rng.dirichlet(np.full(k, 0.3), size=(4, 3000)) * PROBABILITY_SCALE) / PROBABILITY_SCALE
+    empty = rng.random((4, 3000)) < 0.1
+    frozen = rng.random((3, 3000)) < 0.1
+    prior = change_prior(4.0, k)
+    e = np.exp(np.where(empty[..., None], 0.0, np.log(np.maximum(proba, PROBABILITY_FLOOR))))
+    for refused in (None, frozen):
+        np.testing.assert_array_equal(marginals(proba, empty, years, prior, refused),
+                                      _marginals_as_arrays(e, years, prior, refused))
+
+
+def test_tied_best_classes_go_to_the_lowest_index_on_every_machine():
+    """Year one cannot tell classes 4, 5 and 9 of 13 apart; year two says class 0, and the evidence (0.3
+    against 0.01 for having been 0 all along) outweighs the change prior: the path came from 4, the lowest
+    of the tied classes (numpy's argpartition on an AVX-512 machine chose 5)."""
+    k = 13
+    first = np.full(k, 0.01)
+    first[[4, 5, 9]] = 0.3
+    second = np.full(k, 0.005)
+    second[0] = 1 - 0.005 * (k - 1)
+    proba = np.stack([first / first.sum(), second])[:, None, :]
+    path = viterbi(proba, np.zeros((2, 1), bool), [2018, 2019], change_prior(4.0, k))
+    assert path[:, 0].tolist() == [4, 0]
+
+
 def test_stay_and_move_over_several_years_are_the_matrix_power():
     prior = ChangePrior(0.1, 4)
     stay, move = prior.stay_move(1)

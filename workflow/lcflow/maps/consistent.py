@@ -71,10 +71,12 @@ def change_patch_px(min_change_ha: float, pixel_area_m2: float, years: int) -> t
 
 
 def _read(ds: rasterio.io.DatasetReader, window: Window, halo: int) -> tuple[np.ndarray, np.ndarray]:
-    """(pixels, classes) probabilities and the no-data mask of a window with ``halo`` px around it."""
+    """(pixels, classes) probabilities, row-major (a pixel's classes side by side, as the model's recursions
+    read them), and the no-data mask of a window with ``halo`` px around it."""
     raw = read_with_halo(ds, window, halo, PROBABILITY_NODATA)
     empty = raw[0] == PROBABILITY_NODATA
-    return raw.reshape(raw.shape[0], -1).T.astype(np.float32) / PROBABILITY_SCALE, empty.ravel()
+    by_pixel = np.ascontiguousarray(raw.reshape(raw.shape[0], -1).T)
+    return by_pixel.astype(np.float32) / PROBABILITY_SCALE, empty.ravel()
 
 
 def _crop(a: np.ndarray, shape: tuple[int, int], halo: int) -> np.ndarray:

@@ -11,10 +11,16 @@ probability that it is right given all years, which becomes the consistent map's
 The transition matrix is ``(1 - change)`` on the diagonal and ``change / (K - 1)`` elsewhere; years
 further apart use its power (``n`` years: still one stay and one move probability, computed in
 closed form), so a gap in the series allows proportionally more change.
+
+Both recursions run compiled (numba), a pixel at a time, with the arithmetic of the array expressions
+they replaced: sums over the classes in numpy's pairwise order, the logarithms taken by numpy. Where
+classes tie for a pixel's best score, the lowest class index is the best (as ``argmax``), on every
+machine: numpy's ``argpartition``, used before, broke such ties by the CPU's instruction set.
 """
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from scipy import ndimage
 
@@ -72,27 +78,67 @@ def viterbi(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: Chang
 def _viterbi(log_e: np.ndarray, years: list[int], prior: ChangePrior, frozen: np.ndarray | None) -> np.ndarray:
     """:func:`viterbi` from the log evidence (years, pixels, classes)."""
     t_n, p_n, k = log_e.shape
-    score = log_e[0] - np.log(k)
-    back = np.empty((t_n, p_n, k), dtype=np.int16 if k < 32768 else np.int32)
-    pixels = np.arange(p_n)
-    for t in range(1, t_n):
-        stay, move = (np.log(v) for v in prior.stay_move(years[t] - years[t - 1]))
-        order = np.argpartition(-score, 1, axis=1)[:, :2] if k > 1 else np.zeros((p_n, 2), int)
-        first, second = order[:, 0], order[:, 1]
-        swap = score[pixels, second] > score[pixels, first]
-        first, second = np.where(swap, second, first), np.where(swap, first, second)
-        other = np.where(np.arange(k)[None, :] == first[:, None], second[:, None], first[:, None])
-        from_other = score[pixels[:, None], other] + move
-        if frozen is not None:
-            from_other[frozen[t - 1]] = -np.inf
-        from_self = score + stay
-        keep = from_self >= from_other
-        back[t] = np.where(keep, np.arange(k)[None, :], other)
-        score = np.where(keep, from_self, from_other) + log_e[t]
+    log_stay, log_move = _log_transitions(years, prior)
+    return _viterbi_pixels(np.ascontiguousarray(log_e, dtype=np.float64), np.log(k), log_stay, log_move,
+                           *_frozen_arg(frozen, t_n, p_n))
+
+
+def _log_transitions(years: list[int], prior: ChangePrior) -> tuple[np.ndarray, np.ndarray]:
+    """log stay and log move of each step t - 1 -> t (index t; index 0 unused), taken by numpy's log."""
+    pairs = [prior.stay_move(b - a) for a, b in zip(years, years[1:])]
+    log_stay = np.array([0.0] + [np.log(stay) for stay, _ in pairs])
+    log_move = np.array([0.0] + [np.log(move) for _, move in pairs])
+    return log_stay, log_move
+
+
+def _frozen_arg(frozen: np.ndarray | None, t_n: int, p_n: int) -> tuple[np.ndarray, bool]:
+    """The refusal mask as the kernels take it: an array always, and whether it applies."""
+    if frozen is None:
+        return np.zeros((max(t_n - 1, 1), p_n), dtype=np.bool_), False
+    return np.ascontiguousarray(frozen, dtype=np.bool_), True
+
+
+@numba.njit(cache=True, nogil=True)
+def _viterbi_pixels(log_e, log_k, log_stay, log_move, frozen, has_frozen):  # pragma: no cover - compiled
+    """Each pixel's best path: the best predecessor of class j is j itself or the best other class (the
+    best overall, the lowest index among equals; for the best class itself, the best of the rest)."""
+    t_n, p_n, k = log_e.shape
     path = np.empty((t_n, p_n), dtype=np.int64)
-    path[-1] = score.argmax(axis=1)
-    for t in range(t_n - 1, 0, -1):
-        path[t - 1] = back[t][pixels, path[t]]
+    back = np.empty((t_n, k), dtype=np.int64)
+    score = np.empty(k)
+    nxt = np.empty(k)
+    for p in range(p_n):
+        for j in range(k):
+            score[j] = log_e[0, p, j] - log_k
+        for t in range(1, t_n):
+            first = 0
+            for j in range(1, k):
+                if score[j] > score[first]:
+                    first = j
+            second = -1
+            for j in range(k):
+                if j != first and (second < 0 or score[j] > score[second]):
+                    second = j
+            refused = has_frozen and frozen[t - 1, p]
+            for j in range(k):
+                other = second if j == first else first
+                from_other = -np.inf if refused or other < 0 else score[other] + log_move[t]
+                from_self = score[j] + log_stay[t]
+                if from_self >= from_other:
+                    back[t, j] = j
+                    nxt[j] = from_self + log_e[t, p, j]
+                else:
+                    back[t, j] = other
+                    nxt[j] = from_other + log_e[t, p, j]
+            for j in range(k):
+                score[j] = nxt[j]
+        best = 0
+        for j in range(1, k):
+            if score[j] > score[best]:
+                best = j
+        path[t_n - 1, p] = best
+        for t in range(t_n - 1, 0, -1):
+            path[t - 1, p] = back[t, path[t, p]]
     return path
 
 
@@ -105,26 +151,91 @@ def marginals(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: Cha
 
 def _marginals(e: np.ndarray, years: list[int], prior: ChangePrior, frozen: np.ndarray | None) -> np.ndarray:
     """:func:`marginals` from the evidence (years, pixels, classes)."""
-    t_n = e.shape[0]
-    k = e.shape[2]
+    t_n, p_n, k = e.shape
+    pairs = [prior.stay_move(b - a) for a, b in zip(years, years[1:])]
+    move = np.array([0.0] + [m for _, m in pairs])
+    gain = np.array([0.0] + [s - m for s, m in pairs])  # stay - move, as a Python float each
+    return _forward_backward(np.ascontiguousarray(e, dtype=np.float64), float(k), move, gain,
+                             *_frozen_arg(frozen, t_n, p_n))
 
-    def step(v: np.ndarray, t: int) -> np.ndarray:
-        stay, move = prior.stay_move(years[t + 1] - years[t])
-        moved = move * v.sum(axis=1, keepdims=True) + (stay - move) * v
-        return moved if frozen is None else np.where(frozen[t][:, None], v, moved)
 
-    alpha = np.empty_like(e)
-    a = e[0] / k
-    alpha[0] = a / a.sum(axis=1, keepdims=True)
-    for t in range(1, t_n):
-        a = step(alpha[t - 1], t - 1) * e[t]
-        alpha[t] = a / a.sum(axis=1, keepdims=True)
-    beta = np.ones_like(e)
-    for t in range(t_n - 2, -1, -1):
-        b = step(beta[t + 1] * e[t + 1], t)  # the matrix is symmetric
-        beta[t] = b / b.sum(axis=1, keepdims=True)
-    post = alpha * beta
-    return post / post.sum(axis=2, keepdims=True)
+@numba.njit(cache=True, nogil=True)
+def _pairwise_sum(a):  # pragma: no cover - compiled
+    """The sum of a 1-d array in numpy's order (pairwise, eight accumulators), so that every sum equals
+    numpy's ``sum`` over the last axis to the bit."""
+    n = a.shape[0]
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[i]
+        return res
+    if n <= 128:
+        r0, r1, r2, r3, r4, r5, r6, r7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
+        i = 8
+        while i < n - (n % 8):
+            r0 += a[i]
+            r1 += a[i + 1]
+            r2 += a[i + 2]
+            r3 += a[i + 3]
+            r4 += a[i + 4]
+            r5 += a[i + 5]
+            r6 += a[i + 6]
+            r7 += a[i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += a[i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise_sum(a[:n2]) + _pairwise_sum(a[n2:])
+
+
+@numba.njit(cache=True, nogil=True)
+def _forward_backward(e, k, move, gain, frozen, has_frozen):  # pragma: no cover - compiled
+    """Scaled forward-backward a pixel at a time: a step moves ``v`` to ``move * sum(v) + gain * v`` (the
+    transition matrix is symmetric: the same step serves both directions), or keeps it where refused."""
+    t_n, p_n, n = e.shape
+    post = np.empty((t_n, p_n, n))
+    alpha = np.empty((t_n, n))
+    beta = np.empty((t_n, n))
+    a = np.empty(n)
+    b = np.empty(n)
+    for p in range(p_n):
+        for j in range(n):
+            a[j] = e[0, p, j] / k
+        s = _pairwise_sum(a)
+        for j in range(n):
+            alpha[0, j] = a[j] / s
+        for t in range(1, t_n):
+            total = _pairwise_sum(alpha[t - 1])
+            keep = has_frozen and frozen[t - 1, p]
+            for j in range(n):
+                moved = alpha[t - 1, j] if keep else move[t] * total + gain[t] * alpha[t - 1, j]
+                a[j] = moved * e[t, p, j]
+            s = _pairwise_sum(a)
+            for j in range(n):
+                alpha[t, j] = a[j] / s
+        for j in range(n):
+            beta[t_n - 1, j] = 1.0
+        for t in range(t_n - 2, -1, -1):
+            for j in range(n):
+                b[j] = beta[t + 1, j] * e[t + 1, p, j]
+            total = _pairwise_sum(b)
+            keep = has_frozen and frozen[t, p]
+            for j in range(n):
+                a[j] = b[j] if keep else move[t + 1] * total + gain[t + 1] * b[j]
+            s = _pairwise_sum(a)
+            for j in range(n):
+                beta[t, j] = a[j] / s
+        for t in range(t_n):
+            for j in range(n):
+                a[j] = alpha[t, j] * beta[t, j]
+            s = _pairwise_sum(a)
+            for j in range(n):
+                post[t, p, j] = a[j] / s
+    return post
 
 
 def change_prior(evidence_ratio: float, n_classes: int) -> ChangePrior:
