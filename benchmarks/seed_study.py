@@ -217,7 +217,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--demo-results", type=Path, help="results/ of a finished make demo (default: run it here)")
     ap.add_argument("--gpu-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "gpu_h100.json")
-    ap.add_argument("--forest-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "forest_size_seed_2core.json",
+    ap.add_argument("--forest-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "forest_size_seed_sqrt_2core.json",
                     help="forest_size.py --json of a forest of the seed study's size, for the forest's map rate")
     ap.add_argument("--map-figures", type=Path,
                     default=ROOT / "benchmarks" / "measured" / "predict_whole_tile_rf_2core.json",

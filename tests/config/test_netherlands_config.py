@@ -34,7 +34,7 @@ def test_netherlands_config_plans_whole_tiles_from_earth_search(tmp_path):
                                 for r in predict_jobs)
     forest_jobs = re.findall(r"rule predict_rf:.*?resources: ([^\n]*)", out, re.DOTALL)
     assert forest_jobs and not any("mpi=" in r or "gres=" in r for r in forest_jobs)
-    # and time for a forest of a million rows (benchmarks/seed_study.py: about 12 min a tile-year on 8 cores)
+    # and time for a forest of a million rows (benchmarks/seed_study.py: about 10 min a tile-year on 8 cores)
     assert all("runtime=120" in r and "cpus_per_task=8" in r and "mem_mb=8000" in r for r in forest_jobs), forest_jobs[:1]
     # the forest's training, which every forest map waits for, takes a whole 48-core node
     training = re.findall(r"rule train_rf:.*?resources: ([^\n]*)", out, re.DOTALL)
