@@ -281,10 +281,10 @@ def main() -> None:
     cube = cube_figures(args.cube_figures)
     cube_rate = cube["cpu_s_per_px_scene"] if cube else r["cube"]["cpu_s_per_unit"]
     cube_cpu = cube_rate * TILE_PX * args.scenes
-    cube_net = args.scenes * args.scene_gb * 8 / min(args.gbit_per_job, args.site_gbit / min(maps, cpu_slots(8)))
+    many = args.cpu_job_cores
+    cube_net = args.scenes * args.scene_gb * 8 / min(args.gbit_per_job, args.site_gbit / min(maps, cpu_slots(many)))
     cube_source = (f"a whole tile of {cube['dates']} scenes ({cube['file']}), scaled to {args.scenes:.0f} scenes"
                    if cube else "scaled from the demo's jobs")
-    many = args.cpu_job_cores
     stage("cube", maps, max(cube_cpu / many, cube_net), many, cpu_slots(many),
           f"CPU {cube_source} ({cube_cpu / many / 60:.0f} min on {many} cores); network assumed ({cube_net / 60:.0f} min)")
     labels = labels_figures(args.labels_figures)

@@ -215,9 +215,10 @@ def choose(rows: dict[str, ModelRow]) -> list[Choice]:
     return out
 
 
-def recommendation(rows: dict[str, ModelRow]) -> str:
-    """One line: which model to take for overall accuracy and which for the rare classes."""
-    text = "; ".join(c.sentence() for c in choose(rows))
+def recommendation(rows: dict[str, ModelRow], choices: list[Choice] | None = None) -> str:
+    """One line: which model to take for overall accuracy and which for the rare classes (``choices``:
+    :func:`choose`'s, where already made)."""
+    text = "; ".join(c.sentence() for c in (choose(rows) if choices is None else choices))
     return text[:1].upper() + text[1:]
 
 
@@ -227,9 +228,9 @@ def table(rows: dict[str, ModelRow]) -> str:
     head = ["model", "take_for", "maps", "accuracy_from", "accuracy_mean", "accuracy_low", "accuracy_high",
             "accuracy_low_min", "accuracy_high_max", "macro_f1", "macro_f1_mean", "macro_f1_low", "macro_f1_high",
             "train_s", "train_ranks", "predict_px_s"] + [f"f1_{c}" for c in classes]
-    taken = {c.model: [] for c in choose(rows)}
+    taken: dict[str, list[str]] = {}
     for c in choose(rows):
-        taken[c.model].append("overall_accuracy" if c.figure == "overall accuracy" else "macro_f1")
+        taken.setdefault(c.model, []).append("overall_accuracy" if c.figure == "overall accuracy" else "macro_f1")
     bound = lambda v: "" if v is None else f"{v:.4f}"  # noqa: E731 - an interval's end, empty where none
     lines = ["\t".join(head)]
     for row in rows.values():
@@ -285,7 +286,8 @@ def figure(rows: dict[str, ModelRow], out: str | Path) -> None:
                         fontsize=5, color="0.35")
         ax.plot(np.mean([m.accuracy for m in maps]), y, "|", color="#cb181d", markersize=14, mew=2)
     sources = sorted({m.source for r in rows.values() for m in r.maps})
-    best = next((c for c in choose(rows) if c.figure == "overall accuracy"), None)
+    choices = choose(rows)
+    best = next((c for c in choices if c.figure == "overall accuracy"), None)
     shaded = ""
     if best is not None and best.estimate.low is not None and best.estimate.maps > 1:
         ax.axvspan(best.estimate.low, best.estimate.high, color="#fdae6b", alpha=0.25, zorder=0)
@@ -325,7 +327,7 @@ def figure(rows: dict[str, ModelRow], out: str | Path) -> None:
     ax.set_title("F1 per class (mean of the maps)", fontsize=10)
     fig.colorbar(image, ax=ax, fraction=0.02)
     fig.suptitle(f"{len(models)} models, {sum(len(r.maps) for r in rows.values())} maps\n"
-                 + wrapped(recommendation(rows), 150), fontsize=10)
+                 + wrapped(recommendation(rows, choices), 150), fontsize=10)
     with atomic_path(out, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=110, bbox_inches="tight")
     plt.close(fig)

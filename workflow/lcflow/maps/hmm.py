@@ -83,12 +83,15 @@ def _viterbi(log_e: np.ndarray, years: list[int], prior: ChangePrior, frozen: np
                            *_frozen_arg(frozen, t_n, p_n))
 
 
+def _transitions(years: list[int], prior: ChangePrior) -> list[tuple[float, float]]:
+    """Stay and move probabilities of each step t - 1 -> t at index t (index 0 unused: (1, 1))."""
+    return [(1.0, 1.0)] + [prior.stay_move(b - a) for a, b in zip(years, years[1:])]
+
+
 def _log_transitions(years: list[int], prior: ChangePrior) -> tuple[np.ndarray, np.ndarray]:
-    """log stay and log move of each step t - 1 -> t (index t; index 0 unused), taken by numpy's log."""
-    pairs = [prior.stay_move(b - a) for a, b in zip(years, years[1:])]
-    log_stay = np.array([0.0] + [np.log(stay) for stay, _ in pairs])
-    log_move = np.array([0.0] + [np.log(move) for _, move in pairs])
-    return log_stay, log_move
+    """log stay and log move of each step (as :func:`_transitions`), taken by numpy's log."""
+    steps = _transitions(years, prior)
+    return np.array([np.log(stay) for stay, _ in steps]), np.array([np.log(move) for _, move in steps])
 
 
 def _frozen_arg(frozen: np.ndarray | None, t_n: int, p_n: int) -> tuple[np.ndarray, bool]:
@@ -152,9 +155,9 @@ def marginals(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: Cha
 def _marginals(e: np.ndarray, years: list[int], prior: ChangePrior, frozen: np.ndarray | None) -> np.ndarray:
     """:func:`marginals` from the evidence (years, pixels, classes)."""
     t_n, p_n, k = e.shape
-    pairs = [prior.stay_move(b - a) for a, b in zip(years, years[1:])]
-    move = np.array([0.0] + [m for _, m in pairs])
-    gain = np.array([0.0] + [s - m for s, m in pairs])  # stay - move, as a Python float each
+    steps = _transitions(years, prior)
+    move = np.array([m for _, m in steps])
+    gain = np.array([s - m for s, m in steps])  # stay - move, as a Python float each
     return _forward_backward(np.ascontiguousarray(e, dtype=np.float64), float(k), move, gain,
                              *_frozen_arg(frozen, t_n, p_n))
 
