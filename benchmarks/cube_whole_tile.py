@@ -9,7 +9,11 @@ ratio is cube time over the time a plain rasterio read of the same assets and wi
 pixels read and discarded). The HTTP variants read through a loopback server with byte ranges
 (tests/http_server.py). ``--size`` shrinks the tile (a multiple of 2) for a quicker run. The CPU
 seconds of each process (with its threads) are printed too, and ``--json`` writes them for
-``seed_study.py`` (``--cube-figures``: the cube's CPU a pixel and scene, from a whole tile).
+``seed_study.py`` (``--cube-figures``: the cube's CPU a pixel and scene, from a whole tile). With
+``--against REV`` the cube of that git revision of lcflow runs too, in turns with this one on the same
+scenes, and the two cubes are compared pixel for pixel: the speed-up is a ratio of one run.
+
+    python benchmarks/cube_whole_tile.py [--size 2048] [--dates 24] [--sources local] [--threads 1] [--against HEAD~1]
 """
 
 import argparse
@@ -17,6 +21,7 @@ import datetime as dt
 import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +37,7 @@ from rasterio.transform import from_origin
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.http_server
 
-from shared import run_cpu_s  # noqa: E402
+from shared import raster_digest, run_cpu_s  # noqa: E402
 
 from lcflow.common.raster import Grid  # noqa: E402
 from lcflow.defaults import default  # noqa: E402
@@ -145,13 +150,25 @@ def child(variant: str, catalog: str, work: str, threads: int, size: int, cache_
     print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
-def measure(variant: str, catalog: str, threads: int, size: int, cache_mb: int, scratch: Path) -> dict:
+def measure(variant: str, catalog: str, threads: int, size: int, cache_mb: int, scratch: Path,
+            workflow: Path | None = None) -> dict:
+    """One variant in a process of its own (the cube with the lcflow in ``workflow``, by default this
+    one); a cube's pixels are digested after the process ends, outside its CPU time."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(workflow or ""), os.environ.get("PYTHONPATH")]))}
     with tempfile.TemporaryDirectory(dir=scratch) as work:
         start = time.perf_counter()
         done, cpu_s = run_cpu_s([sys.executable, __file__, "--child", variant, catalog, work, str(threads), str(size),
-                                 str(cache_mb)], capture_output=True, text=True)
+                                 str(cache_mb)], capture_output=True, text=True, env=env)
         wall = time.perf_counter() - start
-    return {"wall_s": wall, "cpu_s": cpu_s, "px_s": size * size / wall, **json.loads(done.stdout.strip().splitlines()[-1])}
+        digest = raster_digest([Path(work) / "cube.tif", Path(work) / "valid.tif"]) if variant == "cube" else None
+    return {"wall_s": wall, "cpu_s": cpu_s, "px_s": size * size / wall, "digest": digest,
+            **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def median_of(runs: list[dict]) -> dict:
+    """The run of median CPU time (the first of two), with every run's CPU seconds."""
+    ranked = sorted(runs, key=lambda r: r["cpu_s"])
+    return {**ranked[(len(ranked) - 1) // 2], "cpu_s_each": [r["cpu_s"] for r in runs]}
 
 
 def main() -> None:
@@ -165,6 +182,8 @@ def main() -> None:
     ap.add_argument("--rss-limit-mb", type=int, default=4096, help="the cube's peak RSS must stay under this")
     ap.add_argument("--json", type=Path, help="also write each variant's figures to this file (seed_study.py's "
                     "--cube-figures)")
+    ap.add_argument("--against", help="a git revision of lcflow whose cube runs side by side, in turns (compared)")
+    ap.add_argument("--rounds", type=int, default=1, help="turns of each variant (the median is printed)")
     ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -180,21 +199,42 @@ def main() -> None:
         catalog = make_catalog(tmp / "catalog", args.size, args.dates)
         gb = sum(p.stat().st_size for p in (tmp / "catalog").rglob("*.tif")) / 2**30
         print(f"{args.dates} dates of a {args.size} x {args.size} px tile written in {time.perf_counter() - start:.0f} s "
-              f"({gb:.1f} GiB of GeoTIFFs); cube windows of {BLOCK} px, block cache at most {args.cache_mb} MB",
-              flush=True)
+              f"({gb:.1f} GiB of GeoTIFFs); cube windows of {BLOCK} px, block cache at most {args.cache_mb} MB; "
+              f"medians of {args.rounds} turn(s)", flush=True)
+        versions = {"this": None}
+        if args.against:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tmp / "against"), args.against],
+                           check=True, capture_output=True)
+            versions[args.against] = tmp / "against" / "workflow"
         rows = []
-        with serve(tmp / "catalog") as server:
-            sources = {"local": ("local disk", str(catalog)), "http": ("loopback HTTP", f"{server.url}/catalog.json")}
-            for where, cat in (sources[s] for s in args.sources.split(",")):
-                for n in threads:
-                    plain = measure("plain", cat, n, args.size, args.cache_mb, tmp)
-                    built = measure("cube", cat, n, args.size, args.cache_mb, tmp)
-                    rows.append((where, n, built, plain))
-                    print(f"  {where:13s} {n} thread(s): cube {built['wall_s']:7.1f} s ({built['px_s']:8.0f} px/s, "
-                          f"{built['cpu_s']:.0f} CPU s, peak RSS {built['peak_rss_mb']:5.0f} MB); plain read "
-                          f"{plain['wall_s']:7.1f} s ({plain['cpu_s']:.0f} CPU s, peak RSS {plain['peak_rss_mb']:5.0f} MB); "
-                          f"overhead ratio {built['wall_s'] / plain['wall_s']:.2f} (CPU {built['cpu_s'] / plain['cpu_s']:.2f})",
-                          flush=True)
+        try:
+            with serve(tmp / "catalog") as server:
+                sources = {"local": ("local disk", str(catalog)), "http": ("loopback HTTP", f"{server.url}/catalog.json")}
+                for where, cat in (sources[s] for s in args.sources.split(",")):
+                    for n in threads:
+                        runs = {"plain": [], **{name: [] for name in versions}}
+                        for _ in range(args.rounds):
+                            runs["plain"].append(measure("plain", cat, n, args.size, args.cache_mb, tmp))
+                            for name, workflow in versions.items():
+                                runs[name].append(measure("cube", cat, n, args.size, args.cache_mb, tmp, workflow))
+                        plain, cubes = median_of(runs.pop("plain")), {name: median_of(r) for name, r in runs.items()}
+                        rows.append((where, n, cubes["this"], plain))
+                        for name, built in cubes.items():
+                            print(f"  {where:13s} {n} thread(s) {name:>8}: cube {built['wall_s']:7.1f} s "
+                                  f"({built['px_s']:8.0f} px/s, {built['cpu_s']:.1f} CPU s, peak RSS "
+                                  f"{built['peak_rss_mb']:5.0f} MB); plain read {plain['wall_s']:7.1f} s "
+                                  f"({plain['cpu_s']:.1f} CPU s, peak RSS {plain['peak_rss_mb']:5.0f} MB); overhead ratio "
+                                  f"{built['wall_s'] / plain['wall_s']:.2f} (CPU {built['cpu_s'] / plain['cpu_s']:.2f})",
+                                  flush=True)
+                        if args.against:
+                            same = {r["digest"] for rs in runs.values() for r in rs}
+                            print(f"  {where:13s} {n} thread(s): this cube {cubes[args.against]['cpu_s'] / cubes['this']['cpu_s']:.2f}x "
+                                  f"as fast as {args.against}'s in CPU; cubes {'identical' if len(same) == 1 else 'DIFFERENT'}",
+                                  flush=True)
+        finally:
+            if args.against:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "against")],
+                               capture_output=True)
     if args.json:
         args.json.write_text(json.dumps({"size": args.size, "dates": args.dates, "cores": len(os.sched_getaffinity(0)),
                                          "runs": [{"source": w, "threads": n, "cube": c, "plain": p}

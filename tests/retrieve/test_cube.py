@@ -210,20 +210,42 @@ def test_cube_errors(stages, tmp_path):
     assert not list(tmp_path.glob("*.tif"))
 
 
-def test_nan_median_is_numpys_nanmedian():
-    rng = np.random.default_rng(3)
-    for obs in (1, 2, 3, 6, 11, 16, 33):  # 33: beyond the sorting network, np.sort
-        values = rng.integers(0, 5000, (obs, 2, 30, 40)).astype(np.float32)
-        values[rng.random(values.shape) < 0.45] = np.nan
-        values[:, :, 0, 0] = np.nan  # a pixel without any observation
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN pixel
-            expected = np.nanmedian(values, axis=0)
-        before = values.copy()
-        got = composite.nan_median(values)
-        assert got.dtype == np.float32 and np.array_equal(got, expected, equal_nan=True)
-        assert np.isnan(got[:, 0, 0]).all()
-        assert np.array_equal(values, before, equal_nan=True)  # the input is left as it was
+def _nanmedian_composite(values, clear, times, edges, offsets):
+    """The composite as array expressions: each step's observations as float32 less their offset, NaN
+    where not clear, and numpy's nanmedian."""
+    edge64 = np.array(edges, dtype="datetime64[us]")
+    out = np.full((len(edges) - 1, len(values), *clear.shape[1:]), np.nan, dtype=np.float32)
+    counts = np.zeros((len(edges) - 1, *clear.shape[1:]), dtype=np.uint8)
+    for k in range(len(edges) - 1):
+        sel = np.flatnonzero((times >= edge64[k]) & (times < edge64[k + 1]))
+        if not len(sel):
+            continue
+        counts[k] = np.minimum(clear[sel].sum(axis=0), 255)
+        for b, dn in enumerate(values):
+            obs = dn[sel].astype(np.float32) - offsets[sel, None, None]
+            obs[~clear[sel]] = np.nan
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN pixel
+                out[k, b] = np.nanmedian(obs, axis=0)
+    return out, counts
+
+
+@pytest.mark.parametrize("obs", [1, 2, 3, 6, 11, 40, 300])
+def test_composite_is_numpys_nanmedian_to_the_bit(obs):
+    """Steps of 0 to 300 observations (a step of 300 counts 255), in no order of time, with offsets."""
+    rng = np.random.default_rng(obs)
+    edges = [dt.datetime(2018, 1, 1) + dt.timedelta(days=73 * k) for k in range(6)]
+    days = rng.integers(0, 300, obs) if obs < 300 else np.zeros(obs, int)
+    times = np.array("2018-01-01", dtype="datetime64[us]") + days.astype("timedelta64[D]")
+    values = [rng.integers(0, 12000, (obs, 9, 13)).astype(np.uint16), rng.random((obs, 9, 13)) * 9000]
+    clear = rng.random((obs, 9, 13)) < (0.6 if obs < 300 else 0.97)
+    clear[:, 0, 0] = False  # a pixel never observed
+    offsets = rng.choice([0, 1000], obs).astype(np.float32)
+    got, counts = composite.composite(values, clear, times, edges, offsets)
+    expected, expected_counts = _nanmedian_composite(values, clear, times, edges, offsets)
+    assert got.dtype == np.float32 and np.array_equal(got, expected, equal_nan=True)
+    assert np.array_equal(counts, expected_counts) and np.isnan(got[:, :, 0, 0]).all()
+    assert (counts == 255).any() == (obs == 300) and np.isfinite(got).mean() > 0.1
 
 
 @pytest.mark.parametrize("size", [1, 2, 4, 8, 16, 32])
@@ -264,3 +286,17 @@ def test_the_block_cache_is_sized_for_every_scenes_blocks_within_the_limit(stage
         assert np.array_equal(a.read(), c.read()) and np.array_equal(b.read(), c.read())
     scene = 4 * 1024 * 1024 * 2 + 6 * 1024 * 1024 * 2 + 1024 * 1024  # Sentinel-2's COGs: 10 m, 20 m bands, SCL
     assert sized(scene, 100, 0) == 200 * scene  # each block twice over
+
+
+def test_composite_stored_is_to_int16_of_the_composite():
+    rng = np.random.default_rng(5)
+    edges = [dt.datetime(2018, 1, 1) + dt.timedelta(days=73 * k) for k in range(6)]
+    times = np.array("2018-01-01", dtype="datetime64[us]") + rng.integers(0, 290, 30).astype("timedelta64[D]")
+    values = [rng.integers(0, 65535, (30, 8, 9)).astype(np.uint16), rng.normal(0, 30000, (30, 8, 9))]
+    clear = rng.random((30, 8, 9)) < 0.3
+    offsets = rng.choice([0, 1000], 30).astype(np.float32)
+    comp, counts = composite.composite(values, clear, times, edges, offsets)
+    stored, stored_counts = composite.composite(values, clear, times, edges, offsets, stored=True)
+    assert stored.dtype == np.int16 and np.array_equal(stored, composite.to_int16(comp))
+    assert np.array_equal(counts, stored_counts)
+    assert (stored == composite.NODATA).any() and (stored == 32767).any() and (stored == -32767).any()

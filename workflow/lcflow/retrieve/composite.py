@@ -4,6 +4,7 @@ the median of each time step's clear observations, gaps filled in time, and the 
 import datetime as dt
 import functools
 
+import numba
 import numpy as np
 
 from lcflow.common import features
@@ -78,67 +79,89 @@ def _among(scl: np.ndarray, classes: list[int]) -> np.ndarray:
 
 
 def composite(values: list[np.ndarray], clear: np.ndarray, times: np.ndarray, edges: list[dt.datetime],
-              offsets: np.ndarray | None = None):
+              offsets: np.ndarray | None = None, stored: bool = False):
     """Median of clear observations per time window.
 
     values: per band, (obs, rows, cols) digital numbers as read (any numeric dtype); clear (obs, rows, cols);
     offsets: per observation, the DN offset to subtract (processing baseline), or None.
-    Returns (steps, bands, rows, cols) float32 with NaN where no clear observation, and counts (steps, rows, cols).
-    Only one time step's observations of one band are ever converted to float: the year stays in its
-    compact integer type.
+    Returns (steps, bands, rows, cols) float32 with NaN where no clear observation (``stored``: int16 as
+    :func:`to_int16` stores them, without a float32 copy of the window), and counts (steps, rows, cols).
+    Compiled, a pixel at a time: a pixel's observations of a step are converted to float32 (offset taken
+    off) and ordered in a small buffer, so the year stays in its compact integer type and no array-wide
+    temporary is made. The median is ``np.nanmedian``'s, in float32: the mean of the two middle values.
     """
     steps = len(edges) - 1
     n_obs, h, w = clear.shape
-    out = np.empty((steps, len(values), h, w), dtype=np.float32)  # every step set below
-    counts = np.zeros((steps, h, w), dtype=np.uint8)
     edge64 = np.array(edges, dtype="datetime64[us]")
-    for k in range(steps):
-        sel = np.flatnonzero((times >= edge64[k]) & (times < edge64[k + 1]))
-        if not len(sel):
-            out[k] = np.nan
-            continue
-        cloudy = ~clear[sel]
-        counts[k] = np.minimum(len(sel) - cloudy.sum(axis=0), 255)
-        for b, dn in enumerate(values):
-            obs = dn[sel].astype(np.float32)
-            if offsets is not None:
-                obs -= offsets[sel, None, None]
-            obs[cloudy] = np.nan
-            out[k, b] = obs[0] if len(sel) == 1 else nan_median(obs)
+    members = [np.flatnonzero((times >= edge64[k]) & (times < edge64[k + 1])) for k in range(steps)]
+    starts = np.cumsum([0] + [len(m) for m in members]).astype(np.intp)
+    order = np.concatenate(members).astype(np.intp) if n_obs else np.zeros(0, np.intp)
+    # each step's comparators: a network for its padded size, less those that reach the padding
+    networks = [[(i, j) for i, j in _sorting_network(_padded(len(m))) if j < len(m)] for m in members]
+    pair_starts = np.cumsum([0] + [len(n) for n in networks]).astype(np.intp)
+    pairs = np.array([p for n in networks for p in n], dtype=np.intp).reshape(-1, 2)
+    offsets = np.zeros(n_obs, np.float32) if offsets is None else np.asarray(offsets, dtype=np.float32)
+    out = np.empty((steps, len(values), h, w), dtype=np.int16 if stored else np.float32)
+    counts = np.empty((steps, h, w), dtype=np.uint8)
+    _clear_counts(clear, order, starts, counts)
+    for b, dn in enumerate(values):
+        _median_composites(dn, clear, order, starts, pairs, pair_starts, offsets, out[:, b], stored)
     return out, counts
 
 
-def nan_median(values: np.ndarray) -> np.ndarray:
-    """Median over axis 0 of the finite values, NaN where there is none: ``np.nanmedian``'s result,
-    many times faster on the short axis of a composite (nanmedian goes pixel by pixel there, and even
-    ``np.sort`` along it sorts each pixel's few values on its own).
-
-    The observations are ordered by a sorting network (elementwise minimum and maximum of whole planes)
-    with NaN as +inf, so a pixel's n finite values come first: its median sits at (n - 1) // 2 and n // 2.
-    """
-    if len(values) > _NETWORK_MAX:
-        ordered = np.sort(values, axis=0)  # NaN sorts last too
-    else:
-        planes: list[np.ndarray | None] = [np.where(np.isnan(v), np.inf, v) for v in values]
-        planes += [None] * (_padded(len(values)) - len(values))  # +inf everywhere: left out
-        for i, j in _sorting_network(len(planes)):
-            if planes[j] is None:
-                continue
-            if planes[i] is None:
-                planes[i], planes[j] = planes[j], None
-                continue
-            low = np.minimum(planes[i], planes[j])
-            np.maximum(planes[i], planes[j], out=planes[j])
-            planes[i] = low
-        ordered = np.stack(planes[:len(values)])
-    n = np.isfinite(values).sum(axis=0)
-    low = np.take_along_axis(ordered, (np.maximum(n, 1) - 1)[None] // 2, axis=0)[0]
-    high = np.take_along_axis(ordered, (n // 2)[None], axis=0)[0]
-    return np.where(n > 0, (low + high) / 2, np.nan).astype(values.dtype)
+@numba.njit(nogil=True, cache=True)
+def _clear_counts(clear, order, starts, counts):
+    """counts[k]: how many of step ``k``'s observations (``order[starts[k]:starts[k + 1]]``) are clear,
+    at most 255."""
+    _, h, w = clear.shape
+    for k in range(len(starts) - 1):
+        for r in range(h):
+            for c in range(w):
+                n = 0
+                for j in range(starts[k], starts[k + 1]):
+                    n += clear[order[j], r, c]
+                counts[k, r, c] = min(n, 255)
 
 
-#: observations per time step up to which :func:`nan_median` orders them by a sorting network
-_NETWORK_MAX = 32
+@numba.njit(nogil=True, cache=True)
+def _median_composites(dn, clear, order, starts, pairs, pair_starts, offsets, out, stored):
+    """out[k] (rows, cols): the median of step ``k``'s clear observations of one band, NaN where none.
+    A row at a time: the step's observations of the row, +inf where not clear, are ordered by the
+    step's comparators (``pairs[pair_starts[k]:pair_starts[k + 1]]``: minimum and maximum across whole
+    rows, without a branch), so a pixel's n clear values come first: its median is the mean of those
+    at (n - 1) // 2 and n // 2. ``stored``: into int16 ``out`` as :func:`to_int16` rounds and clips."""
+    _, h, w = clear.shape
+    longest = 1
+    for k in range(len(starts) - 1):
+        longest = max(longest, starts[k + 1] - starts[k])
+    ordered = np.empty((longest, w), np.float32)
+    taken = np.empty(w, np.intp)
+    inf, two = np.float32(np.inf), np.float32(2)
+    lowest, highest = np.float32(-32767), np.float32(32767)
+    for k in range(len(starts) - 1):
+        first, m = starts[k], starts[k + 1] - starts[k]
+        for r in range(h):
+            taken[:] = 0
+            for j in range(m):
+                i = order[first + j]
+                offset = offsets[i]
+                for c in range(w):
+                    is_clear = clear[i, r, c]
+                    ordered[j, c] = np.float32(dn[i, r, c]) - offset if is_clear else inf
+                    taken[c] += is_clear
+            for p in range(pair_starts[k], pair_starts[k + 1]):
+                low, high = pairs[p, 0], pairs[p, 1]
+                for c in range(w):
+                    x, y = ordered[low, c], ordered[high, c]
+                    ordered[low, c] = x if x < y else y
+                    ordered[high, c] = y if x < y else x
+            for c in range(w):
+                n = taken[c]
+                middle = (ordered[max(n - 1, 0) // 2, c] + ordered[n // 2, c]) / two
+                if stored:
+                    out[k, r, c] = min(max(np.rint(middle), lowest), highest) if n > 0 else NODATA
+                else:
+                    out[k, r, c] = middle if n > 0 else np.nan
 
 
 def _padded(n: int) -> int:

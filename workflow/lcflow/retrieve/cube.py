@@ -258,14 +258,15 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
 
         cache = scenes.cache_size(block, steps, len(layers), cache_mb)
         with rasterio.Env(GDAL_CACHEMAX=cache), written_behind() as write:  # every window written on leaving
+            stored = not fill_gaps and not spectral_indices  # int16 straight from the medians: nothing follows
             for win, loaded in prefetched(load, windows):
-                comp, counts = scenes.composite(loaded, invalid_scl, edges)
+                comp, counts = scenes.composite(loaded, invalid_scl, edges, stored)
                 clear_cells += int((counts > 0).sum())
                 if fill_gaps:
                     comp = fill_time_gaps(comp)
                 if spectral_indices:
                     comp = np.concatenate([comp, indices.compute(spectral_indices, comp, bands, sentinel2.QUANTIFICATION)], axis=1)
-                write(write_window, win, to_int16(comp).reshape(-1, *comp.shape[2:]), counts)
+                write(write_window, win, (comp if stored else to_int16(comp)).reshape(-1, *comp.shape[2:]), counts)
                 del comp, counts, loaded
         _check_clear_share(clear_cells / (steps * grid.width * grid.height), min_clear_fraction, tile, year)
         # tiled GeoTIFFs (256 px tiles, band-interleaved: see raster.STAGING_INTERLEAVE) as written: a COG's
@@ -412,12 +413,14 @@ class _Scenes:
                         len(self.by_time), need // 2**20, cache_mb)
         return cache
 
-    def composite(self, loaded: dict[str, np.ndarray], invalid_scl: list[int], edges) -> tuple[np.ndarray, np.ndarray]:
-        """A window's composites and clear-observation counts per time step, from its loaded scenes."""
+    def composite(self, loaded: dict[str, np.ndarray], invalid_scl: list[int], edges,
+                  stored: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """A window's composites (float32, or ``stored`` as int16) and clear-observation counts per time
+        step, from its loaded scenes."""
         halo = self.halo
         scl = loaded.pop(self.scl_key)
         values = [loaded.pop(k) for k in self.keys]
         clear = clear_mask(scl, invalid_scl, halo)[:, halo:scl.shape[1] - halo, halo:scl.shape[2] - halo]
         for dn in values:
             clear &= dn != 0
-        return composite(values, clear, self.times, edges, self.offsets)
+        return composite(values, clear, self.times, edges, self.offsets, stored)
