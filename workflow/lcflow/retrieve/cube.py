@@ -262,11 +262,7 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
             for win, loaded in prefetched(load, windows):
                 comp, counts = scenes.composite(loaded, invalid_scl, edges, stored)
                 clear_cells += int((counts > 0).sum())
-                if fill_gaps:
-                    comp = fill_time_gaps(comp)
-                if spectral_indices:
-                    comp = np.concatenate([comp, indices.compute(spectral_indices, comp, bands, sentinel2.QUANTIFICATION)], axis=1)
-                write(write_window, win, (comp if stored else to_int16(comp)).reshape(-1, *comp.shape[2:]), counts)
+                write(write_window, win, _as_stored(comp, fill_gaps, spectral_indices, bands), counts)
                 del comp, counts, loaded
         _check_clear_share(clear_cells / (steps * grid.width * grid.height), min_clear_fraction, tile, year)
         # tiled GeoTIFFs (256 px tiles, band-interleaved: see raster.STAGING_INTERLEAVE) as written: a COG's
@@ -274,6 +270,18 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
         publish_together([(staged_valid.finish(cog=False), staged_valid.final),
                           (staged_cube.finish(cog=False), staged_cube.final)])
     return grid
+
+
+def _as_stored(comp: np.ndarray, fill_gaps: bool, spectral_indices: list[str], bands: list[str]) -> np.ndarray:
+    """A window's composites (steps, bands, rows, cols) as the cube stores them: gaps filled and indices
+    added where asked, int16 (already so where nothing followed the medians), the bands of each step in turn."""
+    if comp.dtype != np.int16:
+        if fill_gaps:
+            comp = fill_time_gaps(comp)
+        if spectral_indices:
+            comp = np.concatenate([comp, indices.compute(spectral_indices, comp, bands, sentinel2.QUANTIFICATION)], axis=1)
+        comp = to_int16(comp)
+    return comp.reshape(-1, *comp.shape[2:])
 
 
 def _check_clear_share(share: float, min_clear_fraction: float, tile: str, year: int) -> None:
