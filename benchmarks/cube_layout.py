@@ -1,4 +1,5 @@
-"""The cube's file layout: pixel- against band-interleaved tiles, written and read side by side.
+"""The cube's file layout: pixel- against band-interleaved tiles, and band-interleaved without the
+horizontal predictor, written and read side by side.
 
 A cube is built by ``lcflow cube`` from synthetic scenes (``cube_whole_tile.make_catalog``: smooth fields
 plus noise, about a tenth cloud), then its bands are written again window by window as the cube stage
@@ -37,10 +38,15 @@ def build_cube(work: Path, size: int, dates: int) -> Path:
     return out
 
 
-def write(data: np.ndarray, profile: dict, path: Path, interleave: str, block: int) -> float:
+#: layout -> (interleaving, TIFF predictor); "band" is the cube stage's
+LAYOUTS = {"pixel": ("pixel", 2), "band": ("band", 2), "band, no predictor": ("band", 1)}
+
+
+def write(data: np.ndarray, profile: dict, path: Path, layout: str, block: int) -> float:
     """CPU seconds to write ``data`` window by window, as the cube stage does."""
+    interleave, predictor = LAYOUTS[layout]
     start = time.process_time()
-    with rasterio.open(path, "w", **{**profile, "interleave": interleave}) as dst:
+    with rasterio.open(path, "w", **{**profile, "interleave": interleave, "predictor": predictor}) as dst:
         for row in range(0, data.shape[1], block):
             for col in range(0, data.shape[2], block):
                 part = np.ascontiguousarray(data[:, row:row + block, col:col + block])
@@ -82,19 +88,21 @@ def main() -> None:
         points = np.random.default_rng(0).integers(0, args.size, (args.points, 2))
         print(f"cube of {data.shape[0]} int16 bands, {args.size} x {args.size} px, {data.nbytes / 2**20:.0f} MiB raw; "
               f"CPU seconds", flush=True)
-        results: dict[str, list[tuple[float, ...]]] = {"pixel": [], "band": []}
+        results: dict[str, list[tuple[float, ...]]] = {layout: [] for layout in LAYOUTS}
         for _ in range(args.rounds):
             for layout in results:
-                path = work / f"{layout}.tif"
+                path = work / f"{layout.replace(', ', '_').replace(' ', '_')}.tif"
                 row = (write(data, profile, path, layout, cube_whole_tile.BLOCK), path.stat().st_size / 1e6,
                        read_windows(path, cube_whole_tile.BLOCK), read_windows(path, 64), read_pixels(path, points))
                 results[layout].append(row)
-                print(f"  {layout + '-interleaved':17s}: write {row[0]:5.2f} s, {row[1]:6.1f} MB; read by {cube_whole_tile.BLOCK} px "
+                print(f"  {layout:18s}: write {row[0]:5.2f} s, {row[1]:6.1f} MB; read by {cube_whole_tile.BLOCK} px "
                       f"windows {row[2]:5.2f} s, by 64 px windows {row[3]:5.2f} s, {args.points} single pixels {row[4]:5.2f} s",
                       flush=True)
-        pixel, band = (np.median(np.array(results[k]), axis=0) for k in ("pixel", "band"))
-        print(f"band / pixel (medians): write {band[0] / pixel[0]:.2f}, size {band[1] / pixel[1]:.2f}, read by windows "
-              f"{band[2] / pixel[2]:.2f} and {band[3] / pixel[3]:.2f}, single pixels {band[4] / pixel[4]:.2f}")
+        median = {k: np.median(np.array(v), axis=0) for k, v in results.items()}
+        for layout, base in (("band", "pixel"), ("band, no predictor", "band")):
+            a, b = median[layout], median[base]
+            print(f"{layout} / {base} (medians): write {a[0] / b[0]:.2f}, size {a[1] / b[1]:.2f}, read by windows "
+                  f"{a[2] / b[2]:.2f} and {a[3] / b[3]:.2f}, single pixels {a[4] / b[4]:.2f}")
 
 
 if __name__ == "__main__":
