@@ -180,15 +180,12 @@ def main() -> None:
     print(f"# one core; {args.years} years, {args.classes} classes, windows of {block} px, halo {halo} px, "
           f"{args.changed:.0%} of fields changed a year, {args.speckle:.0%} speckle; CPU s are medians of "
           f"{args.rounds} turns")
+    from shared import lcflow_versions  # here, not at the top: the child imports nothing of this checkout's
+
     figures = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        versions = {"this": ROOT / "workflow"}
-        if args.against:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tmp / "against"), args.against],
-                           check=True, capture_output=True)
-            versions[args.against] = tmp / "against" / "workflow"
-        try:
+        with lcflow_versions(args.against, tmp / "against") as versions:
             for side in sides:
                 paths = series(tmp, side, years, classes, args.changed, args.peak, args.speckle)
                 one_core()
@@ -218,10 +215,6 @@ def main() -> None:
                           f"{'identical' if len(same) == 1 else 'DIFFERENT'}{where}", flush=True)
             if args.json:
                 args.json.write_text(json.dumps({"sides": figures}, indent=1))
-        finally:
-            if args.against:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "against")],
-                               capture_output=True)
 
 
 if __name__ == "__main__":

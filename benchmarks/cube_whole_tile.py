@@ -21,7 +21,6 @@ import datetime as dt
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +36,7 @@ from rasterio.transform import from_origin
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.http_server
 
-from shared import raster_digest, run_cpu_s  # noqa: E402
+from shared import lcflow_versions, raster_digest, run_cpu_s  # noqa: E402
 
 from lcflow.common.raster import Grid  # noqa: E402
 from lcflow.defaults import default  # noqa: E402
@@ -205,40 +204,30 @@ def main() -> None:
         print(f"{args.dates} dates of a {args.size} x {args.size} px tile written in {time.perf_counter() - start:.0f} s "
               f"({gb:.1f} GiB of GeoTIFFs); cube windows of {BLOCK} px, block cache at most {args.cache_mb} MB; "
               f"medians of {args.rounds} turn(s)", flush=True)
-        versions = {"this": None}
-        if args.against:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tmp / "against"), args.against],
-                           check=True, capture_output=True)
-            versions[args.against] = tmp / "against" / "workflow"
         rows = []
-        try:
-            with serve(tmp / "catalog") as server:
-                sources = {"local": ("local disk", str(catalog)), "http": ("loopback HTTP", f"{server.url}/catalog.json")}
-                for where, cat in (sources[s] for s in args.sources.split(",")):
-                    for n in threads:
-                        runs = {"plain": [], **{name: [] for name in versions}}
-                        for _ in range(args.rounds):
-                            runs["plain"].append(measure("plain", cat, n, args.size, args.cache_mb, tmp))
-                            for name, workflow in versions.items():
-                                runs[name].append(measure("cube", cat, n, args.size, args.cache_mb, tmp, workflow))
-                        plain, cubes = median_of(runs.pop("plain")), {name: median_of(r) for name, r in runs.items()}
-                        rows.append((where, n, cubes["this"], plain))
-                        for name, built in cubes.items():
-                            print(f"  {where:13s} {n} thread(s) {name:>8}: cube {built['wall_s']:7.1f} s "
-                                  f"({built['px_s']:8.0f} px/s, {built['cpu_s']:.1f} CPU s, peak RSS "
-                                  f"{built['peak_rss_mb']:5.0f} MB); plain read {plain['wall_s']:7.1f} s "
-                                  f"({plain['cpu_s']:.1f} CPU s, peak RSS {plain['peak_rss_mb']:5.0f} MB); overhead ratio "
-                                  f"{built['wall_s'] / plain['wall_s']:.2f} (CPU {built['cpu_s'] / plain['cpu_s']:.2f})",
-                                  flush=True)
-                        if args.against:
-                            same = {r["digest"] for rs in runs.values() for r in rs}
-                            print(f"  {where:13s} {n} thread(s): this cube {cubes[args.against]['cpu_s'] / cubes['this']['cpu_s']:.2f}x "
-                                  f"as fast as {args.against}'s in CPU; cubes {'identical' if len(same) == 1 else 'DIFFERENT'}",
-                                  flush=True)
-        finally:
-            if args.against:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "against")],
-                               capture_output=True)
+        with lcflow_versions(args.against, tmp / "against") as versions, serve(tmp / "catalog") as server:
+            sources = {"local": ("local disk", str(catalog)), "http": ("loopback HTTP", f"{server.url}/catalog.json")}
+            for where, cat in (sources[s] for s in args.sources.split(",")):
+                for n in threads:
+                    runs = {"plain": [], **{name: [] for name in versions}}
+                    for _ in range(args.rounds):
+                        runs["plain"].append(measure("plain", cat, n, args.size, args.cache_mb, tmp))
+                        for name, workflow in versions.items():
+                            runs[name].append(measure("cube", cat, n, args.size, args.cache_mb, tmp, workflow))
+                    plain, cubes = median_of(runs.pop("plain")), {name: median_of(r) for name, r in runs.items()}
+                    rows.append((where, n, cubes["this"], plain))
+                    for name, built in cubes.items():
+                        print(f"  {where:13s} {n} thread(s) {name:>8}: cube {built['wall_s']:7.1f} s "
+                              f"({built['px_s']:8.0f} px/s, {built['cpu_s']:.1f} CPU s, peak RSS "
+                              f"{built['peak_rss_mb']:5.0f} MB); plain read {plain['wall_s']:7.1f} s "
+                              f"({plain['cpu_s']:.1f} CPU s, peak RSS {plain['peak_rss_mb']:5.0f} MB); overhead ratio "
+                              f"{built['wall_s'] / plain['wall_s']:.2f} (CPU {built['cpu_s'] / plain['cpu_s']:.2f})",
+                              flush=True)
+                    if args.against:
+                        same = {r["digest"] for rs in runs.values() for r in rs}
+                        print(f"  {where:13s} {n} thread(s): this cube {cubes[args.against]['cpu_s'] / cubes['this']['cpu_s']:.2f}x "
+                              f"as fast as {args.against}'s in CPU; cubes {'identical' if len(same) == 1 else 'DIFFERENT'}",
+                              flush=True)
     if args.json:
         args.json.write_text(json.dumps({"size": args.size, "dates": args.dates, "cores": len(os.sched_getaffinity(0)),
                                          "runs": [{"source": w, "threads": n, "cube": c, "plain": p}

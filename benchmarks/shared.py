@@ -3,11 +3,13 @@
 balanced accuracy, a forest's map rate and the process's peak memory. One place for the demo's tiles,
 years and bands."""
 
+import contextlib
 import hashlib
 import json
 import resource
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,6 +176,24 @@ def forest_map_rate(model_dir: Path, cube_path: Path) -> float | None:
     if not hasattr(trained.model, "compiled"):
         return None
     return map_rate(trained.model, prepare(cube_series(cube_path), trained.standardise)[0])
+
+
+@contextlib.contextmanager
+def lcflow_versions(against: str | None, where: Path) -> Iterator[dict[str, Path]]:
+    """The lcflow packages a benchmark runs side by side, name -> ``workflow`` folder: this checkout's as
+    ``this`` and, with ``against``, that git revision's, checked out at ``where`` (a git worktree) for the
+    block and removed after it."""
+    root = Path(__file__).resolve().parents[1]
+    versions = {"this": root / "workflow"}
+    if against:
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(where), against], check=True,
+                       capture_output=True)
+        versions[against] = where / "workflow"
+    try:
+        yield versions
+    finally:
+        if against:
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(where)], capture_output=True)
 
 
 def run_cpu_s(command: list[str], **kwargs) -> tuple[subprocess.CompletedProcess, float]:
