@@ -60,10 +60,9 @@ def bilinear(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int,
     flat = values.reshape(-1, *values.shape[-2:])
     out = np.empty((len(flat), h, w), dtype=values.dtype)
     integer = np.issubdtype(values.dtype, np.integer)
-    info = np.iinfo(values.dtype) if integer else None
+    lowest, highest = (np.iinfo(values.dtype).min, np.iinfo(values.dtype).max) if integer else (0, 0)
     _bilinear_kernel(flat, values.dtype.type(nodata), rows.low, rows.weight, rows.under, cols.low, cols.weight,
-                     cols.under, integer, np.float32(info.min if integer else 0), np.float32(info.max if integer else 0),
-                     out)
+                     cols.under, integer, np.float32(lowest), np.float32(highest), out)
     return out.reshape(*values.shape[:-2], h, w)
 
 
