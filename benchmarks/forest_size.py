@@ -24,6 +24,9 @@ forest of ``--trees 30`` is fitted on them (a tenth of the fit), and its map is 
 trees taken ten times: the nodes walked and the memory read of 300 trees of that size (``--check-copies``
 times copies beside 300 fitted trees at the first size). The map rate is always that of 300 trees, the
 median of three timings; the accuracy is that of the trees fitted.
+With ``--tensors`` each map is also timed with the trees as torch tensors on the machine's GPU (the
+GPU nodes' engine, ``predict_engine: tensors``), in turns with the compiled traversal on every core.
+With ``--layouts``, other node layouts of the compiled traversal (_forest_layouts.py) too.
 With ``--compare-block`` (256 by default) each map is also timed, in turns with lcflow's own, at a fixed
 block of that many pixels (what the compiled traversal took before it sized its blocks by the cache),
 and the two maps' probabilities are compared to the bit.
@@ -104,6 +107,33 @@ def block_against(model, x: np.ndarray, block: int, rounds: int = 3) -> tuple[fl
             bool(np.array_equal(chosen, other)))
 
 
+def tensors_against(model, x: np.ndarray, rounds: int = 3) -> dict:
+    """The map rate of ``model``'s trees as torch tensors (``predict_engine: tensors``) on this machine's
+    GPU (its CPU where there is none), in turns with the compiled traversal on every core, and whether the
+    probabilities are identical."""
+    import torch
+
+    from lcflow.train.models.tensor_forest import TensorForest
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    compiled, rows = model.compiled(), x.reshape(len(x), -1)
+    started = time.perf_counter()
+    tensors = TensorForest(compiled, device)
+    setup = time.perf_counter() - started
+    same = bool(np.array_equal(tensors.predict_proba(rows), compiled.predict_proba(rows)))
+    spent = {"compiled": [], "tensors": []}
+    for _ in range(rounds):
+        for name, engine in (("compiled", compiled), ("tensors", tensors)):
+            started = time.perf_counter()
+            engine.predict_proba(rows)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            spent[name].append(time.perf_counter() - started)
+    return {"tensors_device": device.type, "tensors_setup_s": setup, "same_tensors": same,
+            "map_px_s_300_trees_tensors": len(x) / float(np.median(spent["tensors"])),
+            "map_px_s_300_trees_compiled_beside": len(x) / float(np.median(spent["compiled"]))}
+
+
 def seed_study_rows() -> int:
     """Training rows of the seed study: per_class x classes x tile-years x the train fraction."""
     seed = yaml.safe_load((ROOT / "config" / "netherlands.yaml").read_text())
@@ -130,6 +160,10 @@ def main() -> None:
     ap.add_argument("--side", type=int, default=256, help="pixels a side of each demo tile's square (the demo's 256)")
     ap.add_argument("--compare-block", type=int, default=256, help="also time each map with this many pixels a "
                     "block (the compiled traversal's fixed block before it was sized by the cache), side by side; 0: not")
+    ap.add_argument("--tensors", action="store_true", help="also time each map with the trees as torch tensors "
+                    "(predict_engine: tensors) on the GPU if there is one, in turns with the compiled traversal")
+    ap.add_argument("--layouts", action="store_true", help="also time other node layouts of the compiled traversal "
+                    "(_forest_layouts.py) on each map, in turns with lcflow's")
     ap.add_argument("--json", type=Path, help="also write every fit's figures to this file")
     ap.add_argument("--work", type=Path, help="where the demo's cubes are made (and found again: keep one per "
                     "--side and --years)")
@@ -176,6 +210,12 @@ def main() -> None:
                             "same_at_other_block": same}
             else:
                 rate, at_other = map_rate(big, x_test), {}
+            if args.tensors:
+                at_other.update(tensors_against(big, x_test))
+            if args.layouts:
+                from _forest_layouts import layouts_against
+
+                at_other["layouts"] = layouts = layouts_against(big.compiled(), x_test)
             oa, oa_truth = float((codes == label[test]).mean()), float((codes == truth[test]).mean())
             bal, bal_truth = balanced(codes, label[test]), balanced(codes, truth[test])
             fits.append({"rows": n, "leaf": leaf, "trees": args.trees, "nodes": nodes, "mean_depth": depth,
@@ -187,10 +227,24 @@ def main() -> None:
                   f"row a tree), depth {depth:5.1f}, held {held / 1e6:8.1f} MB ({held / nodes:.0f} B a node), compiled "
                   f"{compiled_bytes / 1e6:7.1f} MB, map as 300 trees {rate / 1e3:6.1f} k px/s{as_300}, test OA {oa:.4f} "
                   f"(truth {oa_truth:.4f}), balanced {bal:.4f} (truth {bal_truth:.4f})", flush=True)
-            if at_other:
+            if args.compare_block:
                 print(f"  side by side: lcflow's block {block_rows(len(x_test), x_test[0].size, len(os.sched_getaffinity(0)))} "
                       f"px {rate / 1e3:.1f} k px/s, {args.compare_block} px {rate_other / 1e3:.1f} k px/s: "
                       f"{rate / rate_other:.2f}x, probabilities {'identical' if same else 'DIFFERENT'}", flush=True)
+            if args.tensors:
+                t = at_other
+                print(f"  trees as tensors on the {t['tensors_device']} (set up in {t['tensors_setup_s']:.1f} s): "
+                      f"{t['map_px_s_300_trees_tensors'] / 1e3:.1f} k px/s against the compiled traversal's "
+                      f"{t['map_px_s_300_trees_compiled_beside'] / 1e3:.1f} k px/s on {len(os.sched_getaffinity(0))} "
+                      f"cores: {t['map_px_s_300_trees_tensors'] / t['map_px_s_300_trees_compiled_beside']:.2f}x, "
+                      f"probabilities {'identical' if t['same_tensors'] else 'DIFFERENT'}", flush=True)
+            if args.layouts:
+                print(f"  node layouts at a block of {layouts['block']} px (px/s medians; ratios to lcflow's by round): "
+                      + "; ".join(f"{name} {rate / 1e3:.1f} k ({' '.join(f'{r:.2f}' for r in layouts['ratios_by_round'][name])}"
+                                  f"{', same probabilities' if layouts['same'][name] else ', DIFFERENT'})"
+                                  for name, rate in layouts["px_s"].items()), flush=True)
+                print(f"  a pixel goes {layouts['mean_steps']:.1f} steps down a tree in lockstep, to a leaf at depth "
+                      f"{layouts['mean_leaf_depth']:.1f} on average", flush=True)
             if args.check_copies and args.trees < 300 and (n, leaf) == (sizes[0], leaves[0]):
                 print(f"  copies against fitted trees, map as 300 trees: "
                       f"{check_copies(model, {'min_samples_leaf': leaf}, x_train, index, x_test)}", flush=True)

@@ -7,7 +7,9 @@
 #   3. benchmarks/gpu.py: training samples/s in fp32 and bf16, the torch backend's collectives on NCCL,
 #      lcflow predict's px/s on a cube of SIDE px (default 2048), the GPU map against the CPU's, the network
 #      alone (MODELS, default presto,lstm);
-#   4. two torch ranks on this node's GPUs (on a one-GPU node: what two ranks sharing it do).
+#   4. two torch ranks on this node's GPUs (on a one-GPU node: what two ranks sharing it do);
+#   5. a seed-size forest's map with its trees as tensors on the GPU (predict_engine: tensors) beside the
+#      compiled traversal on the node's cores (FOREST= skips it: about 6 minutes, most of it the fit).
 # Logs and figures go to $OUT (default /tmp/gpu_checks). Wheels of packages the node lacks, if any, in .whl/.
 set -u -o pipefail
 OUT=${OUT:-/tmp/gpu_checks}
@@ -43,3 +45,9 @@ if [ ! -e "$BIN/lcflow" ]; then  # the tests start ranks of lcflow's console scr
 fi
 timeout 80 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/train/test_presto.py -k two_ranks 2>&1 \
     | tee "$OUT/two_ranks.log" | tail -40
+
+echo "## 5. a seed-size forest's map with its trees as tensors on the GPU, beside the compiled traversal on the CPUs"
+if [ -n "${FOREST:-1}" ]; then
+    timeout 420 python3 benchmarks/forest_size.py --side 560 --years 2018,2019,2020 --rows 1365000 --leaf 30 --trees 30 \
+        --per-class --tensors --compare-block 0 --json "$OUT/forest_tensors.json" 2>&1 | tee "$OUT/forest_tensors.log" | tail -8
+fi

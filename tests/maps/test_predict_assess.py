@@ -69,6 +69,24 @@ def test_windowed_prediction_equals_one_window(stages, rf_model, tmp_path):
         assert np.array_equal(a.read(), b.read())
 
 
+def test_the_forest_maps_the_same_with_its_trees_as_tensors(stages, rf_model, tmp_path):
+    """predict_engine: tensors (a GPU node's engine, here on torch's CPU) gives the map, confidence and
+    probabilities of the compiled traversal, pixel for pixel."""
+    import shutil
+
+    tensors = tmp_path / "rf_tensors"
+    shutil.copytree(rf_model, tensors)
+    meta = json.loads((tensors / "model.json").read_text())
+    meta["params"]["predict_engine"] = "tensors"
+    (tensors / "model.json").write_text(json.dumps(meta))
+    for name, model in (("compiled", rf_model), ("tensors", tensors)):
+        predict.run(model, stages["cube2018"], tmp_path / f"{name}.tif", tmp_path / f"{name}_conf.tif", block=48,
+                    out_probabilities=tmp_path / f"{name}_proba.tif")
+    for suffix in ("", "_conf", "_proba"):
+        with rasterio.open(tmp_path / f"compiled{suffix}.tif") as a, rasterio.open(tmp_path / f"tensors{suffix}.tif") as b:
+            assert np.array_equal(a.read(), b.read()), suffix
+
+
 def test_assess_against_truth_and_samples(stages, rf_model, demo, tmp_path):
     predict.run(rf_model, stages["cube2018"], tmp_path / "map.tif", tmp_path / "conf.tif")
     r = assess.run(rf_model, stages["samples2018"], tmp_path / "map.tif", tmp_path / "a.json",

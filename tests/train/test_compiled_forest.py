@@ -80,22 +80,28 @@ def test_a_block_holds_what_the_cache_holds_and_every_thread_has_blocks(rows, fe
     assert block_rows(rows, features, threads) == expected
 
 
+def _rows_beside_splits(forest: RandomForestClassifier, x: np.ndarray) -> np.ndarray:
+    """For every split, a row of ``x`` with the split's feature at the float32 just under, nearest to and
+    just over its threshold."""
+    rows = []
+    for estimator in forest.estimators_:
+        tree = estimator.tree_
+        for node in np.flatnonzero(tree.children_left >= 0):
+            nearest = np.float32(tree.threshold[node])
+            for value in (np.nextafter(nearest, np.float32(-np.inf)), nearest, np.nextafter(nearest, np.float32(np.inf))):
+                row = x[node % len(x)].copy()
+                row[tree.feature[node]] = value
+                rows.append(row)
+    return np.array(rows, np.float32)
+
+
 def test_a_value_beside_a_split_goes_where_scikit_learn_sends_it():
     """Each threshold is a float64 between two float32 values: the float32 just under, at and over it
     (and the one rounded to nearest) must go down the same side as in scikit-learn."""
     x, y = _table(1, rows=300, features=4)
     x = (x * 1e-3 + 1.0).astype(np.float32)  # thresholds where float32 steps are coarse against float64 midpoints
     forest = RandomForestClassifier(10, random_state=0).fit(x, y)
-    rows = []
-    for estimator in forest.estimators_:
-        tree = estimator.tree_
-        for node in np.flatnonzero(tree.children_left >= 0):
-            nearest = np.float32(tree.threshold[node])
-            for value in (np.nextafter(nearest, np.float32(-1)), nearest, np.nextafter(nearest, np.float32(2))):
-                row = x[node % len(x)].copy()
-                row[tree.feature[node]] = value
-                rows.append(row)
-    rows = np.array(rows, np.float32)
+    rows = _rows_beside_splits(forest, x)
     # the hard cases are there: float32 values that round-to-nearest thresholds would send the other way
     rounded = forest.estimators_[0].tree_.threshold.astype(np.float32).astype(np.float64)
     assert (rounded > forest.estimators_[0].tree_.threshold).any()
@@ -167,3 +173,46 @@ def test_lcflows_forest_predicts_through_the_compiled_traversal_by_default(monke
 
     monkeypatch.setattr(compiled.forest, "predict_proba", refuse)
     np.testing.assert_array_equal(compiled.predict_proba(series), expected)
+
+
+@pytest.mark.parametrize("min_samples_leaf, chunk_bytes", [(1, None), (4, None), (4, 8 * 15 * 37)])
+def test_the_tensors_engine_gives_the_compiled_probabilities_to_the_bit(min_samples_leaf, chunk_bytes, monkeypatch):
+    """Trees as torch tensors (here on the CPU; a GPU node runs the same code) walk each row to the same
+    leaves and sum them in the same order, in chunks of any size; rows with a missing value go to
+    scikit-learn as in the compiled engine."""
+    from lcflow.train.models import tensor_forest
+
+    if chunk_bytes:
+        monkeypatch.setitem(tensor_forest.CHUNK_BYTES, "cpu", chunk_bytes)  # 37 rows a chunk: a short last one
+    x, y = _table(10)
+    forest = RandomForestClassifier(15, min_samples_leaf=min_samples_leaf, random_state=3).fit(x, y)
+    rows = np.concatenate([np.random.default_rng(11).normal(size=(500, x.shape[1])), _rows_beside_splits(forest, x)])
+    rows = rows.astype(np.float32)
+    rows[::9, 4] = np.nan
+    compiled = CompiledForest(forest)
+    tensors = tensor_forest.TensorForest(compiled)
+    np.testing.assert_array_equal(tensors.predict_proba(rows), compiled.predict_proba(rows))
+    _same(forest, rows)
+    stump = RandomForestClassifier(3, max_depth=1, random_state=0).fit(x, np.zeros(len(x), int))
+    np.testing.assert_array_equal(tensor_forest.TensorForest(CompiledForest(stump)).predict_proba(rows),
+                                  stump.predict_proba(rows))
+
+
+def test_lcflows_forest_maps_through_the_tensors_engine_when_asked(monkeypatch):
+    x, y = _table(12)
+    series = x.reshape(len(x), 3, 4)
+    model = RF({"n_estimators": 20, "n_jobs": 1, "predict_engine": "tensors"}, n_features=4, steps=3, n_classes=5)
+    model.fit(series, y, None, None)
+    model.place(0)
+    assert model.device.type in ("cpu", "cuda")
+    compiled = RF({"n_estimators": 20, "n_jobs": 1}, n_features=4, steps=3, n_classes=5)
+    compiled.forest = model.forest
+    assert compiled.device is None  # the CPU engines run on no torch device
+    expected = compiled.predict_proba(series)
+    assert not expected[:, 4].any()  # a class the forest never saw stays 0
+
+    def refuse(*_):
+        raise AssertionError("the compiled walk was taken")
+
+    monkeypatch.setattr("lcflow.train.models.compiled_forest.traverse", refuse)
+    np.testing.assert_array_equal(model.predict_proba(series), expected)

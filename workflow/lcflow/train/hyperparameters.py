@@ -141,8 +141,9 @@ RF: dict[str, Param] = {
     "n_jobs": _int(-1, "CPU cores (-1: all)", -1, 4096),
     "seed": _int(42, "random seed (32 bits)", 0, 2**32 - 1),
     "predict_engine": _choice("compiled", "what computes a map's probabilities: compiled (lcflow's traversal of the "
-                              "same trees, the same probabilities, faster) or scikit-learn (its predict_proba)",
-                              "compiled", "scikit-learn"),
+                              "same trees, the same probabilities, faster), tensors (the same traversal as torch "
+                              "tensors on the job's GPU, the same probabilities) or scikit-learn (its predict_proba)",
+                              "compiled", "tensors", "scikit-learn"),
 }
 
 #: Every number has an upper bound a real run stays far below (a value past it is a typo or a unit

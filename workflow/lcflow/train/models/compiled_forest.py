@@ -20,6 +20,7 @@ each split.
 """
 
 import os
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -80,10 +81,12 @@ class CompiledForest:
         self.roots = np.asarray(roots, np.uint32)
         self.first = np.asarray(first, np.int64)
 
-    def predict_proba(self, x: np.ndarray, threads: int | None = None, block: int | None = None) -> np.ndarray:
+    def predict_proba(self, x: np.ndarray, threads: int | None = None, block: int | None = None,
+                      walk: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
         """Class probabilities (rows, forest.classes_) as float64, as ``forest.predict_proba(x)`` gives
         them, on ``threads`` cores (None: the cores this process may run on), ``block`` rows going down a
-        tree together (None: ``block_rows``'s choice; the probabilities are the same at any)."""
+        tree together (None: ``block_rows``'s choice; the probabilities are the same at any). ``walk``
+        computes the complete rows' probabilities instead (tensor_forest's, on a GPU)."""
         x = np.ascontiguousarray(np.asarray(x).reshape(len(x), -1), dtype=np.float32)
         if x.shape[1] != self.n_features:
             raise ValueError(f"the forest takes {self.n_features} features, the rows have {x.shape[1]}")
@@ -93,19 +96,23 @@ class CompiledForest:
         missing = odd.any(axis=1)
         if missing.all():
             return self.forest.predict_proba(x)
-        cores = max(1, min(threads or len(os.sched_getaffinity(0)), numba.config.NUMBA_NUM_THREADS))
-        numba.set_num_threads(cores)
         some_missing = bool(missing.any())
         complete = np.ascontiguousarray(x[~missing]) if some_missing else x
-        block = block or block_rows(len(complete), self.n_features, cores)
-        proba = traverse(complete, self.feature, self.threshold, self.child, self.leaf_class, self.impure, self.roots,
-                         self.first, block)
+        proba = walk(complete) if walk is not None else self.walk(complete, threads, block)
         if not some_missing:
             return proba
         out = np.empty((len(x), self.impure.shape[1]))
         out[~missing] = proba
         out[missing] = self.forest.predict_proba(x[missing])
         return out
+
+    def walk(self, x: np.ndarray, threads: int | None = None, block: int | None = None) -> np.ndarray:
+        """Mean leaf fractions over the trees for each row of ``x`` (float32, no NaN), compiled."""
+        cores = max(1, min(threads or len(os.sched_getaffinity(0)), numba.config.NUMBA_NUM_THREADS))
+        numba.set_num_threads(cores)
+        block = block or block_rows(len(x), self.n_features, cores)
+        return traverse(x, self.feature, self.threshold, self.child, self.leaf_class, self.impure, self.roots,
+                        self.first, block)
 
 
 def block_rows(rows: int, features: int, threads: int) -> int:

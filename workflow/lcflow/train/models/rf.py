@@ -26,6 +26,7 @@ TRUSTED = ["sklearn.tree._tree.Tree"]
 
 class Model(Base):
     weights_file = "model.skops"
+    local_rank = 0  # this node's rank on whose device the tensors engine walks the trees (place)
 
     def _forest(self) -> RandomForestClassifier:
         p = self.params
@@ -69,9 +70,13 @@ class Model(Base):
         proba = np.zeros((len(x), self.n_classes), dtype=np.float32)
         if len(x):
             rows = x.reshape(len(x), -1)
-            compiled = self.params["predict_engine"] == "compiled"
-            proba[:, self.forest.classes_] = (self.compiled().predict_proba(rows, self.cores()) if compiled
-                                              else self.forest.predict_proba(rows))
+            engine = self.params["predict_engine"]
+            if engine == "compiled":
+                proba[:, self.forest.classes_] = self.compiled().predict_proba(rows, self.cores())
+            elif engine == "tensors":
+                proba[:, self.forest.classes_] = self.tensors().predict_proba(rows)
+            else:
+                proba[:, self.forest.classes_] = self.forest.predict_proba(rows)
         return proba
 
     def compiled(self):
@@ -82,6 +87,31 @@ class Model(Base):
         cached = getattr(self, "_compiled", None)
         if cached is None or cached.forest is not self.forest:
             self._compiled = cached = CompiledForest(self.forest)
+        return cached
+
+    def place(self, local_rank: int) -> None:
+        self.local_rank = local_rank
+
+    @property
+    def device(self):
+        """The torch device the tensors engine walks the trees on (this rank's GPU where the job has
+        one); None for the CPU engines."""
+        if self.params["predict_engine"] != "tensors":
+            return None
+        from lcflow.train.deep import device_for
+
+        return device_for(self.local_rank)
+
+    def tensors(self):
+        """The compiled forest's nodes as torch tensors on ``device``, built once per forest and device."""
+        from lcflow.train.models.tensor_forest import TensorForest
+
+        cached = getattr(self, "_tensors", None)
+        if cached is None or cached.compiled is not self.compiled() or cached.device != self.device:
+            if self.device.type == "cpu":
+                log.warning("predict_engine tensors on a machine without a GPU: the trees are walked as torch tensors "
+                            "on the CPU, many times slower than predict_engine compiled (docs/benchmarks.md)")
+            self._tensors = cached = TensorForest(self.compiled(), self.device)
         return cached
 
     def cores(self) -> int | None:
