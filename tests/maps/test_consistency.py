@@ -115,6 +115,51 @@ def test_tied_best_classes_go_to_the_lowest_index_on_every_machine():
     assert path[:, 0].tolist() == [4, 0]
 
 
+def _viterbi_step_by_step(proba, empty, years, prior):
+    """The Viterbi recursion over every pixel and class, in plain Python: ties go to the lowest index at
+    the end and to staying along the way."""
+    t_n, p_n, k = proba.shape
+    log_e = np.log(np.maximum(proba, PROBABILITY_FLOOR, dtype=np.float64))
+    log_e[empty] = 0.0
+    paths = np.empty((t_n, p_n), dtype=np.int64)
+    for p in range(p_n):
+        score = [log_e[0, p, j] - np.log(k) for j in range(k)]
+        back = []
+        for t in range(1, t_n):
+            log_stay, log_move = (np.log(v) for v in prior.stay_move(years[t] - years[t - 1]))
+            step, nxt = [], []
+            for j in range(k):
+                other = max((i for i in range(k) if i != j), key=lambda i: (score[i], -i))
+                from_self, from_other = score[j] + log_stay, score[other] + log_move
+                step.append(j if from_self >= from_other else other)
+                nxt.append(max(from_self, from_other) + log_e[t, p, j])
+            back.append(step)
+            score = nxt
+        paths[-1, p] = max(range(k), key=lambda j: (score[j], -j))
+        for t in range(t_n - 1, 0, -1):
+            paths[t - 1, p] = back[t - 1][paths[t, p]]
+    return paths
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_steady_pixels_take_the_path_the_recursion_finds_even_among_ties(seed):
+    """A pixel whose best class is the same every year takes it without the recursion; with few
+    distinct probabilities (many ties, zeros under the floor, years without data) the paths are still
+    the recursion's, class for class."""
+    rng = np.random.default_rng(seed)
+    t_n, k, p_n = 3, 5, 2000
+    proba = rng.choice([0.0, 0.0005, 0.1, 0.3, 0.6], size=(t_n, p_n, k))
+    steady = rng.random(p_n) < 0.5  # half the pixels repeat their first year
+    proba[1:, steady] = proba[0, steady]
+    proba[:, :50] = 0.0  # every class under the floor: all tie
+    empty = rng.random((t_n, p_n)) < 0.05
+    years = [2018, 2019, 2021]
+    prior = change_prior(4.0, k)
+    expected = _viterbi_step_by_step(proba, empty, years, prior)
+    np.testing.assert_array_equal(viterbi(proba, empty, years, prior), expected)
+    assert (expected[0] == expected[1])[steady].mean() > 0.9
+
+
 def test_stay_and_move_over_several_years_are_the_matrix_power():
     prior = ChangePrior(0.1, 4)
     stay, move = prior.stay_move(1)
@@ -388,3 +433,10 @@ def test_a_change_map_gets_a_stac_item_in_a_catalog(tmp_path):
     assert classes[6]["description"] == "class 31 -> class 32" and classes[6]["name"] == "class_31_class_32"
     assert classes[6]["color_hint"] == "{:02X}{:02X}{:02X}".format(32, 100, 168)  # the colour of class 32
     assert read.properties["proj:code"] == "EPSG:32631" and read.properties["proj:shape"] == [64, 64]
+
+
+def test_the_raw_maps_class_is_numpys_argmax_of_the_stored_levels_ties_included():
+    from lcflow.maps.consistent import first_max
+
+    levels = np.random.default_rng(4).choice(np.array([0, 3, 127, 254, 255], np.uint8), size=(3, 5000, 13))
+    np.testing.assert_array_equal(first_max(levels), levels.argmax(axis=2))

@@ -15,6 +15,7 @@ import logging
 import math
 from pathlib import Path
 
+import numba
 import numpy as np
 import rasterio
 from rasterio.windows import Window
@@ -26,7 +27,7 @@ from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels.nomenclature import Nomenclature
 from lcflow.maps import change
-from lcflow.maps.hmm import smooth
+from lcflow.maps.hmm import CodedEvidence, smooth_coded
 from lcflow.maps.predict import PROBABILITY_NODATA, PROBABILITY_SCALE
 
 log = logging.getLogger("lcflow.maps.consistent")
@@ -70,13 +71,32 @@ def change_patch_px(min_change_ha: float, pixel_area_m2: float, years: int) -> t
     return min_px, (min(min_px, MAX_HALO_PX) if min_px > 1 and years > 1 else 0)
 
 
+#: the probability each stored uint8 level stands for (as lcflow predict --probabilities stores them)
+LEVELS = np.arange(256, dtype=np.float32) / PROBABILITY_SCALE
+
+
 def _read(ds: rasterio.io.DatasetReader, window: Window, halo: int) -> tuple[np.ndarray, np.ndarray]:
-    """(pixels, classes) probabilities, row-major (a pixel's classes side by side, as the model's recursions
-    read them), and the no-data mask of a window with ``halo`` px around it."""
+    """(pixels, classes) stored probability levels (``LEVELS``), row-major (a pixel's classes side by side,
+    as the model's recursions read them), and the no-data mask of a window with ``halo`` px around it."""
     raw = read_with_halo(ds, window, halo, PROBABILITY_NODATA)
     empty = raw[0] == PROBABILITY_NODATA
-    by_pixel = np.ascontiguousarray(raw.reshape(raw.shape[0], -1).T)
-    return by_pixel.astype(np.float32) / PROBABILITY_SCALE, empty.ravel()
+    return np.ascontiguousarray(raw.reshape(raw.shape[0], -1).T), empty.ravel()
+
+
+@numba.njit(cache=True, nogil=True)
+def first_max(levels: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``levels.argmax(axis=2)`` of (years, pixels, classes): the first class of the highest level."""
+    t_n, p_n, k = levels.shape
+    out = np.empty((t_n, p_n), dtype=np.int64)
+    for t in range(t_n):
+        for p in range(p_n):
+            best, top = 0, levels[t, p, 0]
+            for j in range(1, k):  # a running best taken by selects, not branches: the data decides them
+                higher = levels[t, p, j] > top
+                best = j if higher else best
+                top = levels[t, p, j] if higher else top
+            out[t, p] = best
+    return out
 
 
 def _crop(a: np.ndarray, shape: tuple[int, int], halo: int) -> np.ndarray:
@@ -127,10 +147,10 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
             shape = (int(win.height), int(win.width))
             wide = (shape[0] + 2 * halo, shape[1] + 2 * halo)
             read = [_read(src, win, halo) for src in sources]
-            proba, empty = np.stack([r[0] for r in read]), np.stack([r[1] for r in read])
-            path, confidence = smooth(proba, empty, years, evidence_ratio, min_px, wide)
+            levels, empty = np.stack([r[0] for r in read]), np.stack([r[1] for r in read])
+            path, confidence = smooth_coded(CodedEvidence(levels, LEVELS, empty), years, evidence_ratio, min_px, wide)
             path, confidence, empty = _crop(path, shape, halo), _crop(confidence, shape, halo), _crop(empty, shape, halo)
-            raw = _crop(proba.argmax(axis=2), shape, halo)
+            raw = _crop(first_max(levels), shape, halo)  # the levels rise with the probabilities
             valid = ~empty
             for t in range(n):
                 out_maps[t].dataset.write(np.where(empty[t], nodata, codes[path[t]]).astype(dtype).reshape(shape),

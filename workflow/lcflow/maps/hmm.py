@@ -16,6 +16,11 @@ Both recursions run compiled (numba), a pixel at a time, with the arithmetic of 
 they replaced: sums over the classes in numpy's pairwise order, the logarithms taken by numpy. Where
 classes tie for a pixel's best score, the lowest class index is the best (as ``argmax``), on every
 machine: numpy's ``argpartition``, used before, broke such ties by the CPU's instruction set.
+
+The evidence is coded: each probability is an index into a table of the values it can take (a stored
+probability raster's 256 uint8 levels: ``smooth_coded``), whose logarithm and its exponential numpy takes
+once per table, not once per pixel and class; the recursions look them up, so no (years, pixels,
+classes) array of float64 is made. Float probabilities are coded by their distinct values (``smooth``).
 """
 
 from dataclasses import dataclass
@@ -57,11 +62,27 @@ class ChangePrior:
         return lam + (1 - lam) / k, (1 - lam) / k
 
 
-def _evidence(proba: np.ndarray, empty: np.ndarray) -> np.ndarray:
-    """(years, pixels, classes) probabilities -> log evidence; a year without data says nothing."""
-    log_e = np.log(np.maximum(proba, PROBABILITY_FLOOR, dtype=np.float64))
-    log_e[empty] = 0.0
-    return log_e
+@dataclass(frozen=True)
+class CodedEvidence:
+    """Probabilities (years, pixels, classes) as indices into ``levels``, the values they stand for; a
+    year without data at a pixel (``empty``, (years, pixels)) says nothing."""
+
+    codes: np.ndarray
+    levels: np.ndarray
+    empty: np.ndarray
+
+    @classmethod
+    def of(cls, proba: np.ndarray, empty: np.ndarray) -> "CodedEvidence":
+        """Float probabilities coded by their distinct values."""
+        levels, codes = np.unique(proba, return_inverse=True)
+        return cls(codes.reshape(proba.shape), levels, empty)
+
+    def log_levels(self) -> np.ndarray:
+        """The log evidence of each level (a probability under the floor counts as the floor)."""
+        return np.log(np.maximum(self.levels, PROBABILITY_FLOOR, dtype=np.float64))
+
+    def pixels(self, which: np.ndarray) -> "CodedEvidence":
+        return CodedEvidence(self.codes[:, which], self.levels, self.empty[:, which])
 
 
 def viterbi(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: ChangePrior,
@@ -72,15 +93,17 @@ def viterbi(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: Chang
     O(years x pixels x classes): with one stay and one move probability, the best predecessor of class
     j is either j itself or the best of the others (the best overall, or the second best where j is it).
     """
-    return _viterbi(_evidence(proba, empty), years, prior, frozen)
+    evidence = CodedEvidence.of(proba, empty)
+    return _viterbi(evidence, evidence.log_levels(), years, prior, frozen)
 
 
-def _viterbi(log_e: np.ndarray, years: list[int], prior: ChangePrior, frozen: np.ndarray | None) -> np.ndarray:
-    """:func:`viterbi` from the log evidence (years, pixels, classes)."""
-    t_n, p_n, k = log_e.shape
+def _viterbi(evidence: CodedEvidence, log_levels: np.ndarray, years: list[int], prior: ChangePrior,
+             frozen: np.ndarray | None) -> np.ndarray:
+    """:func:`viterbi` from coded evidence and its levels' logarithms."""
+    t_n, p_n, k = evidence.codes.shape
     log_stay, log_move = _log_transitions(years, prior)
-    return _viterbi_pixels(np.ascontiguousarray(log_e, dtype=np.float64), np.log(k), log_stay, log_move,
-                           *_frozen_arg(frozen, t_n, p_n))
+    return _viterbi_pixels(np.ascontiguousarray(evidence.codes), np.ascontiguousarray(evidence.empty, dtype=np.bool_),
+                           log_levels, np.log(k), log_stay, log_move, *_frozen_arg(frozen, t_n, p_n))
 
 
 def _transitions(years: list[int], prior: ChangePrior) -> list[tuple[float, float]]:
@@ -102,18 +125,24 @@ def _frozen_arg(frozen: np.ndarray | None, t_n: int, p_n: int) -> tuple[np.ndarr
 
 
 @numba.njit(cache=True, nogil=True)
-def _viterbi_pixels(log_e, log_k, log_stay, log_move, frozen, has_frozen):  # pragma: no cover - compiled
+def _viterbi_pixels(codes, empty, log_levels, log_k, log_stay, log_move, frozen, has_frozen):  # pragma: no cover
     """Each pixel's best path: the best predecessor of class j is j itself or the best other class (the
     best overall, the lowest index among equals; for the best class itself, the best of the rest)."""
-    t_n, p_n, k = log_e.shape
+    t_n, p_n, k = codes.shape
     path = np.empty((t_n, p_n), dtype=np.int64)
     back = np.empty((t_n, k), dtype=np.int64)
     score = np.empty(k)
     nxt = np.empty(k)
     for p in range(p_n):
+        steady = _steady_best(codes, empty, log_levels, p)
+        if steady >= 0:
+            for t in range(t_n):
+                path[t, p] = steady
+            continue
         for j in range(k):
-            score[j] = log_e[0, p, j] - log_k
+            score[j] = (0.0 if empty[0, p] else log_levels[codes[0, p, j]]) - log_k
         for t in range(1, t_n):
+            says = not empty[t, p]
             first = 0
             for j in range(1, k):
                 if score[j] > score[first]:
@@ -127,12 +156,13 @@ def _viterbi_pixels(log_e, log_k, log_stay, log_move, frozen, has_frozen):  # pr
                 other = second if j == first else first
                 from_other = -np.inf if refused or other < 0 else score[other] + log_move[t]
                 from_self = score[j] + log_stay[t]
+                log_e = log_levels[codes[t, p, j]] if says else 0.0
                 if from_self >= from_other:
                     back[t, j] = j
-                    nxt[j] = from_self + log_e[t, p, j]
+                    nxt[j] = from_self + log_e
                 else:
                     back[t, j] = other
-                    nxt[j] = from_other + log_e[t, p, j]
+                    nxt[j] = from_other + log_e
             for j in range(k):
                 score[j] = nxt[j]
         best = 0
@@ -145,21 +175,59 @@ def _viterbi_pixels(log_e, log_k, log_stay, log_move, frozen, has_frozen):  # pr
     return path
 
 
+#: the least lead of a steady class's last-year evidence over every lower class's that _steady_best takes
+#: (far above the rounding of a path's score, which is a sum of a few dozen terms of magnitude under 100)
+STEADY_LEAD = 1e-9
+
+
+@numba.njit(cache=True, nogil=True)
+def _steady_best(codes, empty, log_levels, p):  # pragma: no cover - compiled
+    """The class that is the best (the lowest index among equals) in every year's evidence of pixel ``p``,
+    whose last-year evidence leads every lower class's by ``STEADY_LEAD``; -1 where there is none or a
+    year has no data. Its constant path is the Viterbi path: it takes the best of every year's evidence
+    and only stays, which beat moves, so no other path scores as high, the lower classes end below it, and
+    every back-pointer of it points to itself (self wins ties)."""
+    t_n, _, k = codes.shape
+    steady = -1
+    for t in range(t_n):
+        if empty[t, p]:
+            return -1
+        best, top = 0, log_levels[codes[t, p, 0]]
+        for j in range(1, k):  # a running best taken by selects, not branches: the data decides them
+            value = log_levels[codes[t, p, j]]
+            higher = value > top
+            best = j if higher else best
+            top = value if higher else top
+        if t > 0 and best != steady:
+            return -1
+        steady = best
+    last = log_levels[codes[t_n - 1, p, steady]]
+    for j in range(steady):
+        if not last - log_levels[codes[t_n - 1, p, j]] > STEADY_LEAD:
+            return -1
+    return steady
+
+
 def marginals(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: ChangePrior,
               frozen: np.ndarray | None = None) -> np.ndarray:
     """P(class in year t | every year's evidence), (years, pixels, classes), by scaled forward-backward;
     ``frozen`` as in :func:`viterbi`."""
-    return _marginals(np.exp(_evidence(proba, empty)), years, prior, frozen)
+    evidence = CodedEvidence.of(proba, empty)
+    return _marginals(evidence, np.exp(evidence.log_levels()), years, prior, frozen, None)
 
 
-def _marginals(e: np.ndarray, years: list[int], prior: ChangePrior, frozen: np.ndarray | None) -> np.ndarray:
-    """:func:`marginals` from the evidence (years, pixels, classes)."""
-    t_n, p_n, k = e.shape
+def _marginals(evidence: CodedEvidence, levels: np.ndarray, years: list[int], prior: ChangePrior,
+               frozen: np.ndarray | None, path: np.ndarray | None) -> np.ndarray:
+    """:func:`marginals` from coded evidence and each level's evidence; given a ``path`` (years, pixels),
+    only the marginal of the path's class, (years, pixels, 1)."""
+    t_n, p_n, k = evidence.codes.shape
     steps = _transitions(years, prior)
     move = np.array([m for _, m in steps])
     gain = np.array([s - m for s, m in steps])  # stay - move, as a Python float each
-    return _forward_backward(np.ascontiguousarray(e, dtype=np.float64), float(k), move, gain,
-                             *_frozen_arg(frozen, t_n, p_n))
+    along = path is not None
+    return _forward_backward(np.ascontiguousarray(evidence.codes), np.ascontiguousarray(evidence.empty, dtype=np.bool_),
+                             levels, float(k), move, gain, *_frozen_arg(frozen, t_n, p_n),
+                             np.ascontiguousarray(path) if along else np.zeros((t_n, p_n), np.int64), along)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -196,18 +264,23 @@ def _pairwise_sum(a):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _forward_backward(e, k, move, gain, frozen, has_frozen):  # pragma: no cover - compiled
+def _forward_backward(codes, empty, levels, k, move, gain, frozen, has_frozen, path, along):  # pragma: no cover
     """Scaled forward-backward a pixel at a time: a step moves ``v`` to ``move * sum(v) + gain * v`` (the
-    transition matrix is symmetric: the same step serves both directions), or keeps it where refused."""
-    t_n, p_n, n = e.shape
-    post = np.empty((t_n, p_n, n))
+    transition matrix is symmetric: the same step serves both directions), or keeps it where refused.
+    ``along``: only the marginal of ``path``'s class is kept."""
+    t_n, p_n, n = codes.shape
+    post = np.empty((t_n, p_n, 1 if along else n))
     alpha = np.empty((t_n, n))
     beta = np.empty((t_n, n))
+    e = np.empty((t_n, n))  # this pixel's evidence
     a = np.empty(n)
     b = np.empty(n)
     for p in range(p_n):
+        for t in range(t_n):
+            for j in range(n):
+                e[t, j] = 1.0 if empty[t, p] else levels[codes[t, p, j]]
         for j in range(n):
-            a[j] = e[0, p, j] / k
+            a[j] = e[0, j] / k
         s = _pairwise_sum(a)
         for j in range(n):
             alpha[0, j] = a[j] / s
@@ -216,7 +289,7 @@ def _forward_backward(e, k, move, gain, frozen, has_frozen):  # pragma: no cover
             keep = has_frozen and frozen[t - 1, p]
             for j in range(n):
                 moved = alpha[t - 1, j] if keep else move[t] * total + gain[t] * alpha[t - 1, j]
-                a[j] = moved * e[t, p, j]
+                a[j] = moved * e[t, j]
             s = _pairwise_sum(a)
             for j in range(n):
                 alpha[t, j] = a[j] / s
@@ -224,7 +297,7 @@ def _forward_backward(e, k, move, gain, frozen, has_frozen):  # pragma: no cover
             beta[t_n - 1, j] = 1.0
         for t in range(t_n - 2, -1, -1):
             for j in range(n):
-                b[j] = beta[t + 1, j] * e[t + 1, p, j]
+                b[j] = beta[t + 1, j] * e[t + 1, j]
             total = _pairwise_sum(b)
             keep = has_frozen and frozen[t, p]
             for j in range(n):
@@ -236,8 +309,11 @@ def _forward_backward(e, k, move, gain, frozen, has_frozen):  # pragma: no cover
             for j in range(n):
                 a[j] = alpha[t, j] * beta[t, j]
             s = _pairwise_sum(a)
-            for j in range(n):
-                post[t, p, j] = a[j] / s
+            if along:
+                post[t, p, 0] = a[path[t, p]] / s
+            else:
+                for j in range(n):
+                    post[t, p, j] = a[j] / s
     return post
 
 
@@ -275,25 +351,34 @@ def smooth(proba: np.ndarray, empty: np.ndarray, years: list[int], evidence_rati
     """
     if proba.ndim != 3 or empty.shape != proba.shape[:2] or len(years) != proba.shape[0]:
         raise LcflowError(f"probabilities {proba.shape}, no-data mask {empty.shape} and {len(years)} years disagree")
+    return smooth_coded(CodedEvidence.of(proba, empty), years, evidence_ratio, min_change_px, shape, rounds)
+
+
+def smooth_coded(evidence: CodedEvidence, years: list[int], evidence_ratio: float, min_change_px: int = 1,
+                 shape: tuple[int, int] | None = None, rounds: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`smooth` of coded probabilities (a stored probability raster's uint8 levels, say)."""
+    t_n, p_n, k = evidence.codes.shape
+    if evidence.empty.shape != (t_n, p_n) or len(years) != t_n:
+        raise LcflowError(f"probabilities {evidence.codes.shape}, no-data mask {evidence.empty.shape} and "
+                          f"{len(years)} years disagree")
     if list(years) != sorted(set(years)):
         raise LcflowError(f"years {years} must increase")
-    prior = change_prior(evidence_ratio, proba.shape[2])
-    log_e = _evidence(proba, empty)
-    path = _viterbi(log_e, years, prior, None)
+    prior = change_prior(evidence_ratio, k)
+    log_levels = evidence.log_levels()
+    path = _viterbi(evidence, log_levels, years, prior, None)
     frozen = None
     if min_change_px > 1 and len(years) > 1:
-        if shape is None or shape[0] * shape[1] != proba.shape[1]:
-            raise LcflowError(f"a minimum change patch needs the window's shape (got {shape} for {proba.shape[1]} pixels)")
-        frozen = np.zeros((len(years) - 1, proba.shape[1]), dtype=bool)
+        if shape is None or shape[0] * shape[1] != p_n:
+            raise LcflowError(f"a minimum change patch needs the window's shape (got {shape} for {p_n} pixels)")
+        frozen = np.zeros((len(years) - 1, p_n), dtype=bool)
         for _ in range(rounds):
-            small = small_changes(path, ~empty, shape, min_change_px) & ~frozen
+            small = small_changes(path, ~evidence.empty, shape, min_change_px) & ~frozen
             if not small.any():
                 break
             frozen |= small
             # a pixel's sequence depends on its own evidence and refusals alone: only those with a new
             # refusal are found again (a few percent of a window), the same as finding every pixel again
             again = np.flatnonzero(small.any(axis=0))
-            path[:, again] = _viterbi(log_e[:, again], years, prior, frozen[:, again])
-    post = _marginals(np.exp(log_e), years, prior, frozen)
-    confidence = np.take_along_axis(post, path[..., None], axis=2)[..., 0]
+            path[:, again] = _viterbi(evidence.pixels(again), log_levels, years, prior, frozen[:, again])
+    confidence = _marginals(evidence, np.exp(log_levels), years, prior, frozen, path)[..., 0]
     return path, confidence
