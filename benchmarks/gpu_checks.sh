@@ -8,8 +8,9 @@
 #      lcflow predict's px/s on a cube of SIDE px (default 2048), the GPU map against the CPU's, the network
 #      alone (MODELS, default presto,lstm);
 #   4. two torch ranks on this node's GPUs (on a one-GPU node: what two ranks sharing it do);
-#   5. a seed-size forest's map with its trees as tensors on the GPU (predict_engine: tensors) beside the
-#      compiled traversal on the node's cores (FOREST= skips it: about 6 minutes, most of it the fit).
+#   5. with FOREST=1 only: a seed-size forest's map with its trees as tensors on the GPU (predict_engine:
+#      tensors) beside the compiled traversal on the node's cores (about 6 minutes, most of it the fit:
+#      with steps 1-4 it passes a device call's 10 minutes, so run it as a call of its own).
 # Logs and figures go to $OUT (default /tmp/gpu_checks). Wheels of packages the node lacks, if any, in .whl/.
 set -u -o pipefail
 OUT=${OUT:-/tmp/gpu_checks}
@@ -46,8 +47,8 @@ fi
 timeout 80 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/train/test_presto.py -k two_ranks 2>&1 \
     | tee "$OUT/two_ranks.log" | tail -40
 
-echo "## 5. a seed-size forest's map with its trees as tensors on the GPU, beside the compiled traversal on the CPUs"
-if [ -n "${FOREST:-1}" ]; then
+if [ -n "${FOREST:-}" ]; then
+    echo "## 5. a seed-size forest's map with its trees as tensors on the GPU, beside the compiled traversal on the CPUs"
     timeout 420 python3 benchmarks/forest_size.py --side 560 --years 2018,2019,2020 --rows 1365000 --leaf 30 --trees 30 \
         --per-class --tensors --compare-block 0 --json "$OUT/forest_tensors.json" 2>&1 | tee "$OUT/forest_tensors.log" | tail -8
 fi
