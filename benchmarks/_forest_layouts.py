@@ -11,10 +11,9 @@ Also printed: the steps a pixel takes down a tree in lockstep against the depth 
 Used by ``forest_size.py --layouts`` on a forest of the seed study's size.
 """
 
-import time
-
 import numba
 import numpy as np
+from shared import seconds_in_turns
 
 from lcflow.train.models.compiled_forest import block_rows, float32_at_or_under, traverse
 
@@ -165,12 +164,7 @@ def layouts_against(compiled, x: np.ndarray, rounds: int = 3) -> dict:
                                                             compiled.first, block)}
     reference = runs["lcflow"]()
     same = {name: bool(np.array_equal(run(), reference)) for name, run in runs.items()}
-    spent = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            started = time.perf_counter()
-            run()
-            spent[name].append(time.perf_counter() - started)
+    spent = seconds_in_turns(runs, rounds)
     depths, steps, seen = [], [], {}
     for estimator, first in zip(compiled.forest.estimators_, compiled.first):
         if id(estimator) not in seen:  # a tree taken several times (forest_size.py's copies) is walked once

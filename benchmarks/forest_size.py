@@ -53,7 +53,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shared import balanced, demo_pixels, draw, map_rate  # noqa: E402
+from shared import balanced, demo_pixels, draw, map_rate, seconds_in_turns  # noqa: E402
 
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
 from lcflow.train.models import model_class  # noqa: E402
@@ -97,12 +97,8 @@ def block_against(model, x: np.ndarray, block: int, rounds: int = 3) -> tuple[fl
     gave the same probabilities to the bit."""
     compiled, rows = model.compiled(), x.reshape(len(x), -1)
     chosen, other = compiled.predict_proba(rows), compiled.predict_proba(rows, block=block)
-    spent = {"chosen": [], "other": []}
-    for _ in range(rounds):
-        for name, at in (("chosen", None), ("other", block)):
-            started = time.perf_counter()
-            compiled.predict_proba(rows, block=at)
-            spent[name].append(time.perf_counter() - started)
+    spent = seconds_in_turns({"chosen": lambda: compiled.predict_proba(rows),
+                              "other": lambda: compiled.predict_proba(rows, block=block)}, rounds)
     return (len(x) / float(np.median(spent["chosen"])), len(x) / float(np.median(spent["other"])),
             bool(np.array_equal(chosen, other)))
 
@@ -121,14 +117,13 @@ def tensors_against(model, x: np.ndarray, rounds: int = 3) -> dict:
     tensors = TensorForest(compiled, device)
     setup = time.perf_counter() - started
     same = bool(np.array_equal(tensors.predict_proba(rows), compiled.predict_proba(rows)))
-    spent = {"compiled": [], "tensors": []}
-    for _ in range(rounds):
-        for name, engine in (("compiled", compiled), ("tensors", tensors)):
-            started = time.perf_counter()
-            engine.predict_proba(rows)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            spent[name].append(time.perf_counter() - started)
+
+    def on_tensors() -> None:
+        tensors.predict_proba(rows)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    spent = seconds_in_turns({"compiled": lambda: compiled.predict_proba(rows), "tensors": on_tensors}, rounds)
     return {"tensors_device": device.type, "tensors_setup_s": setup, "same_tensors": same,
             "map_px_s_300_trees_tensors": len(x) / float(np.median(spent["tensors"])),
             "map_px_s_300_trees_compiled_beside": len(x) / float(np.median(spent["compiled"]))}

@@ -9,7 +9,7 @@ import json
 import resource
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,6 +164,18 @@ def map_rate(model, x: np.ndarray, repeats: int = 3) -> float:
         model.predict_proba(x)
         spent.append(time.perf_counter() - started)
     return len(x) / float(np.median(spent))
+
+
+def seconds_in_turns(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Wall seconds of each of ``runs``, called in turns ``rounds`` times: a ratio of two of them is
+    measured under the same load."""
+    spent: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            started = time.perf_counter()
+            run()
+            spent[name].append(time.perf_counter() - started)
+    return spent
 
 
 def forest_map_rate(model_dir: Path, cube_path: Path) -> float | None:

@@ -71,6 +71,10 @@ class CodedEvidence:
     levels: np.ndarray
     empty: np.ndarray
 
+    def __post_init__(self) -> None:  # as the compiled recursions take them, once
+        object.__setattr__(self, "codes", np.ascontiguousarray(self.codes))
+        object.__setattr__(self, "empty", np.ascontiguousarray(self.empty, dtype=np.bool_))
+
     @classmethod
     def of(cls, proba: np.ndarray, empty: np.ndarray) -> "CodedEvidence":
         """Float probabilities coded by their distinct values."""
@@ -102,8 +106,8 @@ def _viterbi(evidence: CodedEvidence, log_levels: np.ndarray, years: list[int], 
     """:func:`viterbi` from coded evidence and its levels' logarithms."""
     t_n, p_n, k = evidence.codes.shape
     log_stay, log_move = _log_transitions(years, prior)
-    return _viterbi_pixels(np.ascontiguousarray(evidence.codes), np.ascontiguousarray(evidence.empty, dtype=np.bool_),
-                           log_levels, np.log(k), log_stay, log_move, *_frozen_arg(frozen, t_n, p_n))
+    return _viterbi_pixels(evidence.codes, evidence.empty, log_levels, np.log(k), log_stay, log_move,
+                           *_frozen_arg(frozen, t_n, p_n))
 
 
 def _transitions(years: list[int], prior: ChangePrior) -> list[tuple[float, float]]:
@@ -225,8 +229,7 @@ def _marginals(evidence: CodedEvidence, levels: np.ndarray, years: list[int], pr
     move = np.array([m for _, m in steps])
     gain = np.array([s - m for s, m in steps])  # stay - move, as a Python float each
     along = path is not None
-    return _forward_backward(np.ascontiguousarray(evidence.codes), np.ascontiguousarray(evidence.empty, dtype=np.bool_),
-                             levels, float(k), move, gain, *_frozen_arg(frozen, t_n, p_n),
+    return _forward_backward(evidence.codes, evidence.empty, levels, float(k), move, gain, *_frozen_arg(frozen, t_n, p_n),
                              np.ascontiguousarray(path) if along else np.zeros((t_n, p_n), np.int64), along)
 
 

@@ -106,12 +106,12 @@ class Model(Base):
         """The compiled forest's nodes as torch tensors on ``device``, built once per forest and device."""
         from lcflow.train.models.tensor_forest import TensorForest
 
-        cached = getattr(self, "_tensors", None)
-        if cached is None or cached.compiled is not self.compiled() or cached.device != self.device:
-            if self.device.type == "cpu":
+        cached, device = getattr(self, "_tensors", None), self.device
+        if cached is None or cached.compiled is not self.compiled() or cached.device != device:
+            if device.type == "cpu":
                 log.warning("predict_engine tensors on a machine without a GPU: the trees are walked as torch tensors "
                             "on the CPU, many times slower than predict_engine compiled (docs/benchmarks.md)")
-            self._tensors = cached = TensorForest(self.compiled(), self.device)
+            self._tensors = cached = TensorForest(self.compiled(), device)
         return cached
 
     def cores(self) -> int | None:
