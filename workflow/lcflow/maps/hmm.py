@@ -12,10 +12,11 @@ The transition matrix is ``(1 - change)`` on the diagonal and ``change / (K - 1)
 further apart use its power (``n`` years: still one stay and one move probability, computed in
 closed form), so a gap in the series allows proportionally more change.
 
-Both recursions run compiled (numba), a pixel at a time, with the arithmetic of the array expressions
-they replaced: sums over the classes in numpy's pairwise order, the logarithms taken by numpy. Where
-classes tie for a pixel's best score, the lowest class index is the best (as ``argmax``), on every
-machine: numpy's ``argpartition``, used before, broke such ties by the CPU's instruction set.
+Both recursions run compiled (numba), the Viterbi a pixel at a time, the forward-backward on
+``LANES`` pixels side by side, with the arithmetic of the array expressions they replaced: sums over
+the classes in numpy's pairwise order, the logarithms taken by numpy. Where classes tie for a
+pixel's best score, the lowest class index is the best (as ``argmax``), on every machine: numpy's
+``argpartition``, used before, broke such ties by the CPU's instruction set.
 
 The evidence is coded: each probability is an index into a table of the values it can take (a stored
 probability raster's 256 uint8 levels: ``smooth_coded``), whose logarithm and its exponential numpy takes
@@ -233,90 +234,136 @@ def _marginals(evidence: CodedEvidence, levels: np.ndarray, years: list[int], pr
                              np.ascontiguousarray(path) if along else np.zeros((t_n, p_n), np.int64), along)
 
 
-@numba.njit(cache=True, nogil=True)
-def _pairwise_sum(a):  # pragma: no cover - compiled
-    """The sum of a 1-d array in numpy's order (pairwise, eight accumulators), so that every sum equals
-    numpy's ``sum`` over the last axis to the bit."""
+#: pixels the forward-backward takes side by side: its loops run over them innermost, so the compiler
+#: does each step for several pixels in one vector instruction (divisions included: ``error_model``
+#: "numpy" drops the zero check that kept them scalar; the sums divided by are never zero)
+LANES = 64
+_VECTOR = dict(cache=True, nogil=True, error_model="numpy")
+
+
+@numba.njit(**_VECTOR)
+def _pairwise_columns(a, m, out):  # pragma: no cover - compiled
+    """``out[q]`` = the sum of ``a[:, q]`` for q < m, in numpy's order (pairwise, eight accumulators),
+    so that every sum equals numpy's ``sum`` over the classes to the bit."""
     n = a.shape[0]
     if n < 8:
-        res = 0.0
+        for q in range(m):
+            out[q] = 0.0
         for i in range(n):
-            res += a[i]
-        return res
-    if n <= 128:
-        r0, r1, r2, r3, r4, r5, r6, r7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
-        i = 8
-        while i < n - (n % 8):
-            r0 += a[i]
-            r1 += a[i + 1]
-            r2 += a[i + 2]
-            r3 += a[i + 3]
-            r4 += a[i + 4]
-            r5 += a[i + 5]
-            r6 += a[i + 6]
-            r7 += a[i + 7]
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < n:
-            res += a[i]
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return _pairwise_sum(a[:n2]) + _pairwise_sum(a[n2:])
+            row = a[i]
+            for q in range(m):
+                out[q] += row[q]
+        return
+    if n > 128:  # numpy halves the run at a multiple of eight
+        half = n // 2
+        half -= half % 8
+        rest = np.empty(out.shape[0])
+        _pairwise_columns(a[:half], m, out)
+        _pairwise_columns(a[half:], m, rest)
+        for q in range(m):
+            out[q] += rest[q]
+        return
+    r = np.empty((8, a.shape[1]))
+    for c in range(8):
+        for q in range(m):
+            r[c, q] = a[c, q]
+    i = 8
+    while i < n - (n % 8):
+        for c in range(8):
+            row, acc = a[i + c], r[c]
+            for q in range(m):
+                acc[q] += row[q]
+        i += 8
+    for q in range(m):
+        out[q] = ((r[0, q] + r[1, q]) + (r[2, q] + r[3, q])) + ((r[4, q] + r[5, q]) + (r[6, q] + r[7, q]))
+    while i < n:
+        row = a[i]
+        for q in range(m):
+            out[q] += row[q]
+        i += 1
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(**_VECTOR)
+def _divide(a, s, out, m):  # pragma: no cover - compiled
+    for q in range(m):
+        out[q] = a[q] / s[q]
+
+
+@numba.njit(**_VECTOR)
+def _step(v, total, keep, move, gain, out, m):  # pragma: no cover - compiled
+    """One transition of ``v`` (a class's row): ``move * sum + gain * v``, or ``v`` where refused."""
+    for q in range(m):
+        moved = move * total[q] + gain * v[q]
+        out[q] = v[q] if keep[q] else moved
+
+
+@numba.njit(**_VECTOR)
 def _forward_backward(codes, empty, levels, k, move, gain, frozen, has_frozen, path, along):  # pragma: no cover
-    """Scaled forward-backward a pixel at a time: a step moves ``v`` to ``move * sum(v) + gain * v`` (the
-    transition matrix is symmetric: the same step serves both directions), or keeps it where refused.
-    ``along``: only the marginal of ``path``'s class is kept."""
+    """Scaled forward-backward, ``LANES`` pixels side by side: a step moves ``v`` to ``move * sum(v) +
+    gain * v`` (the transition matrix is symmetric: the same step serves both directions), or keeps it
+    where refused. ``along``: only the marginal of ``path``'s class is kept."""
     t_n, p_n, n = codes.shape
     post = np.empty((t_n, p_n, 1 if along else n))
-    alpha = np.empty((t_n, n))
-    beta = np.empty((t_n, n))
-    e = np.empty((t_n, n))  # this pixel's evidence
-    a = np.empty(n)
-    b = np.empty(n)
-    for p in range(p_n):
+    e = np.empty((t_n, n, LANES))  # the evidence of LANES pixels
+    alpha = np.empty((t_n, n, LANES))
+    beta = np.empty((t_n, n, LANES))
+    a = np.empty((n, LANES))
+    moved = np.empty((n, LANES))  # apart from a: a step in place would keep the compiler's loops scalar
+    s = np.empty(LANES)
+    total = np.empty(LANES)
+    keep = np.zeros(LANES, dtype=np.bool_)
+    classes = np.full(LANES, k)
+    for p0 in range(0, p_n, LANES):
+        m = min(LANES, p_n - p0)
         for t in range(t_n):
-            for j in range(n):
-                e[t, j] = 1.0 if empty[t, p] else levels[codes[t, p, j]]
+            for q in range(m):
+                no = empty[t, p0 + q]
+                for j in range(n):
+                    e[t, j, q] = 1.0 if no else levels[codes[t, p0 + q, j]]
         for j in range(n):
-            a[j] = e[0, j] / k
-        s = _pairwise_sum(a)
+            _divide(e[0, j], classes, a[j], m)
+        _pairwise_columns(a, m, s)
         for j in range(n):
-            alpha[0, j] = a[j] / s
+            _divide(a[j], s, alpha[0, j], m)
         for t in range(1, t_n):
-            total = _pairwise_sum(alpha[t - 1])
-            keep = has_frozen and frozen[t - 1, p]
+            _pairwise_columns(alpha[t - 1], m, total)
+            for q in range(m):
+                keep[q] = has_frozen and frozen[t - 1, p0 + q]
             for j in range(n):
-                moved = alpha[t - 1, j] if keep else move[t] * total + gain[t] * alpha[t - 1, j]
-                a[j] = moved * e[t, j]
-            s = _pairwise_sum(a)
+                _step(alpha[t - 1, j], total, keep, move[t], gain[t], a[j], m)
+                row, et = a[j], e[t, j]
+                for q in range(m):
+                    row[q] *= et[q]
+            _pairwise_columns(a, m, s)
             for j in range(n):
-                alpha[t, j] = a[j] / s
-        for j in range(n):
-            beta[t_n - 1, j] = 1.0
+                _divide(a[j], s, alpha[t, j], m)
+        beta[t_n - 1] = 1.0
         for t in range(t_n - 2, -1, -1):
             for j in range(n):
-                b[j] = beta[t + 1, j] * e[t + 1, j]
-            total = _pairwise_sum(b)
-            keep = has_frozen and frozen[t, p]
+                row, b, et = a[j], beta[t + 1, j], e[t + 1, j]
+                for q in range(m):
+                    row[q] = b[q] * et[q]
+            _pairwise_columns(a, m, total)
+            for q in range(m):
+                keep[q] = has_frozen and frozen[t, p0 + q]
             for j in range(n):
-                a[j] = b[j] if keep else move[t + 1] * total + gain[t + 1] * b[j]
-            s = _pairwise_sum(a)
+                _step(a[j], total, keep, move[t + 1], gain[t + 1], moved[j], m)
+            _pairwise_columns(moved, m, s)
             for j in range(n):
-                beta[t, j] = a[j] / s
+                _divide(moved[j], s, beta[t, j], m)
         for t in range(t_n):
             for j in range(n):
-                a[j] = alpha[t, j] * beta[t, j]
-            s = _pairwise_sum(a)
+                row, f, b = a[j], alpha[t, j], beta[t, j]
+                for q in range(m):
+                    row[q] = f[q] * b[q]
+            _pairwise_columns(a, m, s)
             if along:
-                post[t, p, 0] = a[path[t, p]] / s
+                for q in range(m):
+                    post[t, p0 + q, 0] = a[path[t, p0 + q], q] / s[q]
             else:
                 for j in range(n):
-                    post[t, p, j] = a[j] / s
+                    for q in range(m):
+                        post[t, p0 + q, j] = a[j, q] / s[q]
     return post
 
 
