@@ -16,7 +16,7 @@ and the demo's rate printed beside them as a cross-check: the cube from a whole 
 (``--cube-figures``, ``cube_whole_tile.py --json``), the labels from whole-tile jobs (``--labels-figures``,
 ``labels_vs_gdalwarp.py --json``), the rest of a forest map job (reading, preparing, writing) from a
 whole-tile job (``--map-figures``, ``predict_tile_sizes.py --json``), the
-consistent maps from a 2048 px series on one core (``--consistent-figures``,
+consistent maps from a whole-tile series on one core (``--consistent-figures``,
 ``consistent_maps_speed.py --json``, with the spread of its turns). Network reads, scene counts and sizes,
 classes present, and scaling across cores and nodes are assumptions, printed as such. Each stage's wall
 time is its jobs in waves as the cluster holds them, with the cores the Slurm profile gives a job
@@ -228,8 +228,9 @@ def main() -> None:
                     default=ROOT / "benchmarks" / "measured" / "labels_whole_tile_2core.json",
                     help="labels_vs_gdalwarp.py --json: whole-tile lcflow labels jobs")
     ap.add_argument("--consistent-figures", type=Path,
-                    default=ROOT / "benchmarks" / "measured" / "consistent_maps_speed_1core.json",
-                    help="consistent_maps_speed.py --json: consistent maps of a large grid on one core")
+                    default=ROOT / "benchmarks" / "measured" / "consistent_maps_whole_tile_1core.json",
+                    help="consistent_maps_speed.py --json: consistent maps of a whole tile (or a large grid) on "
+                    "one core")
     ap.add_argument("--config", type=Path, default=ROOT / "config" / "netherlands.yaml")
     g = ap.add_argument_group("the cluster (stated)")
     g.add_argument("--cpu-nodes", type=int, default=8)
@@ -344,9 +345,10 @@ def main() -> None:
               "CPU measured here")
     consistent = consistent_figures(args.consistent_figures)
     if consistent:
+        side = consistent["side"]
+        grid = "a whole tile" if side ** 2 >= TILE_PX else f"{side} px, scaled to the tile's pixels"
         stage("consistent_maps", tiles * 2, consistent["cpu_s_per_px_year"] * TILE_PX * years, 1, cpu_slots(1),
-              f"measured at {consistent['side']} px on one core ({consistent['file']}), scaled to the tile's pixels "
-              f"and {years} years")
+              f"measured on {grid}, one core ({consistent['file']}), {consistent['years']} years scaled to {years}")
     else:
         stage("consistent_maps", tiles * 2, r["consistent_maps"]["cpu_s_per_unit"] * TILE_PX * years, 2, cpu_slots(2),
               "scaled from the demo's jobs")
