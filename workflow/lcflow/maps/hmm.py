@@ -312,7 +312,6 @@ def _forward_backward(codes, empty, levels, k, move, gain, frozen, has_frozen, p
     s = np.empty(LANES)
     total = np.empty(LANES)
     keep = np.zeros(LANES, dtype=np.bool_)
-    classes = np.full(LANES, k)
     for p0 in range(0, p_n, LANES):
         m = min(LANES, p_n - p0)
         for t in range(t_n):
@@ -321,7 +320,9 @@ def _forward_backward(codes, empty, levels, k, move, gain, frozen, has_frozen, p
                 for j in range(n):
                     e[t, j, q] = 1.0 if no else levels[codes[t, p0 + q, j]]
         for j in range(n):
-            _divide(e[0, j], classes, a[j], m)
+            row, first = a[j], e[0, j]
+            for q in range(m):
+                row[q] = first[q] / k
         _pairwise_columns(a, m, s)
         for j in range(n):
             _divide(a[j], s, alpha[0, j], m)
