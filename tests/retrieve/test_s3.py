@@ -38,6 +38,9 @@ def s3(demo, stages, tmp_path_factory):
                 key = str(path.relative_to(demo))
                 client.upload_file(str(path), BUCKET, key)
                 asset["href"] = f"s3://{BUCKET}/{key}"
+    # every asset is read from S3, none from disk: a cube equal to the local one then says something
+    hrefs = [a["href"] for item in items["features"] for a in item["assets"].values()]
+    assert hrefs and all(h.startswith(f"s3://{BUCKET}/") for h in hrefs), [h for h in hrefs if "s3://" not in h][:3]
     work = tmp_path_factory.mktemp("s3")
     (work / "items.json").write_text(json.dumps(items))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "AWS_S3_ENDPOINT": endpoint,

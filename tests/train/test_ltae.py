@@ -59,13 +59,17 @@ def test_each_head_pools_its_own_channel_group_with_weights_that_sum_to_one():
     x = torch.randn(6, 12, 11)
     seen = {}
     net.mlp.register_forward_hook(lambda m, inp, out: seen.update(pooled=inp[0]))
+    net.attention_dropout.register_forward_hook(lambda m, inp, out: seen.update(weights=out))  # identity in eval
     logits = net(x)
     assert logits.shape == (6, 5) and torch.isfinite(logits).all()
+    # the network's own attention weights: one per head and step, summing to one over the steps
+    assert seen["weights"].shape == (6, 4, 12) and (seen["weights"] >= 0).all()
+    assert torch.allclose(seen["weights"].sum(-1), torch.ones(6, 4))
     # recompute the attention by hand from the network's own layers
     z = net.proj_norm(net.in_proj(x.transpose(1, 2))).transpose(1, 2) + net.position
     keys = net.keys(z).view(6, 12, 4, 8)
     weights = torch.softmax(torch.einsum("hk,bthk->bht", net.query, keys) / math.sqrt(8), dim=-1)
-    assert torch.allclose(weights.sum(-1), torch.ones(6, 4))
+    assert torch.allclose(seen["weights"], weights, atol=1e-6)
     by_hand = torch.stack([(weights[:, h, :, None] * z[:, :, 3 * h:3 * h + 3]).sum(1) for h in range(4)], 1)
     assert torch.allclose(seen["pooled"], by_hand.reshape(6, -1), atol=1e-5)
     # a step's values reach the output only through its attention weight: shuffling time changes the result

@@ -259,6 +259,12 @@ def test_weight_correction_reads_the_same_training_by_the_posterior(toy_table, t
     window = np.moveaxis(before[:6].reshape(2, 3, 3), 2, 0)  # (classes, rows, cols), as a patch model's map
     np.testing.assert_allclose(np.moveaxis(fixed.model.corrected(window, axis=0), 0, 2).reshape(6, 3),
                                after[:6], atol=1e-6)
+    # another exponent divides the weights out to its power (at 1, w ** tau == w hides a dropped exponent)
+    fixed.model.params["weight_correction"] = 0.5
+    half = before / np.sqrt(expected)
+    half /= half.sum(1, keepdims=True)
+    np.testing.assert_allclose(fixed.probabilities(table.features())[0], half, atol=1e-6)
+    assert np.abs(half - after).max() > 1e-2 and np.abs(half - before).max() > 1e-2
 
     del meta["corrected"]["loss_class_weights"]
     (tmp_path / "corrected" / "model.json").write_text(json.dumps(meta["corrected"]))
