@@ -96,3 +96,31 @@ def test_a_missing_object_is_named_and_no_key_is_shown(s3, tmp_path):
     assert len(line) == 1 and f"s3://{BUCKET}/no/such/red.tif" in line[0], said[-3000:]
     assert KEY_ID not in said and SECRET not in said
     assert not (tmp_path / "cube.tif").exists()
+
+
+def test_wrong_keys_are_refused_in_one_line_naming_the_asset_and_no_key(s3, tmp_path, monkeypatch):
+    """With the server checking signatures (moto's INITIAL_NO_AUTH_ACTION_COUNT at 0): a user's own keys
+    read the scenes, the same key id with a wrong secret stops the cube in one line that names the asset
+    and shows neither secret."""
+    import moto.settings
+
+    endpoint = f"http://{s3['env']['AWS_S3_ENDPOINT']}"
+    iam = boto3.client("iam", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=KEY_ID,
+                       aws_secret_access_key=SECRET)
+    iam.create_user(UserName="reader")
+    iam.put_user_policy(UserName="reader", PolicyName="read", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+    key = iam.create_access_key(UserName="reader")["AccessKey"]
+    monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
+    good = {**s3["env"], "AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+    (tmp_path / "good").mkdir(), (tmp_path / "bad").mkdir()
+    done = _cube(s3["work"] / "items.json", tmp_path / "good", good)
+    assert done.returncode == 0, done.stderr[-3000:]
+    wrong = "wrong-" + key["SecretAccessKey"][6:]
+    done = _cube(s3["work"] / "items.json", tmp_path / "bad", {**good, "AWS_SECRET_ACCESS_KEY": wrong})
+    assert done.returncode == 2
+    said = done.stdout + done.stderr
+    lines = [line for line in said.splitlines() if line.startswith("lcflow cube: error:")]
+    assert len(lines) == 1 and f"s3://{BUCKET}/" in lines[0], said[-3000:]
+    assert wrong not in said and key["SecretAccessKey"] not in said
+    assert not (tmp_path / "bad" / "cube.tif").exists()
