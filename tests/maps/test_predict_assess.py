@@ -1,4 +1,5 @@
 import json
+import shutil
 import threading
 
 import numpy as np
@@ -258,3 +259,44 @@ def test_a_cube_block_becomes_features_in_the_models_band_order_with_gaps_as_nan
                     else:
                         assert got == 1000 * t + 100 * cube_bands.index(band) + 10 * r + c
     assert np.isnan(x).sum() == 1
+
+
+@pytest.mark.parametrize("class_weight", ["balanced", "none"])
+def test_weight_correction_decides_the_map_by_the_corrected_probabilities(stages, class_weight, tmp_path):
+    """weight_correction reaches the map: the same network read with its loss's class weights divided out
+    writes the corrected probabilities and maps their argmax. With class_weight none the loss's weights
+    are ones, recorded as such, and the correction changes nothing."""
+    plain = tmp_path / "plain"
+    training.train("tempcnn", [str(stages["samples2018"])], plain,
+                   {"epochs": 8, "min_steps": 0, "filters": 16, "dense": 32, "class_weight": class_weight})
+    corrected = tmp_path / "corrected"
+    shutil.copytree(plain, corrected)
+    meta = json.loads((corrected / "model.json").read_text())
+    meta["params"]["weight_correction"] = 1.0
+    (corrected / "model.json").write_text(json.dumps(meta))
+    out = {}
+    for name, model in (("plain", plain), ("corrected", corrected)):
+        predict.run(model, stages["cube2018"], tmp_path / f"{name}.tif", tmp_path / f"{name}_c.tif", block=64,
+                    out_probabilities=tmp_path / f"{name}_p.tif")
+        with rasterio.open(tmp_path / f"{name}.tif") as m, rasterio.open(tmp_path / f"{name}_p.tif") as p:
+            out[name] = m.read(1), p.read().astype(float) / predict.PROBABILITY_SCALE, json.loads(p.tags()["class_codes"])
+    (map_a, proba_a, classes), (map_b, proba_b, _) = out["plain"], out["corrected"]
+    weights = np.asarray(meta["loss_class_weights"])
+    mapped = map_a != 255
+    if class_weight == "none":
+        assert np.array_equal(weights, np.ones(len(classes)))
+        assert np.array_equal(map_a, map_b) and np.array_equal(proba_a, proba_b)
+        return
+    assert weights.max() / weights.min() > 1.3  # the sample is not balanced: the correction has work to do
+    expected = proba_a[:, mapped] / weights[:, None]
+    expected /= expected.sum(axis=0)
+    tolerance = 2 * len(classes) / predict.PROBABILITY_SCALE / weights.min()  # both sides rounded to bytes
+    assert np.abs(proba_b[:, mapped] - expected).max() < tolerance
+    # where the corrected probabilities' top two are further apart than rounding can move them, the map
+    # takes the corrected top class (the plain map, where it differs, does not)
+    top_two = np.sort(expected, axis=0)[-2:]
+    clear = top_two[1] - top_two[0] > tolerance
+    decided = np.asarray(classes)[expected.argmax(axis=0)]
+    assert clear.mean() > 0.5 and np.array_equal(map_b[mapped][clear], decided[clear])
+    assert (map_a[mapped][clear] != decided[clear]).sum() >= 50
+    assert (map_a != map_b).mean() > 0.01  # the correction moved some pixels to other classes (3 % here)
