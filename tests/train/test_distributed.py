@@ -120,9 +120,11 @@ def test_two_ranks_map_a_cube_as_one_process_does(backend, request, stages, tmp_
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging files or ranks' windows
 
 
-def test_a_rank_that_fails_names_its_window_and_nothing_is_published(two_ranks, stages, tmp_path, monkeypatch):
-    """Rank 1 fails on its second window: the job fails naming the rank and the window, no map appears."""
-    out, _ = two_ranks
+@pytest.mark.parametrize("backend", ["horovod", "torch"])
+def test_a_rank_that_fails_names_its_window_and_nothing_is_published(backend, request, stages, tmp_path):
+    """Rank 1 fails on its second window, under horovodrun or torchrun: the job ends failed, naming the rank
+    and the window, and no map appears; a one-process rerun publishes the whole map."""
+    out, _ = request.getfixturevalue(TRAINED[backend])
     code = (
         "import os, sys\n"
         "from lcflow.train import model_dir\n"
@@ -130,7 +132,7 @@ def test_a_rank_that_fails_names_its_window_and_nothing_is_published(two_ranks, 
         "calls = []\n"
         "def failing(self, x):\n"
         "    calls.append(1)\n"
-        "    if os.environ.get('HOROVOD_RANK') == '1' and len(calls) == 2:\n"
+        "    if os.environ.get('HOROVOD_RANK', os.environ.get('RANK')) == '1' and len(calls) == 2:\n"
         "        raise MemoryError('out of device memory')\n"
         "    return real(self, x)\n"
         "model_dir.TrainedModel.input_probabilities = failing\n"
@@ -138,9 +140,11 @@ def test_a_rank_that_fails_names_its_window_and_nothing_is_published(two_ranks, 
         "sys.exit(main(sys.argv[1:]))\n")
     script = tmp_path / "failing_lcflow.py"
     script.write_text(code)
-    cmd = [str(BIN / "horovodrun"), "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, str(script), "predict",
-           "--model-dir", str(out), "--cube", str(stages["cube2019"]), "--out", str(tmp_path / "map.tif"),
-           "--confidence", str(tmp_path / "conf.tif"), "--block", "32"]
+    launcher = {"horovod": [str(BIN / "horovodrun"), "-np", "2", "-H", "localhost:2", "--gloo"],
+                "torch": [str(BIN / "torchrun"), "--standalone", "--nnodes=1", "--nproc-per-node=2", "--no-python"]}
+    cmd = [*launcher[backend], sys.executable, str(script), "predict", "--model-dir", str(out), "--cube",
+           str(stages["cube2019"]), "--out", str(tmp_path / "map.tif"), "--confidence", str(tmp_path / "conf.tif"),
+           "--block", "32", "--backend", backend]
     done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
     assert done.returncode != 0
     said = done.stdout + done.stderr
