@@ -30,15 +30,13 @@ RUN_SPECIFIC = re.compile(r"(^|_)(s|seconds|time|duration|datetime.*|px_s|pid|ho
                           r"|sha256)$", re.IGNORECASE)
 SKIPPED_FOLDERS = {"benchmarks", "logs", ".snakemake"}
 SKIPPED_FILES = {"job_resources.tsv"}
-KINDS = {".tif", ".parquet", ".tsv", ".csv", ".json"}
-
 
 def products(root: Path) -> set[Path]:
     """The files under ``root`` that are compared, relative to it."""
     found = set()
     for path in root.rglob("*"):
         relative = path.relative_to(root)
-        if (path.is_file() and path.suffix in KINDS and relative.parts[0] not in SKIPPED_FOLDERS
+        if (path.is_file() and path.suffix in SAME and relative.parts[0] not in SKIPPED_FOLDERS
                 and relative.name not in SKIPPED_FILES):
             found.add(relative)
     return found

@@ -29,10 +29,16 @@ PARAMS = ["--set", "epochs=6", "--set", "min_steps=0", "--set", "evaluations=6",
           "--set", "input_noise=0"]
 
 
+def launcher(backend: str, np_: int) -> list[str]:
+    """The command that starts ``np_`` ranks of the program after it on this machine, under ``backend``."""
+    if backend == "horovod":
+        return [str(BIN / "horovodrun"), "-np", str(np_), "-H", f"localhost:{np_}", "--gloo"]
+    return [str(BIN / "torchrun"), "--standalone", "--nnodes=1", f"--nproc-per-node={np_}", "--no-python"]
+
+
 def horovodrun(np_: int, *args: str, log: Path, wait: bool = True, command: str = "train",
                env: dict[str, str] | None = None):
-    cmd = [str(BIN / "horovodrun"), "-np", str(np_), "-H", f"localhost:{np_}", "--gloo",
-           str(BIN / "lcflow"), "-v", command, *args]  # -v: each rank's sums and final checksum
+    cmd = [*launcher("horovod", np_), str(BIN / "lcflow"), "-v", command, *args]  # -v: each rank's sums and checksum
     fh = log.open("w")
     proc = subprocess.Popen(cmd, env={**ENV, **(env or {})}, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     if wait:
@@ -41,8 +47,7 @@ def horovodrun(np_: int, *args: str, log: Path, wait: bool = True, command: str 
 
 
 def torchrun(np_: int, *args: str, log: Path, command: str = "train") -> None:
-    cmd = [str(BIN / "torchrun"), "--standalone", "--nnodes=1", f"--nproc-per-node={np_}", "--no-python",
-           str(BIN / "lcflow"), "-v", command, *args, "--backend", "torch"]
+    cmd = [*launcher("torch", np_), str(BIN / "lcflow"), "-v", command, *args, "--backend", "torch"]
     with log.open("w") as fh:
         done = subprocess.run(cmd, env=ENV, stdout=fh, stderr=subprocess.STDOUT, timeout=600)
     assert done.returncode == 0, log.read_text()[-3000:]
@@ -140,9 +145,7 @@ def test_a_rank_that_fails_names_its_window_and_nothing_is_published(backend, re
         "sys.exit(main(sys.argv[1:]))\n")
     script = tmp_path / "failing_lcflow.py"
     script.write_text(code)
-    launcher = {"horovod": [str(BIN / "horovodrun"), "-np", "2", "-H", "localhost:2", "--gloo"],
-                "torch": [str(BIN / "torchrun"), "--standalone", "--nnodes=1", "--nproc-per-node=2", "--no-python"]}
-    cmd = [*launcher[backend], sys.executable, str(script), "predict", "--model-dir", str(out), "--cube",
+    cmd = [*launcher(backend, 2), sys.executable, str(script), "predict", "--model-dir", str(out), "--cube",
            str(stages["cube2019"]), "--out", str(tmp_path / "map.tif"), "--confidence", str(tmp_path / "conf.tif"),
            "--block", "32", "--backend", backend]
     done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
