@@ -171,3 +171,40 @@ def test_compare_models_command_on_real_assessments(stages, tmp_path):
     assert float(row["accuracy_mean"]) == pytest.approx(assessed["overall_accuracy"], abs=1e-4)
     assert float(row["predict_px_s"]) == pytest.approx(timing["px_per_s"], abs=0.5)
     assert (tmp_path / "cmp.png").stat().st_size > 10_000
+
+
+def _withheld(path: Path, model: str, n: int) -> Path:
+    """An assessment whose test rows were too few to score (lcflow.common.evidence)."""
+    path.write_text(json.dumps({"model": model, "test_samples": {
+        "not_enough_evidence": f"{n} rows of 1 class; an accuracy needs ...", "n_samples": n, "n_classes": 1}}))
+    return path
+
+
+def test_a_map_without_evidence_enough_is_never_a_number_nor_a_choice(tmp_path):
+    """rf's only map has 6 test rows of one class: the table says "not enough evidence" where its figures
+    would stand, and the recommendation takes lstm (worse on paper than rf's 6 rows' 1.0) and says so."""
+    models = [_model_dir(tmp_path / "models", "rf", 1.0, 1), _model_dir(tmp_path / "models", "lstm", 2.0, 1)]
+    a = tmp_path / "assessment"
+    a.mkdir()
+    files = [_withheld(a / "T1_2018_rf.json", "rf", 6), _test_only(a / "T1_2018_lstm.json", "lstm", 0.7, 400, {"21": 0.7})]
+    text = comparison.write(files, models, [], tmp_path / "cmp.tsv", tmp_path / "cmp.png")
+    head, *lines = text.splitlines()
+    rows = {line.split("\t")[0]: dict(zip(head.split("\t"), line.split("\t"))) for line in lines}
+    assert rows["rf"]["accuracy_from"] == "not enough evidence (1 maps)" and rows["rf"]["maps"] == "0"
+    assert rows["rf"]["accuracy_mean"] == rows["rf"]["macro_f1"] == rows["rf"]["take_for"] == ""
+    assert rows["lstm"]["take_for"] == "overall_accuracy,macro_f1"
+    line = comparison.recommendation(comparison.collect(files, models, []))
+    assert line.startswith("For overall accuracy take lstm (0.700") and line.endswith("; rf: not enough evidence")
+    only = comparison.collect(files[:1], models[:1], [])
+    assert comparison.choose(only) == [] and comparison.recommendation(only).startswith("No model to recommend")
+
+
+def test_the_first_model_given_wins_a_tie(tmp_path):
+    """Two models with the same maps: the one given first is taken, whichever order the files come in."""
+    for order in (("rf", "lstm"), ("lstm", "rf")):
+        root = tmp_path / "-".join(order)
+        models = [_model_dir(root / "models", m, 1.0, 1) for m in order]
+        (root / "a").mkdir()
+        files = [_test_only(root / "a" / f"T1_2018_{m}.json", m, 0.8, 500, {"21": 0.8}) for m in ("rf", "lstm")]
+        choices = comparison.choose(comparison.collect(files, models, []))
+        assert [c.model for c in choices] == [order[0], order[0]], order

@@ -230,15 +230,24 @@ def test_a_reference_class_the_map_never_holds_is_one_it_omits(tmp_path):
     r = assess.against_reference(map_path, tmp_path / "r.gpkg", nomenclature=nomenclature)
     assert r["class_names"][-1] == "rare" and r["producers_accuracy"][-1] == 0 and r["mapped_area_ha"][-1] == 0
     assert r["overall_accuracy"] == pytest.approx(float((ref == mapped[rows, cols]).mean()))
-    with pytest.raises(LcflowError, match=r"reference code\(s\) 5 are not classes of the map's nomenclature \(1, 2, 3, 4\)"):
+    with pytest.raises(LcflowError, match=r"reference code\(s\) 5 are not classes of the map's nomenclature "
+                                          r"\(1, 2, 3, 4; give the map's own nomenclature with --level or --mapping\)"):
         assess.against_reference(map_path, tmp_path / "r.gpkg")
 
 
+def _one_labelled_in_a_stratum(frame):
+    """Every point labelled but those of the smallest stratum, of which one: a stratum of one point (among
+    enough points to back a figure)."""
+    first = frame["stratum"] == frame["stratum"].value_counts().idxmin()
+    keep = ~first | (frame.index == frame.index[first][0])
+    return frame.assign(reference=pd.array(frame["reference"].where(keep), dtype="Int64"))
+
+
 @pytest.mark.parametrize("edit, message", [
-    (lambda f: f.assign(reference=7), "reference code(s) 7 are not classes of the map's nomenclature (1, 2, 3, 4)"),
+    (lambda f: f.assign(reference=7), "reference code(s) 7 are not classes of the map's nomenclature (1, 2, 3, 4;"),
     (lambda f: f.drop(columns="reference"), "has no column 'reference' (columns: point_id, stratum"),
     (lambda f: f.assign(reference="forest"), "column 'reference' holds value(s) that are not class codes: forest"),
-    (lambda f: f.assign(reference=pd.array([pd.NA] * (len(f) - 1) + [2], dtype="Int64")), "at least 2 sample points"),
+    (_one_labelled_in_a_stratum, "at least 2 sample points"),
     (lambda f: f.assign(geometry=f.geometry.buffer(5)), "reference data are points"),
 ])
 def test_bad_reference_files_say_what_is_wrong(tmp_path, edit, message):
@@ -265,3 +274,27 @@ def test_the_class_area_figure_is_written_with_and_without_a_reference_sample(tm
     a, b = matplotlib.image.imread(tmp_path / "a.png"), matplotlib.image.imread(tmp_path / "b.png")
     assert a.shape[0] > 100 and a.shape[1] > 300 and not np.array_equal(a.shape, b.shape) or not np.array_equal(a, b)
     assert not list(tmp_path.glob(".a.png.*"))  # written under a temporary name, then renamed
+
+
+def test_points_off_the_map_are_said_and_all_off_give_no_accuracy(tmp_path, caplog):
+    """Half the labelled points moved off the map: the estimate comes from the rest, with a warning that
+    counts them; all moved off: not enough evidence, never "OA nan"."""
+    truth, mapped = _truth_and_map()
+    map_path = _write_map(tmp_path / "map.tif", mapped)
+    points = _label_from(sample_design.draw(map_path, sample_design.Design(target_se=0.02, min_per_class=30)), truth)
+    frame = gpd.GeoDataFrame(points, geometry=gpd.points_from_xy(points["x"], points["y"]), crs=32631)
+    half = frame.index % 2 == 1
+    off = frame.assign(geometry=gpd.points_from_xy(points["x"] + np.where(half, 10_000, 0), points["y"], crs=32631))
+    off.to_file(tmp_path / "half.gpkg")
+    with caplog.at_level("WARNING", logger="lcflow"):
+        r = assess.against_reference(map_path, tmp_path / "half.gpkg")
+    n_off = int(half.sum())
+    assert r["points_off_map"] == n_off and r["points_used"] == len(frame) - n_off
+    assert any(m.getMessage() == f"reference file {tmp_path / 'half.gpkg'}: {n_off} of {len(frame)} labelled points lie "
+               f"outside map {map_path} or on its nodata, and are left out (the estimate stands for the mapped area "
+               "only)" for m in caplog.records)
+    frame.assign(geometry=frame.geometry.translate(xoff=10_000)).to_file(tmp_path / "all.gpkg")
+    r = assess.against_reference(map_path, tmp_path / "all.gpkg")
+    assert "overall_accuracy" not in r and r["points_used"] == 0
+    assert r["not_enough_evidence"].startswith("0 labelled points on the map, of 0 classes; an accuracy needs at least 50")
+    assert assess.quote({"reference": r}).startswith("none: not enough evidence in reference")

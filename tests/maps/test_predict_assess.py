@@ -1,6 +1,7 @@
 import json
 import shutil
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -300,3 +301,86 @@ def test_weight_correction_decides_the_map_by_the_corrected_probabilities(stages
     assert clear.mean() > 0.5 and np.array_equal(map_b[mapped][clear], decided[clear])
     assert (map_a[mapped][clear] != decided[clear]).sum() >= 50
     assert (map_a != map_b).mean() > 0.01  # the correction moved some pixels to other classes (3 % here)
+
+
+def _design(map_path, out, label=None):
+    """The design lcflow design-sample draws from ``map_path``; ``label(points)`` fills its reference column."""
+    import geopandas as gpd
+
+    from lcflow.assess import design as sample_design
+
+    points = sample_design.draw(map_path, sample_design.Design(target_se=0.05, min_per_class=20))
+    sample_design.write(points, map_path, out, None)
+    if label is not None:
+        frame = gpd.read_file(out, layer=sample_design.LAYER)
+        frame["reference"] = label(frame)
+        frame.to_file(out, layer=sample_design.LAYER)
+    return out
+
+
+def test_an_unlabelled_reference_gives_no_accuracy_anywhere(stages, rf_model, tmp_path, caplog):
+    """The design as drawn, its reference column empty: assess warns naming the file and why, and the
+    assessment, the accuracy table, its quote and the figures say "not enough evidence", never "OA nan"."""
+    from lcflow.cli import main
+
+    predict.run(rf_model, stages["cube2018"], tmp_path / "map.tif", tmp_path / "conf.tif")
+    design = _design(tmp_path / "map.tif", tmp_path / "design.gpkg")
+    with caplog.at_level("WARNING", logger="lcflow"):
+        code = main(["assess", "--model-dir", str(rf_model), "--samples", str(stages["samples2018"]), "--map",
+                     str(tmp_path / "map.tif"), "--reference", str(design), "--out", str(tmp_path / "a.json"),
+                     "--figure", str(tmp_path / "a.png"), "--areas-figure", str(tmp_path / "areas.png")])
+    assert code == 0
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(w.startswith(f"reference file {design}: not enough evidence for an accuracy figure: none of its ")
+               and "has a label in column 'reference'" in w for w in warned), warned
+    ref = json.loads((tmp_path / "a.json").read_text())["reference"]
+    assert "overall_accuracy" not in ref and ref["points_used"] == 0 and ref["points_unlabelled"] == ref["points"] > 0
+    text = assess.summarize([tmp_path / "a.json"], tmp_path / "acc.tsv")
+    row = dict(zip(*(line.split("\t") for line in text.splitlines())))
+    assert row["reference_OA"] == row["reference_OA_ci95"] == ""
+    assert row["quote"].startswith(f"none: not enough evidence in reference {design}: none of its")
+    assert "nan" not in text.lower()
+
+
+def test_few_test_rows_of_one_class_are_not_scored(stages, rf_model, tmp_path, caplog):
+    """lcflow evaluate on 6 test rows of one class: a WARNING naming the table and the rule, no figures."""
+    import pandas as pd
+
+    from lcflow.cli import main
+
+    frame = pd.read_parquet(stages["samples2018"])
+    test = frame[frame["split"] == "test"]
+    six = test[test["label"] == test["label"].iloc[0]].iloc[:6]
+    pd.concat([frame[frame["split"] != "test"], six]).to_parquet(tmp_path / "six.parquet")
+    with caplog.at_level("WARNING"), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no library's raw warnings (sklearn's on one class)
+        assert main(["evaluate", "--model-dir", str(rf_model), "--samples", str(tmp_path / "six.parquet"), "--out",
+                     str(tmp_path / "m.json")]) == 0
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [f"the test rows of {tmp_path}/six.parquet: not enough evidence for an accuracy figure: 6 rows, "
+                      "of 1 class; an accuracy needs at least 50 points of at least 2 classes (Congalton & Green "
+                      "2019: 50 samples the least per map class; with one class kappa and class accuracies are "
+                      "undefined)"]
+    result = json.loads((tmp_path / "m.json").read_text())
+    assert "overall_accuracy" not in result and "kappa" not in result and result["n_samples"] == 6
+
+
+def test_a_reference_class_the_map_never_predicts_is_an_omission_error(stages, rf_model, tmp_path, capsys):
+    """lcflow assess with the workflow's nomenclature: reference points of a class of it that the map has
+    no pixel of (52, marine waters) are rows of the error matrix, omitted by the map, not a refusal."""
+    from lcflow.cli import main
+
+    predict.run(rf_model, stages["cube2018"], tmp_path / "map.tif", tmp_path / "conf.tif")
+    with rasterio.open(tmp_path / "map.tif") as ds:
+        assert 52 not in np.unique(ds.read(1))
+    design = _design(tmp_path / "map.tif", tmp_path / "design.gpkg",
+                     label=lambda f: np.where(np.arange(len(f)) % 10 == 0, 52, f["stratum"]))
+    assert main(["assess", "--model-dir", str(rf_model), "--samples", str(stages["samples2018"]), "--map",
+                 str(tmp_path / "map.tif"), "--reference", str(design), "--level", "2",
+                 "--out", str(tmp_path / "a.json")]) == 0, capsys.readouterr().err
+    ref = json.loads((tmp_path / "a.json").read_text())["reference"]
+    assert "classes" in ref, ref
+    k = ref["classes"].index(52)
+    assert ref["producers_accuracy"][k] == 0 and ref["mapped_area_ha"][k] == 0 and ref["area_ha"][k] > 0
+    assert ref["class_names"][k] == "Marine waters"
+    assert ref["overall_accuracy"] < 0.95  # every tenth point an omission

@@ -3,12 +3,15 @@ confidence intervals, Olofsson et al. 2014), agreement with the training referen
 samples, and, for the demo, against truth."""
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
 import rasterio
 
+from lcflow.assess.design import LAYER as design_layer
 from lcflow.assess.design import class_pixels
+from lcflow.common import evidence
 from lcflow.common.atomic import atomic_path, write_text
 from lcflow.common.figure_text import wrapped
 from lcflow.common.metrics import scores, stratified_estimates
@@ -18,6 +21,8 @@ from lcflow.labels import samples_table
 from lcflow.labels.nomenclature import Nomenclature
 from lcflow.train import saved_models
 from lcflow.train.evaluation import evaluate_table
+
+log = logging.getLogger("lcflow")
 
 
 def against_truth(map_path: str | Path, truth_path: str | Path, nomenclature: Nomenclature) -> dict:
@@ -63,7 +68,20 @@ def against_reference(map_path: str | Path, reference: str | Path, column: str =
     unknown = sorted(set(ref.tolist()) - known) if names else []
     if unknown:
         raise LcflowError(f"reference file {reference}: reference code(s) {', '.join(map(str, unknown))} are not classes "
-                          f"of the map's nomenclature ({', '.join(map(str, sorted(known)))})")
+                          f"of the map's nomenclature ({', '.join(map(str, sorted(known)))}; give the map's own "
+                          "nomenclature with --level or --mapping)")
+    counts_of = {"points": int(len(points)), "points_unlabelled": int(len(points) - len(labelled)),
+                 "points_off_map": int((~on_map).sum()), "points_used": int(len(used))}
+    if counts_of["points_off_map"]:
+        log.warning("reference file %s: %d of %d labelled points lie outside map %s or on its nodata, and are left out "
+                    "(the estimate stands for the mapped area only)", reference, counts_of["points_off_map"],
+                    len(labelled), map_path)
+    short = evidence.shortfall(ref, "labelled points on the map")
+    if short:
+        if not len(labelled):
+            short = (f"none of its {len(points)} points has a label in column {column!r} (label the design, "
+                     f"docs/own-data.md); an accuracy needs {evidence.RULE}")
+        return {**evidence.withheld(short, f"reference file {reference}"), "reference": str(reference), **counts_of}
     counts = class_pixels(map_path)
     if {"stratum", "stratum_pixels"} <= set(used.columns):
         stratum = used["stratum"].astype(int).to_numpy()
@@ -78,8 +96,7 @@ def against_reference(map_path: str | Path, reference: str | Path, column: str =
         est = stratified_estimates(stratum, stratum_pixels, mapped[on_map].astype(int), ref, classes, pixel_area)
     except ValueError as exc:
         raise LcflowError(f"reference file {reference}: {exc}") from exc
-    est.update(reference=str(reference), design=design, points_used=int(len(used)),
-               points_unlabelled=int(len(points) - len(labelled)), points_off_map=int((~on_map).sum()),
+    est.update(reference=str(reference), design=design, **counts_of,
                class_names=[names.get(c, str(c)) for c in classes],
                mapped_area_ha=[counts.get(c, 0) * pixel_area / 10_000 for c in classes])
     return est
@@ -101,7 +118,7 @@ def _reference_points(path: str | Path, column: str):
                                   f"{', '.join(frame.columns)}")
             frame = gpd.GeoDataFrame(frame, geometry=gpd.points_from_xy(frame["lon"], frame["lat"]), crs=4326)
         else:
-            frame = gpd.read_file(path)
+            frame = gpd.read_file(path, layer=_points_layer(path))
     except LcflowError:
         raise
     except Exception as exc:  # unreadable files: one line naming the file
@@ -120,6 +137,18 @@ def _reference_points(path: str | Path, column: str):
         raise LcflowError(f"reference file {path}: column {column!r} holds value(s) that are not class codes: "
                           f"{', '.join(shown[:10])}")
     return frame.assign(**{column: values.astype("Int64")})
+
+
+def _points_layer(path: Path) -> str | None:
+    """The layer of reference points: design-sample's where the file has it, else the file's only layer; a
+    file of several other layers is refused naming them (reading the first would be a guess)."""
+    import pyogrio
+
+    layers = [str(name) for name, _ in pyogrio.list_layers(path)]
+    if design_layer in layers or len(layers) <= 1:
+        return design_layer if design_layer in layers else None
+    raise LcflowError(f"reference file {path} has {len(layers)} layers ({', '.join(layers)}) and none named "
+                      f"{design_layer!r}: keep the labelled points in one layer, or name it {design_layer!r}")
 
 
 def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: str | Path, *,
@@ -149,13 +178,32 @@ def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: s
     return result
 
 
-def confusion_figure(score: dict, path: str | Path, title: str) -> None:
-    """Row-normalised confusion matrix as a PNG, for the report."""
+def _withheld_figure(score: dict, path: str | Path, title: str) -> None:
+    """In place of a confusion matrix, a PNG that says why there is none: not enough evidence."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig, ax = plt.subplots(figsize=(6, 2.2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"{title}\nnot enough evidence for an accuracy figure:\n{wrapped(score[evidence.KEY], 70)}",
+            ha="center", va="center", fontsize=9, wrap=True)
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+
+
+def confusion_figure(score: dict, path: str | Path, title: str) -> None:
+    """Row-normalised confusion matrix as a PNG, for the report (or the reason there is none)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if evidence.lacking(score):
+        _withheld_figure(score, path, title)
+        return
     codes = score["confusion_matrix"]["labels"]
     per_class = score.get("per_class") or {}
     names = {c: per_class.get(str(c), {}).get("name", "") for c in codes}
@@ -188,6 +236,9 @@ def areas_figure(result: dict, map_path: str | Path, path: str | Path, title: st
     import matplotlib.pyplot as plt
 
     ref = result.get("reference")
+    lacking = evidence.lacking(ref)
+    if lacking:
+        ref = None
     if ref:  # the assessment counted the map's pixels already
         classes, names, mapped = ref["classes"], ref["class_names"], ref["mapped_area_ha"]
     else:
@@ -209,6 +260,7 @@ def areas_figure(result: dict, map_path: str | Path, path: str | Path, title: st
     ax.set_xlabel("area (ha)")
     ax.legend(fontsize=7, loc="lower right")
     oa = f", reference OA {ref['overall_accuracy']:.3f} ± {ref['overall_accuracy_ci95']:.3f}" if ref else \
+        f" (reference sample: not enough evidence; mapped areas only)\n{wrapped(lacking, 110)}" if lacking else \
         " (no reference sample: mapped areas only)"
     ax.set_title(f"{title}{oa}", fontsize=9)
     fig.tight_layout()
@@ -221,8 +273,12 @@ def quote(assessment: dict) -> str:
     """The accuracy of a map to quote: the reference sample's (an independent, area-weighted estimate), with
     its 95 % interval; the agreement with the training labels and the demo's truth are not map accuracy."""
     ref = assessment.get("reference") or {}
+    if evidence.lacking(ref):
+        return f"none: not enough evidence in reference {ref.get('reference', '')}: {evidence.lacking(ref)}"
     if ref.get("overall_accuracy") is None:
-        return "none: no reference sample (test_agreement_OA is agreement with the training labels, not accuracy)"
+        test = evidence.lacking(assessment.get("test_samples"))
+        return "none: no reference sample" + (f"; test agreement: not enough evidence ({test})" if test else
+                                              " (test_agreement_OA is agreement with the training labels, not accuracy)")
     return (f"OA {ref['overall_accuracy']:.3f} ± {ref['overall_accuracy_ci95']:.3f} (reference sample of "
             f"{ref.get('points_used', '?')} points, 95 % CI)")
 

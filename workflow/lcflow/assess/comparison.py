@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lcflow.common import evidence
 from lcflow.common.atomic import atomic_path, write_text
 from lcflow.common.figure_text import wrapped
 from lcflow.errors import LcflowError
@@ -58,8 +59,11 @@ class MapScore:
 
 @dataclass
 class ModelRow:
+    """A model's maps with an accuracy figure (``maps``) and those without (``withheld``: map name -> why)."""
+
     model: str
     maps: list[MapScore] = field(default_factory=list)
+    withheld: dict[str, str] = field(default_factory=dict)
     train_s: float | None = None
     ranks: int | None = None
     px_per_s: list[float] = field(default_factory=list)
@@ -69,12 +73,17 @@ def _f1(u: float, p: float) -> float:
     return 0.0 if u + p == 0 else 2 * u * p / (u + p)
 
 
-def map_score(path: Path) -> tuple[str, MapScore]:
-    """The model and the accuracy of one assessment JSON."""
+def map_score(path: Path) -> tuple[str, MapScore | str]:
+    """The model and the accuracy of one assessment JSON: from its reference sample, else its test samples;
+    where neither has evidence enough for a figure (:mod:`lcflow.common.evidence`), the reason."""
     try:
         r = json.loads(path.read_text())
         model = r["model"]
         ref, test = r.get("reference") or {}, r.get("test_samples") or {}
+        if evidence.lacking(test) and ref.get("overall_accuracy") is None:
+            why = [f"{part}: {evidence.lacking(r.get(part))}" for part in ("reference", "test_samples")
+                   if evidence.lacking(r.get(part))]
+            return model, "; ".join(why)
         if ref.get("overall_accuracy") is not None:
             oa, ci = float(ref["overall_accuracy"]), float(ref["overall_accuracy_ci95"])
             f1 = {int(c): _f1(u, p) for c, u, p in zip(ref["classes"], ref["users_accuracy"], ref["producers_accuracy"])}
@@ -112,7 +121,11 @@ def collect(assessments: list[str | Path], model_dirs: list[str | Path], timings
         if model not in rows:
             raise LcflowError(f"assessment {p} is of model {model!r}, which no --models directory holds "
                               f"({', '.join(rows) or 'none given'})")
-        rows[model].maps.append(score)
+        if isinstance(score, str):
+            rows[model].withheld[p.stem] = score
+            log.warning("%s: no accuracy figure to compare, not enough evidence (%s)", p, score)
+        else:
+            rows[model].maps.append(score)
     for p in map(Path, timings):
         t = _read_json(p, "a timing file written by lcflow predict")
         try:
@@ -123,7 +136,7 @@ def collect(assessments: list[str | Path], model_dirs: list[str | Path], timings
             raise LcflowError(f"timing file {p} is of model {model!r}, which no --models directory holds")
         rows[model].px_per_s.append(px_per_s)
     for row in rows.values():
-        if not row.maps:
+        if not row.maps and not row.withheld:
             raise LcflowError(f"model {row.model}: no assessment among --assessments")
     return rows
 
@@ -204,7 +217,7 @@ def choose(rows: dict[str, ModelRow]) -> list[Choice]:
     models whose mean lies inside its interval."""
     out = []
     for figure, estimate in (("overall accuracy", accuracy_estimate), ("the rare classes (macro F1)", macro_f1_estimate)):
-        estimates = {name: estimate(row) for name, row in rows.items()}
+        estimates = {name: estimate(row) for name, row in rows.items() if row.maps}
         usable = {name: e for name, e in estimates.items() if not math.isnan(e.mean)}
         if not usable:
             continue
@@ -219,6 +232,11 @@ def recommendation(rows: dict[str, ModelRow], choices: list[Choice] | None = Non
     """One line: which model to take for overall accuracy and which for the rare classes (``choices``:
     :func:`choose`'s, where already made)."""
     text = "; ".join(c.sentence() for c in (choose(rows) if choices is None else choices))
+    if not text:
+        return "No model to recommend: no map has evidence enough for an accuracy figure"
+    lacking = [name for name, row in rows.items() if not row.maps]
+    if lacking:
+        text += f"; {', '.join(lacking)}: not enough evidence"
     return text[:1].upper() + text[1:]
 
 
@@ -234,15 +252,21 @@ def table(rows: dict[str, ModelRow]) -> str:
     bound = lambda v: "" if v is None else f"{v:.4f}"  # noqa: E731 - an interval's end, empty where none
     lines = ["\t".join(head)]
     for row in rows.values():
+        run = ["" if row.train_s is None else f"{row.train_s:.1f}", "" if row.ranks is None else str(row.ranks),
+               f"{np.mean(row.px_per_s):.0f}" if row.px_per_s else ""]
+        withheld = f"{len(row.withheld)} maps not enough evidence" if row.withheld else ""
+        if not row.maps:  # no figure to give: the reason stands in the accuracy_from column
+            lines.append("\t".join([row.model, "", "0", f"not enough evidence ({len(row.withheld)} maps)"] + [""] * 9
+                                   + run + [""] * len(classes)))
+            continue
         f1 = [mean_f1(row, c) for c in classes]
         oa, macro = accuracy_estimate(row), macro_f1_estimate(row)
-        cells = [row.model, ",".join(taken.get(row.model, [])), str(len(row.maps)),
-                 " + ".join(sorted({m.source for m in row.maps})), f"{oa.mean:.4f}", bound(oa.low), bound(oa.high),
+        source = "; ".join(filter(None, [" + ".join(sorted({m.source for m in row.maps})), withheld]))
+        cells = [row.model, ",".join(taken.get(row.model, [])), str(len(row.maps)), source, f"{oa.mean:.4f}",
+                 bound(oa.low), bound(oa.high),
                  f"{min(m.low for m in row.maps):.4f}", f"{max(m.high for m in row.maps):.4f}",
                  f"{np.nanmean(f1):.4f}" if f1 else "", "" if math.isnan(macro.mean) else f"{macro.mean:.4f}",
-                 bound(macro.low), bound(macro.high),
-                 "" if row.train_s is None else f"{row.train_s:.1f}", "" if row.ranks is None else str(row.ranks),
-                 f"{np.mean(row.px_per_s):.0f}" if row.px_per_s else ""]
+                 bound(macro.low), bound(macro.high), *run]
         lines.append("\t".join(cells + ["" if math.isnan(v) else f"{v:.4f}" for v in f1]))
     return "\n".join(lines) + "\n"
 
@@ -278,6 +302,10 @@ def figure(rows: dict[str, ModelRow], out: str | Path) -> None:
     ax = fig.add_subplot(grid[0, 0])
     for y, model in enumerate(models):
         maps = rows[model].maps
+        if not maps:
+            ax.annotate("not enough evidence", (0.5, y), ha="center", va="center", fontsize=7, color="0.35",
+                        xycoords=("axes fraction", "data"))
+            continue
         offsets = np.linspace(-0.25, 0.25, len(maps)) if len(maps) > 1 else [0.0]
         for dy, m in zip(offsets, maps):
             ax.errorbar(m.accuracy, y + dy, xerr=[[m.accuracy - m.low], [m.high - m.accuracy]], fmt="o",

@@ -113,6 +113,10 @@ def draw(map_path: str | Path, design: Design) -> pd.DataFrame:
     })
 
 
+#: the layer of the GeoPackage that design-sample writes, and that assess reads where a file has several
+LAYER = "reference_points"
+
+
 def write(points: pd.DataFrame, map_path: str | Path, out: str | Path, csv: str | Path | None = None) -> None:
     """The sample as a GeoPackage of points in the map's CRS (for QGIS) and optionally as CSV (with lon/lat);
     each written under a temporary name, then renamed."""
@@ -124,7 +128,7 @@ def write(points: pd.DataFrame, map_path: str | Path, out: str | Path, csv: str 
     frame = gpd.GeoDataFrame(points, geometry=gpd.points_from_xy(points["x"], points["y"]), crs=crs.to_wkt())
     with atomic_path(out, suffix=Path(out).suffix) as tmp:
         tmp.unlink()  # GDAL creates the GeoPackage itself
-        frame.to_file(tmp, layer="reference_points")
+        frame.to_file(tmp, layer=LAYER)
     if csv is not None:
         wgs84 = frame.to_crs(4326)
         table = points.assign(lon=wgs84.geometry.x.round(7), lat=wgs84.geometry.y.round(7))

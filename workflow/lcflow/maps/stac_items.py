@@ -23,6 +23,7 @@ from pystac.extensions.raster import DataType, RasterBand, RasterExtension
 from rasterio.warp import transform_bounds, transform_geom
 from shapely.geometry import box, mapping
 
+from lcflow.common import evidence
 from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
 from lcflow.train.model_dir import sha256
@@ -99,14 +100,10 @@ def map_item(map_path: Path, confidence: Path, tile: str, year: int, model_dir: 
     if assessment is not None:
         result = json.loads(assessment.read_text())
         accuracy = {}
-        if "reference" in result:
-            ref = result["reference"]
-            accuracy["reference"] = {k: ref[k] for k in ("overall_accuracy", "overall_accuracy_ci95", "points_used")
-                                     if k in ref}
-        if "truth" in result:
-            accuracy["truth"] = {"overall_accuracy": result["truth"]["overall_accuracy"]}
-        if "test_samples" in result:
-            accuracy["test_samples_agreement"] = {"overall_accuracy": result["test_samples"]["overall_accuracy"]}
+        for part, name in (("reference", "reference"), ("truth", "truth"), ("test_samples", "test_samples_agreement")):
+            if part in result:  # a figure withheld for want of evidence travels as its reason
+                accuracy[name] = {k: result[part][k] for k in ("overall_accuracy", "overall_accuracy_ci95",
+                                                                 "points_used", evidence.KEY) if k in result[part]}
         props["lcflow:accuracy"] = accuracy
     item = _item(map_path.stem, map_path, [year], props)
     _asset(item, "class", map_path, "land-cover classes", ["data"], classes=_classes(map_path))

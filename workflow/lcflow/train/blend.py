@@ -139,8 +139,9 @@ def make(member_dirs: list[str | Path], out: str | Path, sample_paths: list[str]
             part = table.split(split)
             if len(part.frame):
                 metrics[split] = evaluate_table(blended, part, f"the {split} rows of {', '.join(map(str, sample_paths))}")
-                log.info("blend of %s: %s OA %.4f on %d rows", ", ".join(metrics["members"]), split,
-                         metrics[split]["overall_accuracy"], len(part.frame))
+                if "overall_accuracy" in metrics[split]:  # else withheld for want of evidence, and said so
+                    log.info("blend of %s: %s OA %.4f on %d rows", ", ".join(metrics["members"]), split,
+                             metrics[split]["overall_accuracy"], len(part.frame))
     out.mkdir(parents=True, exist_ok=True)
     (out / META_FILE).unlink(missing_ok=True)
     listed = {"members": [{"model": m.model.name, "dir": os.path.relpath(d.resolve(), out.resolve()),

@@ -31,7 +31,7 @@ def cmd_train(a):
     test = metrics.get("test")
     log.info("%s trained -> %s%s", a.model, a.out,
              f"; agreement with the test rows' labels {test['overall_accuracy']:.4f} (kappa {test['kappa']:.4f}; "
-             "the map's accuracy comes from a reference sample: lcflow assess)" if test else "")
+             "the map's accuracy comes from a reference sample: lcflow assess)" if _scored(test) else "")
 
 
 def cmd_blend(a):
@@ -40,13 +40,23 @@ def cmd_blend(a):
     metrics = blend.make(a.members, a.out, a.samples)
     test = metrics.get("test")
     log.info("blend of %s -> %s%s", ", ".join(metrics["members"]), a.out,
-             f"; test OA {test['overall_accuracy']:.4f}, kappa {test['kappa']:.4f}" if test else "")
+             f"; test OA {test['overall_accuracy']:.4f}, kappa {test['kappa']:.4f}" if _scored(test) else "")
+
+
+def _scored(result: dict | None) -> bool:
+    """A score with its figures: present and not withheld for want of evidence."""
+    from lcflow.common import evidence
+
+    return bool(result) and not evidence.lacking(result)
 
 
 def cmd_evaluate(a):
     from lcflow.train import saved_models
 
     r = saved_models.evaluate(a.model_dir, a.samples, a.out)
+    if not _scored(r):  # the warning said why
+        log.info("no scores on %d samples (not enough evidence) -> %s", r["n_samples"], a.out)
+        return
     log.info("OA %.4f, kappa %.4f, macro F1 %.4f on %d samples -> %s", r["overall_accuracy"], r["kappa"],
              r["macro_f1"], r["n_samples"], a.out)
 

@@ -5,6 +5,7 @@ import logging
 
 import numpy as np
 
+from lcflow.common import evidence
 from lcflow.common.metrics import scores
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
@@ -18,12 +19,17 @@ def evaluate_table(trained: TrainedModel, table: samples_table.SampleTable, sour
 
     Rows without any observation, and rows of classes the model does not know, count as wrong, and the
     log says how many; a table with no observation at all, or with none of the model's classes, is refused.
+    Too few rows or classes to back a figure (:mod:`lcflow.common.evidence`): a WARNING naming ``source``,
+    and a record of the counts and the reason in place of the scores.
     """
     missing = [b for b in trained.bands if b not in table.bands]
     if missing or table.steps < trained.steps:
         raise LcflowError(f"samples table lacks what the model needs: bands {missing or trained.bands}, "
                           f"{trained.steps} time steps (table has {table.bands}, {table.steps} steps)")
     labels = table.frame["label"].to_numpy()
+    short = evidence.shortfall(labels, "rows")
+    if short:
+        return evidence.withheld(short, source, n_samples=int(labels.size), n_classes=int(np.unique(labels).size))
     known = np.isin(labels, trained.classes)
     if not known.any():
         raise LcflowError(f"{source}: none of its classes ({_codes(labels)}) is a class of the model "
