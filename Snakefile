@@ -19,6 +19,7 @@ if not workflow.overwrite_configfiles:
 SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 CONFIG_SOURCES = workflow.overwrite_configfiles or workflow.configfiles
 try:
+    lcflow_config.unset_nulls(config)  # `key: null` in a layered config unsets what a file below set
     lcflow_config.check(
         config,
         SCHEMA,
@@ -41,6 +42,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/map.smk"
 include: "workflow/rules/assess.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/targets.smk"
 
 
 # Bookkeeping rules of a second or two (figures of a study or a training, STAC items, tables of what ran)
@@ -67,5 +69,4 @@ rule all:
     default_target: True
     input:
         PRODUCTS,
-        f"{R}/job_resources.tsv",
-        [f"{config['demo']['out']}/catalog/catalog.json"] if "demo" in config else [],
+        KEPT,

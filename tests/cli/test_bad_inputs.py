@@ -277,8 +277,21 @@ CONFIG_CASES = [
              lambda c, x: ((x.tmp / "m.csv").write_text("clc_code,class_code,class_name\n211,1,arable\n"),
                            c["labels"].update(corine=_demo_polygons(x), mapping=str(x.tmp / "m.csv"))),
              "labels.corine: {tmp}/clc.gpkg in tile 31UFT: code(s) 112 ("),
-    cfg_case("reference points not there", lambda c, x: c["assess"].update(reference="ref/{tile}_{year}.gpkg"),
-             "assess.reference (31UFT 2018) = 'ref/31UFT_2018.gpkg': file does not exist (draw it with the design_sample rule"),
+    cfg_case("reference points not there for any tile-year",
+             lambda c, x: c["assess"].update(reference="ref/{tile}_{year}.gpkg"),
+             "assess.reference = 'ref/{tile}_{year}.gpkg': no file for any tile-year (the first would be "
+             "'ref/31UFT_2018.gpkg'): draw the design"),
+    cfg_case("labelled reference inside results",
+             lambda c, x: c["assess"].update(reference="results/reference/{tile}_{year}_design.gpkg"),
+             "assess.reference = 'results/reference/31UFT_2018_design.gpkg' lies inside results/, which the workflow "
+             "writes and deletes"),
+    cfg_case("a mapping inside the results of a run in the working directory",
+             lambda c, x: (c.update(results="."), c["labels"].update(mapping="models/m.csv")),
+             "labels.mapping = 'models/m.csv' lies inside models/, which the workflow writes and deletes"),
+    cfg_case("the demo's truth beside own labels",
+             lambda c, x: (c["labels"].pop("corine"), c["labels"].update(reference="f.gpkg", mapping="m.csv")),
+             "assess.truth = 'resources/demo/truth/{tile}_{year}.tif' is a raster of CLC level-3 codes (the demo's "
+             "synthetic truth), and labels.reference gives classes of your own nomenclature"),
     cfg_case("design from a model not trained", lambda c, x: c["assess"].update(design={"model": "resnet"}),
              "assess.design.model = 'resnet' is not one of models"),
     cfg_case("design standard error of 0", lambda c, x: c["assess"].update(design={"target_se": 0}),
@@ -288,6 +301,51 @@ CONFIG_CASES = [
                            c["stac"].update(catalog="cat.json"),
                            c["labels"].update(corine=str(x.demo / "corine" / "clc_demo_3035.tif"))),
              "stac.catalog = '{tmp}/cat.json' is not a JSON STAC catalog"),
+]
+
+
+def layered_case(name: str, text: Callable[[Ctx], str], message: str = "", code: int = 2) -> Case:
+    """A file written as it stands (YAML a dump could not write) layered over the demo config: refused in
+    one line, leaving the directory as it was, or (``code`` 0) accepted."""
+
+    def setup(ctx: Ctx) -> None:
+        (ctx.tmp / "c.yaml").write_text(yaml.safe_dump(DEMO, sort_keys=False))
+        (ctx.tmp / "over.yaml").write_text(text(ctx))
+
+    def run(ctx: Ctx):
+        return ctx.lcflow("check-config", "--configfile", ctx.tmp / "c.yaml", ctx.tmp / "over.yaml", "--directory", ctx.tmp)
+
+    return Case(f"config: {name}", run, message, state="unchanged" if code else "ok", code=code, setup=setup, guards="tmp")
+
+
+def _alias_bomb(levels: int = 16, width: int = 9) -> str:
+    """A few hundred bytes of YAML whose aliases nest into width ** levels paths (the billion laughs)."""
+    lines = ["bomb:", "  l0: &l0 [" + ", ".join(["x"] * width) + "]"]
+    lines += [f"  l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * width) + "]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def _own_polygons_over_the_demo(ctx: Ctx) -> str:
+    """The demo unset, its CORINE as polygons of one's own (CLC codes in column LC) with a mapping to level 1."""
+    from lcflow.labels import nomenclature
+
+    mapping = ctx.tmp / "level1.csv"
+    level1 = nomenclature.clc_level(1)
+    mapping.write_text("code,class_code,class_name\n" + "".join(
+        f"{code},{cls},{level1.names[cls]}\n" for code, cls in sorted(level1.mapping.items())))
+    return yaml.safe_dump({"demo": None, "stac": {"catalog": str(ctx.demo / "catalog" / "catalog.json")},
+                           "labels": {"corine": None, "reference": _demo_polygons(ctx, "LC"), "code_column": "LC",
+                                      "mapping": str(mapping)}, "assess": {"truth": None}})
+
+
+LAYERED_CASES = [
+    layered_case("a key given twice", lambda x: "years: [2018]\nyears: [2019]\n",
+                 "config file {tmp}/over.yaml: key 'years' is given twice (again on line 2)"),
+    layered_case("a template that runs code", lambda x: "__use_yte__: true\nyears: [2018]\n",
+                 "config file {tmp}/over.yaml sets __use_yte__, which makes Snakemake run the code in it"),
+    layered_case("an alias bomb under an unknown key", lambda x: _alias_bomb(), "config: unknown key 'bomb' in (top level)"),
+    layered_case("an aoi unset for a tile left out", lambda x: "tiles: [31UFT]\naoi: {32ULC: null}\n", code=0),
+    layered_case("the demo unset, own polygons in place of CORINE", _own_polygons_over_the_demo, code=0),
 ]
 
 
@@ -828,7 +886,7 @@ GUARD_CASES = [
                "--out {tmp}/bench/r.tsv lies inside the input directory --benchmarks {tmp}/bench"),
 ]
 
-CASES = CONFIG_CASES + COMMAND_CASES + GUARD_CASES
+CASES = CONFIG_CASES + LAYERED_CASES + COMMAND_CASES + GUARD_CASES
 
 
 def _snapshot(root: Path) -> dict[str, str]:
@@ -964,7 +1022,11 @@ def test_any_config_mutation_is_accepted_or_refused_in_one_line(path, value, add
     code = main(["check-config", "--configfile", str(d / "c.yaml"), "--directory", str(d)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code in (0, 2), err
-    # the schema, read apart from lcflow: a config it refuses must be refused (lcflow adds checks of its own)
+    # the schema, read apart from lcflow: a config it refuses must be refused (lcflow adds checks of its own),
+    # once a null has unset its key (a layered config's way to drop what a file below set)
+    from lcflow.config import unset_nulls
+
+    unset_nulls(cfg)
     schema_errors = list(jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA.read_text())).iter_errors(cfg))
     if schema_errors:
         assert code == 2, (path, value, schema_errors[0].message)

@@ -388,3 +388,24 @@ def test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs(slurm_
     log = (results / "logs" / "predict" / "31UFT_2018_lstm.log").read_text()
     assert len(re.findall(r"rank \d of 2 \(local rank \d\): windows", log)) == 2, log[-3000:]
     assert {d: sorted(p.name for p in (results / d).iterdir()) for d in horovod} == horovod
+
+
+def test_a_plain_rerun_makes_again_what_a_failed_submission_left_missing(slurm_run, slurm, tmp_path):
+    """A forced cube whose Slurm submission fails (a partition the cluster has not): Snakemake deletes the
+    cube before it submits, so it is gone. Nothing made from it needs it again (its samples and maps are
+    there), yet a plain rerun (rule all) plans it, as a missing file of the run."""
+    work = tmp_path / "work"
+    shutil.copytree(slurm_run, work, symlinks=True, ignore=shutil.ignore_patterns(".snakemake"))
+    cube = work / "results" / "32ULC" / "2018" / "cube.tif"
+    assert cube.exists()
+    failed = on_slurm(work, *TARGETS, "--forcerun", "results/32ULC/2018/cube.tif", "--set-resources",
+                      "cube:slurm_partition=no_such_partition", env=slurm, configfile=configs(work), timeout=600)
+    assert failed.returncode != 0
+    assert "invalid partition specified: no_such_partition" in failed.stdout + failed.stderr
+    assert not cube.exists()  # deleted before the submission that failed
+    plan = snakemake(work, "-n", profile="slurm", env=slurm, configfile=configs(work), timeout=300)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    cube_jobs = re.findall(r"rule cube:\n(?:    .*\n)*?    reason: (.*)\n(?:    .*\n)*?    wildcards: tile=(\w+), year=(\d+)",
+                           plan.stdout)
+    assert [(t, y) for reason, t, y in cube_jobs if "Missing output files" in reason and "cube.tif" in reason] == \
+        [("32ULC", "2018")], plan.stdout[-4000:]

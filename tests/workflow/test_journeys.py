@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from ..conftest import ROOT, job_counts, snakemake
+from ..conftest import ROOT, SMALL_AOI, job_counts, snakemake
 
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
@@ -125,3 +125,46 @@ def test_the_workflow_is_clean_under_snakemake_s_linter(tmp_path):
                           text=True, timeout=300)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "Congratulations, your workflow is in a good condition" in done.stdout + done.stderr
+
+
+def _unset_demo(demo: Path) -> dict:
+    """A layer over the demo config that unsets the demo, its truth and CORINE's source, reading the
+    small demo's catalogue as if it were one's own."""
+    return {"demo": None, "stac": {"catalog": str(demo / "catalog" / "catalog.json")},
+            "aoi": {"31UFT": SMALL_AOI["31UFT"], "32ULC": SMALL_AOI["32ULC"]}, "assess": {"truth": None}}
+
+
+def test_a_layered_demo_null_plans_without_the_demo(demo, tmp_path):
+    """`demo: null` (with the truth unset) layered over the demo config: no synth rule, no truth, the
+    catalogue and CORINE read as a user's."""
+    over = tmp_path / "mine.yaml"
+    over.write_text(yaml.safe_dump({**_unset_demo(demo), "labels": {"corine": str(demo / "corine" / "clc_demo_3035.tif")}}))
+    done = snakemake(tmp_path, "-n", configfile=[ROOT / "config" / "config.yaml", over], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = job_counts(done.stdout)
+    assert not [rule for rule in counts if rule.startswith(("synth", "label_reference"))], counts
+    assert counts["search"] == counts["cube"] == len(DEMO["tiles"]) * len(DEMO["years"])
+    assert "truth" not in done.stdout
+
+
+def test_own_polygons_replace_corine_by_unsetting_it(demo, tmp_path):
+    """`labels: {corine: null, reference: ...}` layered over the demo config: the labels rule reads the
+    polygons with their mapping."""
+    from lcflow.labels import nomenclature
+
+    from ..conftest import corine_polygons
+
+    polygons = tmp_path / "polygons.gpkg"
+    corine_polygons(demo / "corine" / "clc_demo_3035.tif", "LC").drop(columns="ID").to_file(polygons)
+    level1 = nomenclature.clc_level(1)
+    mapping = tmp_path / "level1.csv"
+    mapping.write_text("code,class_code,class_name\n" + "".join(
+        f"{code},{cls},{level1.names[cls]}\n" for code, cls in sorted(level1.mapping.items())))
+    over = tmp_path / "mine.yaml"
+    over.write_text(yaml.safe_dump({**_unset_demo(demo), "labels": {
+        "corine": None, "reference": str(polygons), "code_column": "LC", "mapping": str(mapping)}}))
+    done = snakemake(tmp_path, "-n", "-p", configfile=[ROOT / "config" / "config.yaml", over], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert job_counts(done.stdout)["labels"] == len(DEMO["tiles"])
+    labels = [line for line in done.stdout.splitlines() if "lcflow -v labels" in line]
+    assert labels and all(f"--reference {polygons}" in line and f"--mapping {mapping}" in line for line in labels)

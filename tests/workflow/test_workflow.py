@@ -640,3 +640,61 @@ def test_the_torch_backend_tunes_trains_and_maps_into_the_files_horovod_writes(r
     for year in years:
         log = (results / "logs" / "predict" / f"{tile}_{year}_lstm.log").read_text()
         assert len(re.findall(r"rank (\d) of 2 \(local rank \d\): windows", log)) == 2, log[-2000:]
+
+
+def test_a_labelled_reference_survives_retraining_and_a_new_year(run, tmp_path):
+    """A user labels a copy of 31UFT 2018's design outside the results and points assess.reference at it:
+    retraining the forest (which redraws the design from its new map) leaves the labelled file byte for
+    byte as it was, and accuracy.tsv quotes its points; the tile-years not labelled yet say so. Adding a
+    year plans no job that writes it."""
+    import hashlib
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    shutil.copytree(run.parent, work, symlinks=True)
+    results = work / HOSTILE_RESULTS
+    labelled = work / "labelled" / "31UFT_2018.gpkg"
+    labelled.parent.mkdir()
+    lcflow = str(Path(sys.executable).parent / "lcflow")
+    done = subprocess.run([lcflow, "label-reference", "--points", str(results / "reference" / "31UFT_2018_design.gpkg"),
+                           "--truth", str(work / HOSTILE_RESOURCES / "truth" / "31UFT_2018.tif"), "--level", "2",
+                           "--out", str(labelled)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    digest = hashlib.sha256(labelled.read_bytes()).hexdigest()
+    over = work / "labelled.yaml"
+    over.write_text(yaml.safe_dump({"assess": {"reference": "labelled/{tile}_{year}.gpkg"}}))
+    configs = [work / "demo.yaml", over]
+    forced = snakemake(work, "--forcerun", "train_rf", configfile=configs, timeout=1200)
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    assert "no labelled file yet for 31UFT 2019, 32ULC 2018, 32ULC 2019" in forced.stderr
+    counts = job_counts(forced.stdout + forced.stderr)
+    assert counts["train_rf"] == 1 and counts["design_sample"] == len(DEMO["tiles"]) * len(DEMO["years"])
+    assert hashlib.sha256(labelled.read_bytes()).hexdigest() == digest
+    rows = {r["map"]: r for r in csv.DictReader((results / "accuracy.tsv").open(), delimiter="\t")}
+    points = json.loads((results / "assessment" / "31UFT_2018_rf.json").read_text())["reference"]
+    assert points["reference"] == "labelled/31UFT_2018.gpkg" and points["points_used"] > 100
+    for model in DEMO["models"]:
+        assert rows[f"31UFT_2018_{model}"]["quote"].endswith(f"(reference sample of {points['points_used']} points, 95 % CI)")
+        assert rows[f"32ULC_2018_{model}"]["quote"].startswith("none: no reference sample")
+    year = yaml.safe_dump({"years": [*DEMO["years"], max(DEMO["years"]) + 1]})
+    (work / "year.yaml").write_text(year)
+    planned = snakemake(work, "-n", "-p", configfile=[*configs, work / "year.yaml"], timeout=600)
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    assert job_counts(planned.stdout)["cube"] == len(DEMO["tiles"])
+    assert not [out for out in re.findall(r"output: (.*)", planned.stdout) if "labelled" in out]
+    assert hashlib.sha256(labelled.read_bytes()).hexdigest() == digest
+
+
+def test_every_file_a_run_keeps_is_a_target_of_a_plain_run(run):
+    """Every output of the demo's DAG but the temporary ones is an input of rule all: one that a failed or
+    cancelled job left missing is then made again by a plain rerun (tests/slurm: a failed submission)."""
+    workdir, config = run.parent, run.parent / "demo.yaml"
+    summary = snakemake(workdir, "--summary", configfile=config, timeout=600)
+    assert summary.returncode == 0, summary.stderr[-3000:]
+    rows = [line.split("\t") for line in summary.stdout.splitlines() if "\t" in line][1:]
+    kept = {row[0] for row in rows if row[4] != "removed temp file"}
+    assert len(kept) > 200 and {row[0] for row in rows} - kept  # the probabilities are temporary
+    planned = snakemake(workdir, "-n", "--forceall", configfile=config, timeout=600)
+    targets = re.search(r"rule all:\n    input: (.*)\n", planned.stdout).group(1).split(", ")
+    assert sorted(kept - set(targets)) == []

@@ -135,9 +135,11 @@ DEMO_REFERENCE = not REFERENCE and "demo" in config and bool(TRUTH)
 
 
 def reference_input(wildcards):
-    """The labelled reference points of a tile-year, where there are any."""
+    """The labelled reference points of a tile-year, where there are any: a tile-year not labelled yet is
+    assessed without, and again once its file is there (its input changes)."""
     if REFERENCE:
-        return {"reference": REFERENCE.format(tile=wildcards.tile, year=wildcards.year)}
+        labelled = REFERENCE.format(tile=wildcards.tile, year=wildcards.year)
+        return {"reference": labelled} if Path(labelled).exists() else {}
     if DEMO_REFERENCE:
         return {"reference": f"{R}/reference/{wildcards.tile}_{wildcards.year}_labelled.gpkg"}
     return {}

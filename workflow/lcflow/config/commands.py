@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lcflow.common import path_guard
-from lcflow.config.loading import DEFAULT_CONFIG, Origins, merge
+from lcflow.config.loading import DEFAULT_CONFIG, Origins, merge, unset_nulls
 from lcflow.config.validation import check
 from lcflow.defaults import SCHEMA
 from lcflow.errors import LcflowError
@@ -19,6 +19,7 @@ def cmd_check_config(a) -> None:
                           f"{DEFAULT_CONFIG} of lcflow's repository)")
     files = a.configfile or [root / DEFAULT_CONFIG]
     merged = merge(files)
+    unset_nulls(merged)
     check(merged, SCHEMA, base=a.directory, origins=Origins(files))
     print(f"config OK: {len(merged['tiles'])} tile(s) x {len(merged['years'])} year(s), models {', '.join(merged['models'])}")
 

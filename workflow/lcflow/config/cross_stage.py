@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.retrieve import indices as spectral_indices
 from lcflow.retrieve import mgrs
 from lcflow.retrieve.remote import is_url
 from lcflow.train import hyperparameters
 from lcflow.train.models import PATCH as PATCH_MODELS
+
+log = logging.getLogger("lcflow")
 
 
 class BadValue(Exception):
@@ -44,7 +49,67 @@ def check_all(config: dict[str, Any], schema: dict[str, Any], base: Path, today:
     _check_indices(config, schema)
     _check_aoi(config)
     source = _check_label_keys(config["labels"])
+    _check_inputs_outside_results(config, base, source)
+    _check_truth_nomenclature(config, source)
     _check_files(config, base, source)
+    _warn_unused_params(config)
+
+
+#: the folders the workflow writes under ``results`` (and the tiles' own), where ``results`` is the working
+#: directory itself and only they are the workflow's
+RESULT_FOLDERS = ("reference", "models", "maps", "changes", "assessment", "hpo", "quicklooks", "stac", "logs",
+                  "benchmarks")
+
+
+def _input_files(config: dict[str, Any], source: str) -> Iterator[tuple[tuple[str, ...], str]]:
+    """Every file the config names as an input (a per tile-year pattern once per tile-year): key path, path."""
+    assess_cfg = config.get("assess") or {}
+    for path in (("stac", "catalog"), ("labels", source), ("labels", "mapping"), ("labels", "change")):
+        value = config.get(path[0], {}).get(path[1])
+        if value and not is_url(value):
+            yield path, value
+    for key in ("reference", "truth"):
+        if assess_cfg.get(key):
+            for tile in config["tiles"]:
+                for year in config["years"]:
+                    yield ("assess", key), assess_cfg[key].format(tile=tile, year=year)
+
+
+def _check_inputs_outside_results(config: dict[str, Any], base: Path, source: str) -> None:
+    """No input lies where the workflow writes: a rerun would change or delete it (a reference labelled in
+    place of the design the workflow draws there, redrawn by the next retraining). The demo's own data are
+    made by its rules, not inputs."""
+    root = base.resolve()
+    results_dir = config.get("results", default("results"))  # before Snakemake fills in the schema's defaults
+    results = (base / results_dir).resolve()
+    owned = [results] if results != root else [results / d for d in RESULT_FOLDERS] + [results / t for t in config["tiles"]]
+    made = demo_outputs(config)
+    for path, value in _input_files(config, source):
+        where = (base / value).resolve()
+        inside = next((o for o in owned if where == o or o in where.parents), None)
+        if value not in made and inside is not None:
+            shown = results_dir if inside == results else os.path.relpath(inside, root)
+            raise BadValue(path, f"{key_path(path)} = {value!r} lies inside {shown}/, which the workflow "
+                           "writes and deletes: a rerun could change or remove it. Keep files made by hand outside "
+                           "it (a labelled design: copy it to reference/{tile}_{year}.gpkg, label the copy, and name "
+                           "that here; docs/own-data.md)")
+
+
+def _check_truth_nomenclature(config: dict[str, Any], source: str) -> None:
+    """The demo's truth holds CLC codes: with labels of your own nomenclature there is nothing to compare."""
+    truth = (config.get("assess") or {}).get("truth")
+    if truth and source == "reference":
+        raise BadValue(("assess", "truth"), f"assess.truth = {truth!r} is a raster of CLC level-3 codes (the demo's "
+                       "synthetic truth), and labels.reference gives classes of your own nomenclature: they cannot "
+                       "be compared. Unset it (assess: {truth: null}) in the config layered last")
+
+
+def _warn_unused_params(config: dict[str, Any]) -> None:
+    """Parameters of a model that is not trained: a model left out of ``models``, or a misspelt name."""
+    for model in config.get("model_params") or {}:
+        if model not in config["models"]:
+            log.warning("config: model_params.%s is set, but %s is not one of models %s: its parameters are not used",
+                        model, model, config["models"])
 
 
 def _check_years_samples_models(config: dict[str, Any], today: dt.date | None) -> None:
@@ -126,9 +191,8 @@ def _check_files(config: dict[str, Any], base: Path, source: str) -> None:
     for path, value in inputs.items():
         if value and value not in produced and not is_url(value) and not (base / value).exists():
             raise BadValue(path, f"{key_path(path)} = {value!r}: file does not exist")
-    _check_per_tile_year(config, base, produced, "truth", "")
-    _check_per_tile_year(config, base, produced, "reference",
-                         " (draw it with the design_sample rule, label it, then set this key)")
+    _check_per_tile_year(config, base, produced, "truth")
+    _check_references(config, base)
     design_model = ((config.get("assess") or {}).get("design") or {}).get("model")
     if design_model and design_model not in config["models"]:
         raise BadValue(("assess", "design", "model"), f"assess.design.model = {design_model!r} is not one of models "
@@ -140,7 +204,7 @@ def _check_files(config: dict[str, Any], base: Path, source: str) -> None:
         _check_labels(base, config, source)
 
 
-def _check_per_tile_year(config: dict[str, Any], base: Path, produced: set[str], key: str, hint: str) -> None:
+def _check_per_tile_year(config: dict[str, Any], base: Path, produced: set[str], key: str) -> None:
     """The file ``assess.KEY`` names (a pattern with {tile} and {year}) exists for every tile-year, or will."""
     pattern = (config.get("assess") or {}).get(key)
     if not pattern:
@@ -149,7 +213,26 @@ def _check_per_tile_year(config: dict[str, Any], base: Path, produced: set[str],
         for year in config["years"]:
             p = pattern.format(tile=tile, year=year)
             if p not in produced and not (base / p).exists():
-                raise BadValue(("assess", key), f"assess.{key} ({tile} {year}) = {p!r}: file does not exist{hint}")
+                raise BadValue(("assess", key), f"assess.{key} ({tile} {year}) = {p!r}: file does not exist")
+
+
+def _check_references(config: dict[str, Any], base: Path) -> None:
+    """Labelled references come one tile-year at a time, after the design is drawn from that year's map:
+    tile-years without one yet are assessed without (a WARNING names them), and assessed again once the
+    file is there. None at all is a misspelt pattern."""
+    pattern = (config.get("assess") or {}).get("reference")
+    if not pattern:
+        return
+    wanted = {(t, y): pattern.format(tile=t, year=y) for t in config["tiles"] for y in config["years"]}
+    missing = [f"{t} {y}" for (t, y), p in wanted.items() if not (base / p).exists()]
+    if len(missing) == len(wanted):
+        first = next(iter(wanted.values()))
+        raise BadValue(("assess", "reference"), f"assess.reference = {pattern!r}: no file for any tile-year (the first "
+                       f"would be {first!r}): draw the design with the design_sample rule, copy it there, label it, "
+                       "then set this key (docs/own-data.md)")
+    if missing:
+        log.warning("config: assess.reference = %r: no labelled file yet for %s; those maps are assessed without a "
+                    "reference sample until it is there, and again after", pattern, ", ".join(missing))
 
 
 def _check_hpo(config: dict[str, Any]) -> None:

@@ -1,5 +1,5 @@
-"""A workflow configuration as Snakemake sees it: config files merged in order, and which file set each
-value (so that an error can name it)."""
+"""A workflow configuration as Snakemake sees it: config files merged in order, which file set each value
+(so that an error can name it), and ``key: null`` in a layered file unsetting what a file below set."""
 
 from __future__ import annotations
 
@@ -58,3 +58,44 @@ def _update(base: dict, new: Mapping) -> None:
             _update(base[k], v)
         else:
             base[k] = v
+
+
+def unset_nulls(config: dict[str, Any], schema: Mapping[str, Any] | None = None) -> list[tuple[str, ...]]:
+    """Remove, in place, every key set to null where the schema has no null for it: ``demo: null`` or
+    ``labels: {corine: null}`` in a config layered over another unsets what the file below set, and the
+    schema's default (or the key's absence) applies. A key the schema does not know is kept, for the
+    schema's check to name. Returns the key paths removed."""
+    if schema is None:
+        from lcflow.defaults import schema as package_schema
+
+        schema = package_schema()
+    removed: list[tuple[str, ...]] = []
+
+    def walk(node: dict, where: Mapping[str, Any], path: tuple[str, ...]) -> None:
+        for key in list(node):
+            sub = _child(where, key)
+            if sub is None:
+                continue
+            if node[key] is None and not _accepts_null(sub):
+                del node[key]
+                removed.append(path + (key,))
+            elif isinstance(node[key], dict):
+                walk(node[key], sub, path + (key,))
+
+    walk(config, schema, ())
+    return removed
+
+
+def _child(schema: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    """The schema of ``key`` inside an object's schema (its properties, else its additionalProperties)."""
+    found = (schema.get("properties") or {}).get(key)
+    if found is None and isinstance(schema.get("additionalProperties"), Mapping):
+        found = schema["additionalProperties"]
+    return found
+
+
+def _accepts_null(schema: Mapping[str, Any]) -> bool:
+    kinds = schema.get("type")
+    if kinds == "null" or (isinstance(kinds, list) and "null" in kinds):
+        return True
+    return any(_accepts_null(alt) for alt in schema.get("oneOf", []) + schema.get("anyOf", []))

@@ -49,15 +49,17 @@ def _validator(schema_path: Path, version: int) -> jsonschema.Draft202012Validat
     return jsonschema.Draft202012Validator(yaml.load(schema_path.read_text(), Loader=SafeLoader))
 
 
-def _refuse_secrets(node: Any, path: tuple = ()) -> None:
+def _refuse_secrets(node: Any, path: tuple = (), seen: set[int] | None = None) -> None:
     """No URL in the config carries credentials: the config reaches job command lines and Snakemake's logs.
-    Checked first, so that no later message repeats a secret."""
-    if isinstance(node, Mapping):
-        for k, v in node.items():
-            _refuse_secrets(v, path + (k,))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            _refuse_secrets(v, path + (i,))
+    Checked first, so that no later message repeats a secret. Each mapping and list is walked once: YAML's
+    aliases share them, and a few hundred bytes of aliases nest into more paths than any walk could take."""
+    seen = set() if seen is None else seen
+    if isinstance(node, (Mapping, list)):
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        for k, v in (node.items() if isinstance(node, Mapping) else enumerate(node)):
+            _refuse_secrets(v, path + (k,), seen)
     elif isinstance(node, str) and "://" in node:
         try:
             refuse_secrets(node, key_path(path))

@@ -248,8 +248,12 @@ def _csv_rows(path: Path) -> list[_Row]:
 def _yaml_rows(path: Path) -> tuple[str, list[_Row]]:
     import yaml
 
+    from lcflow.common.yaml_files import DuplicateKey, strict_load
+
     try:
-        data = yaml.safe_load(path.read_text())
+        data = strict_load(path.read_text())
+    except DuplicateKey as exc:
+        raise LcflowError(f"{path}: {exc}: YAML would keep the last one silently; give each key once") from None
     except yaml.YAMLError as exc:
         raise LcflowError(f"{path}: not YAML ({exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("classes"), list):

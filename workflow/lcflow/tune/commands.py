@@ -46,7 +46,7 @@ def _space_file(path: str, model: str) -> dict:
     """A search space file: ``{param: range}`` for the model, or ``{model: {param: range}}``."""
     from lcflow.common.yaml_files import load_file
 
-    data = load_file(path)
+    data = load_file(path, "search space file")
     if model in data and isinstance(data[model], dict):
         return data[model]
     return data
