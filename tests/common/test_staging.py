@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rasterio
+import rasterio._err
+import rasterio.errors
 
 from lcflow.cli import main
 from lcflow.common import atomic, raster
@@ -128,6 +130,74 @@ TOO_LARGE = textwrap.dedent("""
         except LcflowError as exc:
             print(exc)
 """)
+
+
+@pytest.mark.parametrize("error", [rasterio.errors.RasterioIOError("Write failed. See previous exception for details."),
+                                   rasterio._err.CPLE_AppDefinedError(1, 1, "TIFFWriteDirectoryTagData:IO error writing tag data")])
+def test_gdal_s_write_errors_are_a_full_disk_where_the_free_space_says_so(tmp_path, monkeypatch, error):
+    """GDAL's write errors carry no errno: with under FULL_DISK_BYTES free they are a full disk, named so;
+    else a "Write failed" is named with the file, and any other error of GDAL's goes on as it is."""
+    final = tmp_path / "r.tif"
+    monkeypatch.setattr(atomic, "_free_bytes", lambda directory: atomic.FULL_DISK_BYTES - 1)
+    with pytest.raises(LcflowError, match=rf"^writing {final} failed: the disk is full \(No space left on device\); free"):
+        with atomic.disk_errors(final):
+            raise error
+    monkeypatch.setattr(atomic, "_free_bytes", lambda directory: 1 << 40)
+    if "Write failed" in str(error):
+        with pytest.raises(LcflowError, match=rf"^writing {final} failed: Write failed\. See previous exception for "
+                                              r"details\. \(the reason is in the log above\)$"):
+            with atomic.disk_errors(final):
+                raise error
+    else:
+        with pytest.raises(type(error)):
+            with atomic.disk_errors(final):
+                raise error
+
+
+def _cut(path: Path, nbytes: int) -> None:
+    """``path`` less its last ``nbytes``: what a write GDAL failed to finish as it closed the file leaves."""
+    with open(path, "r+b") as fh:
+        fh.truncate(path.stat().st_size - nbytes)
+
+
+@pytest.mark.parametrize("free, reason", [(1 << 30, "the file written is incomplete"), (0, "the disk is full")])
+def test_a_raster_short_of_its_last_bytes_is_refused_naming_why(tmp_path, monkeypatch, free, reason):
+    """GDAL says a write that failed as it closed a file on stderr only; the file opens, its directory
+    pointing past its end. check_complete refuses it, as a full disk where the free space says so."""
+    grid = raster.Grid.from_bounds(32631, (0, 0, 5120, 5120), 10)
+    noise = np.random.default_rng(0).integers(0, 255, (3, 512, 512), dtype=np.uint8)
+    raster.write_cog(tmp_path / "whole.tif", noise, grid)
+    raster.check_complete(tmp_path / "whole.tif", tmp_path / "whole.tif")  # a whole file passes
+    monkeypatch.setattr(atomic, "_free_bytes", lambda directory: free)
+    _cut(tmp_path / "whole.tif", 5000)
+    with pytest.raises(LcflowError, match=rf"writing {tmp_path}/r.tif failed: {reason} \(block \d+,\d+ of band 1 ends at "
+                                          r"byte \d+, past the file's \d+\)"):
+        raster.check_complete(tmp_path / "whole.tif", tmp_path / "r.tif")
+
+
+@pytest.mark.parametrize("command", ["cube", "predict"])
+def test_a_raster_a_failed_close_left_short_is_never_published(command, stages, tmp_path, monkeypatch, capsys):
+    """Every raster is checked whole before its rename: a cube (its staging GeoTIFF) and a map (its COG)
+    left short end the command with exit 2 and one line naming the output, and publish nothing."""
+    real = raster.check_complete
+
+    def short_then_check(path: Path, final: Path) -> None:
+        _cut(path, 3000)
+        real(path, final)
+
+    monkeypatch.setattr(raster, "check_complete", short_then_check)
+    out = tmp_path / "out"
+    if command == "cube":
+        args = ["cube", "--items", str(stages["items2018"]), "--tile", "31UFT", "--year", "2018", "--bands", "B04,B08",
+                "--bounds", "640000,5760000,640640,5760640", "--out", str(out / "cube.tif"), "--valid", str(out / "valid.tif")]
+    else:
+        args = ["predict", "--model-dir", str(_trained(stages, tmp_path / "model")), "--cube", str(stages["cube2018"]),
+                "--out", str(out / "map.tif"), "--confidence", str(out / "conf.tif")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"lcflow {command}: error: writing {out}/") and \
+        "failed: the file written is incomplete (" in err[0], err
+    assert not out.exists()  # nothing published, no staging left, the folder made for it removed
 
 
 def _too_large_a_file(tmp_path: Path) -> None:

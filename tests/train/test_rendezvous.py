@@ -189,6 +189,7 @@ sys.exit(main(sys.argv[1:]))
 def test_sigterm_ends_a_rank_blocked_in_a_collective(stages, tmp_path):
     """Rank 0 waits in an allreduce for a rank that is still busy: SIGTERM (scancel) ends it within the grace
     period, with one line, where Python's own handler would never run until the collective returns."""
+    import platform
     import signal
     import sys
     import time
@@ -213,8 +214,8 @@ def test_sigterm_ends_a_rank_blocked_in_a_collective(stages, tmp_path):
         code, line = _last_line(ranks[0], timeout=60)
         assert time.monotonic() - sent < termination.GRACE_S + 10
         assert code == 128 + signal.SIGTERM and line == (
-            f"lcflow predict: error: stopped by SIGTERM while blocked (in a collective, or a read that does not "
-            f"return); ended after {termination.GRACE_S:g} s"), line
+            f"lcflow predict: error: stopped by SIGTERM (rank 0 on {platform.node()}) while blocked (in a "
+            f"collective, or a read that does not return); ended after {termination.GRACE_S:g} s"), line
     finally:
         ranks[1].kill()
         ranks[1].communicate(timeout=60)

@@ -8,6 +8,7 @@ level (``-v``), which is how the workflow's rules run every command.
 import argparse
 import contextlib
 import logging
+import signal
 import sys
 
 from lcflow import config, job_resources
@@ -107,7 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         log.debug("%s failed", args.command, exc_info=True)
         print(f"lcflow {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
         return BAD_INPUT
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:  # Ctrl-C: what it stopped is unwound (staging gone, nothing published)
+        print(f"lcflow {args.command}: stopped by SIGINT{termination.rank_named()}: nothing was published; run it again to "
+              "finish", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except SystemExit as exc:
+        if exc.code == 128 + signal.SIGTERM:  # lcflow.common.termination: scancel, a time limit, Snakemake
+            print(f"lcflow {args.command}: error: stopped by SIGTERM{termination.rank_named()} (a cancelled job or its time "
+                  "limit): nothing was published", file=sys.stderr)
         raise
     except Exception as exc:  # a library's error: one line here, the traceback in the log (-v)
         log.debug("%s failed", args.command, exc_info=True)

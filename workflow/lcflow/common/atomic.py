@@ -190,6 +190,20 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[
             raise
 
 
+@contextlib.contextmanager
+def removed_if_left_empty(directory: Path) -> Iterator[None]:
+    """A folder the block makes (an output directory), removed again where the block fails or is
+    interrupted leaving it empty; one with anything in it (a checkpoint to resume from) stays."""
+    made = not directory.exists()
+    try:
+        yield
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # refused unless empty
+        raise
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     """Atomically write a text file."""
     with atomic_path(path) as tmp:
@@ -214,11 +228,14 @@ def disk_errors(final: Path) -> Iterator[None]:
         code = getattr(exc, "errno", None)
         if code in _NO_SPACE:
             raise _disk_error(final, _NO_SPACE[code], os.strerror(code)) from exc
-        # GDAL's write errors (RasterioIOError "Write failed") carry no errno: the free space tells
-        if "write failed" in str(exc).lower():
+        # GDAL's write errors (RasterioIOError "Write failed", CPLE_AppDefinedError "IO error writing tag
+        # data" as it closes a file) carry no errno: the free space tells
+        write_failed = "write failed" in str(exc).lower()
+        if write_failed or type(exc).__module__.startswith("rasterio"):
             if _free_bytes(final.parent) < FULL_DISK_BYTES:
                 raise _disk_error(final, _NO_SPACE[errno.ENOSPC], os.strerror(errno.ENOSPC)) from exc
-            raise LcflowError(f"writing {final} failed: {exc} (the reason is in the log above)") from exc
+            if write_failed:
+                raise LcflowError(f"writing {final} failed: {exc} (the reason is in the log above)") from exc
         raise
 
 
@@ -228,6 +245,13 @@ def _free_bytes(directory: Path) -> int:
     except OSError:
         return 1 << 62
     return st.f_bavail * st.f_frsize
+
+
+def incomplete(final: Path, detail: str) -> LcflowError:
+    """The error of a file found incomplete once written: a full disk where the free space says so."""
+    if _free_bytes(final.parent) < FULL_DISK_BYTES:
+        return _disk_error(final, _NO_SPACE[errno.ENOSPC], detail)
+    return LcflowError(f"writing {final} failed: the file written is incomplete ({detail})")
 
 
 def _disk_error(final: Path, meaning: str, detail: str) -> LcflowError:

@@ -144,11 +144,17 @@ def _check_pair(out: Named, inp: Named) -> None:
                           f"{out.path}: keep inputs apart from what the command writes")
 
 
-def this_rank() -> int:
-    """This process's rank where a parallel launcher started it (0 otherwise): the ranks of one job all
-    name the same outputs, and rank 0 writes them."""
+def launched_rank() -> int | None:
+    """This process's rank where a parallel launcher started it, else None."""
     for variable in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "RANK", "SLURM_PROCID"):
         value = os.environ.get(variable)
         if value is not None and value.strip().isdigit():
             return int(value)
-    return 0
+    return None
+
+
+def this_rank() -> int:
+    """This process's rank where a parallel launcher started it (0 otherwise): the ranks of one job all
+    name the same outputs, and rank 0 writes them."""
+    rank = launched_rank()
+    return 0 if rank is None else rank

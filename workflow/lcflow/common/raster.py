@@ -8,6 +8,7 @@ from typing import Any, Iterator
 
 import numpy as np
 import rasterio
+import rasterio.errors
 import rasterio.shutil
 from affine import Affine
 from rasterio.crs import CRS
@@ -149,19 +150,54 @@ class StagedCog:
         return pairs + [(self.finish(), self.final)]
 
     def finish(self, cog: bool = True) -> Path:
-        """Close the staging file and copy it as a COG with overviews; return the COG's temporary path.
-        ``cog=False`` keeps the tiled staging GeoTIFF as it is (intermediate rasters nobody views)."""
+        """Close the staging file and copy it as a COG with overviews; return the COG's temporary path,
+        checked complete (:func:`check_complete`). ``cog=False`` keeps the tiled staging GeoTIFF as it is
+        (intermediate rasters nobody views)."""
         stage = Path(self.dataset.name)
         self.dataset.close()
         if not cog:
+            check_complete(stage, self.final)
             return stage
+        check_complete(stage, self.final)
         cog = self.tmpdir / "cog.tif"
         rasterio.shutil.copy(
             stage, cog, driver="COG", compress="DEFLATE", overview_resampling=self._resampling, blocksize=256,
             BIGTIFF="IF_SAFER", **({"interleave": "PIXEL"} if self._count > 1 and _COG_INTERLEAVE else {}),
         )
         stage.unlink()
+        check_complete(cog, self.final)
         return cog
+
+
+def check_complete(path: Path, final: Path) -> None:
+    """Refuse (naming ``final``) a GeoTIFF that is not whole: one GDAL cannot open, a block whose bytes
+    lie past the file's end, or a last block of a band that does not decode.
+
+    A write that fails as GDAL closes a file (the disk full while it flushes its blocks and directory)
+    is said on stderr only, and leaves a file that opens and whose directory points past its end; every
+    raster is checked so before it is published. The block table is GDAL's (``BLOCK_OFFSET_x_y``,
+    ``BLOCK_SIZE_x_y`` of the TIFF domain), a few microseconds a block."""
+    from lcflow.common.atomic import incomplete
+
+    try:
+        size = path.stat().st_size
+        with rasterio.open(path) as ds:
+            block_h, block_w = ds.block_shapes[0]
+            rows, cols = -(-ds.height // block_h), -(-ds.width // block_w)
+            interleaved = ds.interleaving is not None and ds.interleaving.name == "PIXEL"
+            for band in [1] if interleaved else range(1, ds.count + 1):
+                for r in range(rows):
+                    for c in range(cols):
+                        offset = int(ds.get_tag_item(f"BLOCK_OFFSET_{c}_{r}", "TIFF", bidx=band) or 0)
+                        length = int(ds.get_tag_item(f"BLOCK_SIZE_{c}_{r}", "TIFF", bidx=band) or 0)
+                        if offset + length > size:
+                            raise OSError(f"block {r},{c} of band {band} ends at byte {offset + length}, past the "
+                                          f"file's {size}")
+            last = Window((cols - 1) * block_w, (rows - 1) * block_h, ds.width - (cols - 1) * block_w,
+                          ds.height - (rows - 1) * block_h)
+            ds.read(window=last)
+    except (OSError, rasterio.errors.RasterioError) as exc:
+        raise incomplete(final, str(exc).replace(str(path), path.name)) from exc
 
 
 #: ZSTD at level 1 writes the staging GeoTIFF several times faster than DEFLATE at the same size (the cube's
@@ -208,7 +244,9 @@ def staged_cog(
     (read them with :func:`read_tag`).
     """
     final = Path(path)
-    with staging_dir(final) as tmpdir:
+    # rasterio's Env routes what GDAL says while it writes and closes (a write that failed) into the log,
+    # not onto stderr past lcflow's own closing line
+    with staging_dir(final) as tmpdir, rasterio.Env():
         dst = rasterio.open(tmpdir / "stage.tif", "w", **staging_profile(grid, count, dtype, nodata))
         try:
             if colors:

@@ -18,6 +18,17 @@ from collections.abc import Iterator
 GRACE_S = 10.0
 
 
+def rank_named() -> str:
+    """`` (rank 1 on n2)`` where a parallel launcher started this process, else nothing: which of a job's
+    ranks a line is from."""
+    import platform
+
+    from lcflow.common.path_guard import launched_rank
+
+    rank = launched_rank()
+    return "" if rank is None else f" (rank {rank} on {platform.node()})"
+
+
 def _unwind(signum, frame):
     raise SystemExit(128 + signum)
 
@@ -42,8 +53,8 @@ def ended_by_sigterm(what: str, grace_s: float = GRACE_S) -> Iterator[None]:
             if not got or done.is_set():
                 return
             if signal.SIGTERM in got and not done.wait(grace_s):
-                print(f"lcflow {what}: error: stopped by SIGTERM while blocked (in a collective, or a read that "
-                      f"does not return); ended after {grace_s:g} s", file=sys.stderr, flush=True)
+                print(f"lcflow {what}: error: stopped by SIGTERM{rank_named()} while blocked (in a collective, or "
+                      f"a read that does not return); ended after {grace_s:g} s", file=sys.stderr, flush=True)
                 os._exit(128 + signal.SIGTERM)
 
     previous_handler = signal.signal(signal.SIGTERM, _unwind)

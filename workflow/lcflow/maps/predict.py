@@ -110,22 +110,24 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
     log.info("rank %d of %d (local rank %d): windows %d..%d of %d", comm.rank, comm.size, comm.local_rank,
              mine.start, mine.stop - 1, len(windows))
     with writer_lock(out_map) if comm.rank == 0 else contextlib.nullcontext():
-        if comm.rank == 0:
-            parts.mkdir(parents=True, exist_ok=True)
-        comm.allreduce_sum(np.zeros(1), name="lcflow.predict.staged")  # no rank writes before it is made
-        for i, _, arrays in mapper.windows(windows, mine, f" rank {comm.rank}/{comm.size}", pixels):
-            tmp = parts / f".{i:06d}.{comm.rank}.npz"
-            with tmp.open("wb") as fh:
-                np.savez(fh, **arrays)
-            os.replace(tmp, parts / f"{i:06d}.npz")
-        done = int(comm.allreduce_sum(np.array([len(mine)]), name="lcflow.predict.windows")[0])
-        if done != len(windows):
-            raise RuntimeError(f"predict {cube}: the ranks mapped {done} of {len(windows)} windows")
-        if comm.rank == 0:
-            try:
+        try:
+            if comm.rank == 0:
+                parts.mkdir(parents=True, exist_ok=True)
+            comm.allreduce_sum(np.zeros(1), name="lcflow.predict.staged")  # no rank writes before it is made
+            for i, _, arrays in mapper.windows(windows, mine, f" rank {comm.rank}/{comm.size}", pixels):
+                tmp = parts / f".{i:06d}.{comm.rank}.npz"
+                with tmp.open("wb") as fh:
+                    np.savez(fh, **arrays)
+                os.replace(tmp, parts / f"{i:06d}.npz")
+            done = int(comm.allreduce_sum(np.array([len(mine)]), name="lcflow.predict.windows")[0])
+            if done != len(windows):
+                raise RuntimeError(f"predict {cube}: the ranks mapped {done} of {len(windows)} windows")
+            if comm.rank == 0:
                 publish(trained, grid, _from_parts(parts, windows), out_map, out_confidence, out_probabilities)
-            finally:
+        finally:  # published or not (a rank that failed or was killed ends the others' collectives): no
+            if comm.rank == 0:  # staged window stays behind
                 shutil.rmtree(parts, ignore_errors=True)
+        if comm.rank == 0:
             _write_timing(out_timing, trained, grid, time.perf_counter() - started, comm.size, on_gpu)
 
 

@@ -58,6 +58,20 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def weights_in(directory: Path, name: Any, meta_path: Path) -> Path:
+    """The weights file ``model.json`` names: a plain file of the model directory itself. A name with a
+    folder or ``..`` would read a file elsewhere, and a device (``/dev/zero``) would never end its read."""
+    if not isinstance(name, str) or not name or name in (".", "..") or Path(name).name != name:
+        raise LcflowError(f"{meta_path}: weights file {name!r} is not the name of a file in the model directory "
+                          f"{directory} (no folders, no ..)")
+    weights = directory / name
+    if not weights.exists():
+        raise LcflowError(f"model {directory}: weights file {name} is missing")
+    if not weights.is_file() or weights.is_symlink() and directory.resolve() not in weights.resolve().parents:
+        raise LcflowError(f"model {directory}: weights file {name} is not a regular file of the model directory")
+    return weights
+
+
 @dataclass
 class TrainedModel:
     model: Model
@@ -171,9 +185,7 @@ class TrainedModel:
                 model.loss_weights = np.asarray(meta["loss_class_weights"], dtype=np.float64).reshape(len(meta["classes"]))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise LcflowError(f"{meta_path} is not a model description written by lcflow train ({exc!r})") from exc
-        weights = directory / recorded["file"]
-        if not weights.exists():
-            raise LcflowError(f"model {directory}: weights file {weights.name} is missing")
+        weights = weights_in(directory, recorded["file"], meta_path)
         if sha256(weights) != recorded["sha256"]:
             raise LcflowError(f"model {directory}: {weights.name} is not the weights {META_FILE} was written with "
                               "(checksum differs): retrain the model")

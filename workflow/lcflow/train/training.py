@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from lcflow.common.atomic import atomic_path, write_text
+from lcflow.common.atomic import atomic_path, publish_together, removed_if_left_empty, staging_dir, write_text
 from lcflow.defaults import default
 from lcflow.train import deep, forest_teacher, hyperparameters
 from lcflow.train.distributed import connect
@@ -55,6 +55,12 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
     ``backend`` (horovod or torch) is how the ranks talk, when a launcher started several.
     """
     out = Path(out)
+    with removed_if_left_empty(out):  # Ctrl-C or an error before anything is written leaves no empty folder
+        return _train(model_name, sample_paths, out, overrides, tuned, backend)
+
+
+def _train(model_name: str, sample_paths: list[str], out: Path, overrides: dict[str, Any] | None,
+           tuned: dict[str, Any] | None, backend: str) -> dict:
     cls = model_class(model_name)
     params = hyperparameters.check(model_name, {**(overrides or {}), **((tuned or {}).get("params") or {})},
                                 where="--set" if not tuned else f"--set and {tuned.get('file', 'the tuned parameters')}")
@@ -182,12 +188,15 @@ def _against_majority(trained: TrainedModel, x_val: np.ndarray | None, y_val: np
 
 
 def publish(out: Path, trained: TrainedModel, history: list[dict], metrics: dict) -> None:
-    """Write the model directory as a set: ``model.json`` (which readers and the workflow take as the
-    sign of a finished model) is removed first and written last, and records the weights' checksum."""
-    (out / META_FILE).unlink(missing_ok=True)
-    _write_history(out / "history.csv", history)
-    write_text(out / METRICS_FILE, json.dumps(metrics, indent=1))
-    trained.save(out)
+    """Write the model directory as a set: every file is written in a staging folder first (a full disk
+    leaves the model that was there whole), then renamed into place, ``model.json`` (which readers and
+    the workflow take as the sign of a finished model, and which records the weights' checksum) last."""
+    with staging_dir(out / META_FILE) as stage:
+        _write_history(stage / "history.csv", history)
+        write_text(stage / METRICS_FILE, json.dumps(metrics, indent=1))
+        trained.save(stage)
+        names = ["history.csv", METRICS_FILE, trained.model.weights_file, META_FILE]
+        publish_together([(stage / name, out / name) for name in names])
 
 
 def _write_history(path: Path, rows: list[dict]) -> None:

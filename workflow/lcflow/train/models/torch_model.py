@@ -1,5 +1,6 @@
 """What every PyTorch model shares: parameters of data-parallel training, weights file, batched prediction."""
 
+import pickle
 from abc import abstractmethod
 from pathlib import Path
 
@@ -109,8 +110,18 @@ class TorchModel(Model):
     def load_weights(self, path: Path) -> None:
         self.net = self.architecture()
         try:
-            self.net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        except RuntimeError as exc:  # another architecture's weights (a model written by an older lcflow)
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as exc:  # torch's own message advises weights_only=False, which runs code
+            raise LcflowError(f"{path}: not the weights lcflow train writes (a state dict of tensors): it holds "
+                              "pickled objects, which lcflow does not load (unpickling can run code); retrain the "
+                              "model") from exc
+        except (RuntimeError, EOFError, OSError) as exc:  # not a torch file at all, or a truncated one
+            raise LcflowError(f"{path}: not a readable torch weights file ({type(exc).__name__}: "
+                              f"{str(exc).strip().splitlines()[0] if str(exc).strip() else 'empty'}); retrain the "
+                              "model") from exc
+        try:
+            self.net.load_state_dict(state)
+        except (RuntimeError, TypeError, AttributeError) as exc:  # another architecture's weights (an older lcflow's)
             first = str(exc).strip().splitlines()[-1].strip()
             raise LcflowError(f"{path}: the weights do not fit a {self.name} network of this model's parameters "
                               f"and samples ({first}): retrain the model") from exc
