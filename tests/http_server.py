@@ -12,7 +12,8 @@ from pathlib import Path
 
 class Handler(SimpleHTTPRequestHandler):
     """Serves ``directory`` with single byte ranges; answers 503 to the first ``fail_first`` requests of
-    each .tif file, and to every .tif request once ``down_after`` of them were served (the server goes down)."""
+    each .tif file, and to every .tif request once ``down_after`` of them were served (the server goes down);
+    401 to a request without the server's ``password`` (an Authorization header), where it has one."""
 
     server: "Server"
 
@@ -39,6 +40,12 @@ class Handler(SimpleHTTPRequestHandler):
                 self.server.statuses[503] += 1
         if failing:
             self.send_error(HTTPStatus.SERVICE_UNAVAILABLE, "busy, try again")
+            return
+        if self.server.password is not None and self.headers.get("Authorization") != self.server.password:
+            self.send_response(HTTPStatus.UNAUTHORIZED)
+            self.send_header("WWW-Authenticate", 'Basic realm="lcflow tests"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
             return
         if not path.is_file():
             self.send_error(HTTPStatus.NOT_FOUND)
@@ -89,6 +96,7 @@ class Server(ThreadingHTTPServer):
         self.requests: Counter[str] = Counter()
         self.statuses: Counter[int] = Counter()
         self.authorizations: dict[str, str | None] = {}  # path -> the Authorization header of its last request
+        self.password: str | None = None  # an Authorization header every request must carry, else 401
 
     @property
     def url(self) -> str:

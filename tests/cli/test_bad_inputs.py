@@ -11,6 +11,7 @@ cases here. Property-based tests at the end mutate a valid config and a valid sa
 random: whatever the mutation, a command either succeeds or ends with one line and writes nothing.
 """
 
+import base64
 import copy
 import datetime as dt
 import hashlib
@@ -53,6 +54,7 @@ class Ctx:
     stages: dict
     capsys: object
     out: Path = field(init=False)
+    server: str = "http://no-server"  # a loopback server a case started: {server} in its reviewed line
 
     def __post_init__(self):
         self.out = self.tmp / "out"
@@ -373,6 +375,19 @@ def _truncate_red(items: list[dict], ctx: Ctx) -> None:
     asset["href"] = str(ctx.tmp / "red.tif")
 
 
+def _red_rewritten(ctx: Ctx, items: list[dict], rewrite: Callable[[np.ndarray], np.ndarray]) -> None:
+    """The fourth item's red asset replaced by a GeoTIFF of ``rewrite(its bands)`` on the same origin."""
+    asset = items[3]["assets"]["red"]
+    with rasterio.open(asset["href"]) as ds:
+        profile, data = {**ds.profile, "driver": "GTiff"}, ds.read()
+    data = rewrite(data)
+    path = ctx.tmp / "red.tif"
+    with rasterio.open(path, "w", **{**profile, "count": data.shape[0], "height": data.shape[1],
+                                     "width": data.shape[2]}) as dst:
+        dst.write(data)
+    asset["href"] = str(path)
+
+
 def _all_cloud(items: list[dict], ctx: Ctx) -> None:
     with rasterio.open(items[0]["assets"]["scl"]["href"]) as ds:
         profile = {**ds.profile, "driver": "GTiff"}
@@ -439,12 +454,79 @@ def _swapped_weights(ctx: Ctx) -> tuple[int, list[str]]:
     return ctx.lcflow("evaluate", "--model-dir", model, "--samples", ctx.stages["samples2018"], "--out", ctx.out / "m.json")
 
 
+def _weights_named(ctx: Ctx, name: str) -> tuple[int, list[str]]:
+    """A model.json that names ``name`` as its weights file (its checksum the real weights')."""
+    model = _trained_rf(ctx)
+    meta = json.loads((model / "model.json").read_text())
+    meta["weights"]["file"] = name
+    (model / "model.json").write_text(json.dumps(meta))
+    (ctx.tmp / "outside.skops").write_bytes((model / "model.skops").read_bytes())
+    return ctx.lcflow("evaluate", "--model-dir", model, "--samples", ctx.stages["samples2018"], "--out", ctx.out / "m.json")
+
+
+def _pickled_network(ctx: Ctx) -> tuple[int, list[str]]:
+    """A deep model whose weights file is a pickled object (its checksum recorded): torch refuses it with
+    weights_only, and its message would advise loading it with weights_only=False."""
+    import hashlib
+
+    import torch
+
+    from lcflow.train import training
+
+    model = ctx.tmp / "lstm"
+    training.train("lstm", [str(ctx.stages["samples2018"])], model, {"epochs": 1, "hidden_size": 8, "num_layers": 1})
+    torch.save({"net": Ctx}, model / "model.pt")  # an object of a class: a pickle, not a state dict of tensors
+    meta = json.loads((model / "model.json").read_text())
+    meta["weights"]["sha256"] = hashlib.sha256((model / "model.pt").read_bytes()).hexdigest()
+    (model / "model.json").write_text(json.dumps(meta))
+    return ctx.lcflow("evaluate", "--model-dir", model, "--samples", ctx.stages["samples2018"], "--out", ctx.out / "m.json")
+
+
 def _not_a_cube(ctx: Ctx) -> tuple[int, list[str]]:
     return ctx.lcflow("predict", "--model-dir", _trained_rf(ctx), "--cube", ctx.stages["labels"],
                       "--out", ctx.out / "map.tif", "--confidence", ctx.out / "conf.tif")
 
 
+def _cyclic_catalogue(ctx: Ctx) -> tuple[int, list[str]]:
+    """The small demo's catalogue with a tile-year's child catalogue linking back to the root as a child."""
+    root = ctx.tmp / "catalog"
+    shutil.copytree(ctx.demo / "catalog", root)
+    child = root / "31UFT_2018" / "catalog.json"
+    data = json.loads(child.read_text())
+    data["links"].append({"rel": "child", "href": "../catalog.json", "type": "application/json"})
+    child.write_text(json.dumps(data))
+    return ctx.lcflow("search", "--tile", "31UFT", "--year", 2018, "--catalog", root / "catalog.json", "--out",
+                      ctx.out / "items.json")
+
+
+def _behind_a_password(ctx: Ctx, command: str) -> tuple[int, list[str]]:
+    """The small demo's catalogue (search) or one of its scenes (cube) on a server that answers 401 to a
+    request without credentials."""
+    from ..http_server import serve
+
+    with serve(ctx.demo / "catalog") as server:
+        server.password = "Basic " + base64.b64encode(b"ann:pw").decode()
+        ctx.server = server.url
+        if command == "search":
+            return ctx.lcflow("search", "--tile", "31UFT", "--year", 2018, "--catalog", f"{server.url}/catalog.json",
+                              "--out", ctx.out / "items.json")
+
+        def remote_red(items: list[dict], c: Ctx) -> None:
+            href = items[3]["assets"]["red"]["href"]
+            items[3]["assets"]["red"]["href"] = f"{server.url}/{Path(href).relative_to(c.demo / 'catalog')}"
+
+        return _cube(ctx, _manifest(ctx, remote_red))
+
+
 COMMAND_CASES = [
+    Case("search: a catalogue that asks for credentials", lambda x: _behind_a_password(x, "search"),
+         "answers HTTP 401 Unauthorized; it wants credentials, which lcflow sends to the catalogue's host: give "
+         "them as GDAL_HTTP_USERPWD"),
+    Case("cube: a scene that asks for credentials", lambda x: _behind_a_password(x, "cube"),
+         "failed: HTTP response code: 401; the server wants credentials: give them for its host in ~/.netrc"),
+    Case("search: a catalogue whose links run in a cycle", _cyclic_catalogue,
+         "STAC catalog {tmp}/catalog/catalog.json: its links run in a cycle ({tmp}/catalog/catalog.json is reached "
+         "again"),
     Case("search: catalog that is not JSON",
          lambda x: ((x.tmp / "c.json").write_text("not json"),
                     x.lcflow("search", "--tile", "31UFT", "--year", 2018, "--catalog", x.tmp / "c.json",
@@ -484,8 +566,16 @@ COMMAND_CASES = [
          lambda x: x.lcflow("cube", "--items", x.stages["items2018"], "--tile", "31UFT", "--year", 2018,
                             "--bounds", "800000,5760000,800320,5760320", "--out", x.out / "c.tif", "--valid", x.out / "v.tif"),
          "area [800000.0, 5760000.0, 800320.0, 5760320.0] is not inside tile 31UFT"),
+    Case("cube: a band given twice", lambda x: _cube(x, x.stages["items2018"], "--bands", "B04,B08,B04"),
+         "band(s) B04 given more than once in B04, B08, B04: name each once"),
     Case("cube: unknown band", lambda x: _cube(x, x.stages["items2018"], "--bands", "B04,B13"),
          "unknown Sentinel-2 band(s) ['B13']"),
+    Case("cube: an asset of three bands", lambda x: _cube(x, _manifest(x, lambda i, c: _red_rewritten(
+        c, i, lambda d: np.concatenate([d, d, d])))),
+         "{tmp}/red.tif holds 3 bands, where a Sentinel-2 band asset holds one"),
+    Case("cube: an asset half its item's size", lambda x: _cube(x, _manifest(x, lambda i, c: _red_rewritten(
+        c, i, lambda d: d[:, : d.shape[1] // 2]))),
+         "px, where its STAC item's proj:shape says"),
     Case("cube: truncated COG", lambda x: _cube(x, _manifest(x, _truncate_red)),
          "tile 31UFT 2018: reading item S2"),
     Case("cube: truncated COG names the asset", lambda x: _cube(x, _manifest(x, _truncate_red)),
@@ -656,6 +746,12 @@ COMMAND_CASES = [
         "{tmp}/empty is not a trained model directory (no model.json)"),
     Case("evaluate: weights of another model", _swapped_weights,
          "model.skops is not the weights model.json was written with"),
+    Case("evaluate: weights that are a device", lambda x: _weights_named(x, "/dev/zero"),
+         "{tmp}/model/model.json: weights file '/dev/zero' is not the name of a file in the model directory"),
+    Case("evaluate: weights outside the model directory", lambda x: _weights_named(x, "../outside.skops"),
+         "{tmp}/model/model.json: weights file '../outside.skops' is not the name of a file in the model directory"),
+    Case("evaluate: weights that are pickled objects", _pickled_network,
+         "model.pt: not the weights lcflow train writes (a state dict of tensors): it holds pickled objects"),
     Case("predict: map and confidence the same file", lambda x: x.lcflow(
         "predict", "--model-dir", _trained_rf(x), "--cube", x.stages["cube2018"], "--out", x.out / "m.tif",
         "--confidence", x.out / "m.tif"), "--out and --confidence name the same file {tmp}/out/m.tif"),
@@ -903,7 +999,7 @@ def _expected_lines() -> dict[str, str]:
 
 def _places(ctx: Ctx) -> dict[str, str]:
     """What differs between runs in a message line, and its placeholder in the reviewed lines."""
-    return {"{tmp}": str(ctx.tmp), "{demo}": str(ctx.demo), "{results}": str(ctx.stages["root"]), "{root}": str(ROOT),
+    return {"{server}": ctx.server, "{tmp}": str(ctx.tmp), "{demo}": str(ctx.demo), "{results}": str(ctx.stages["root"]), "{root}": str(ROOT),
             "{next_year}": str(THIS_YEAR + 1), "{this_year}": str(THIS_YEAR)}
 
 
@@ -1127,17 +1223,16 @@ def test_a_crash_while_writing_weights_leaves_no_half_model(stages, tmp_path, mo
         Path(path).write_bytes(b"")  # what a kill in the middle of writing leaves
         raise KeyboardInterrupt
 
+    before = _snapshot(out)
     monkeypatch.setattr(rf.Model, "save_weights", crash)
     with pytest.raises(KeyboardInterrupt):
         training.train("rf", [str(stages["samples2018"])], out, {"n_estimators": 6})
-    names = sorted(p.name for p in out.iterdir())
-    assert not [n for n in names if n.startswith(".")], names  # no temporary file left
-    assert (out / "model.skops").stat().st_size > 0  # the old weights, whole
-    assert "model.json" not in names  # never the old description beside the new history and metrics
-    with pytest.raises(LcflowError, match="is not a trained model directory"):
-        from lcflow.train.model_dir import TrainedModel
+    # the new model is written in a staging folder and renamed in as a set: the earlier model stays whole,
+    # byte for byte, and no staging is left
+    assert _snapshot(out) == before and not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    from lcflow.train.model_dir import TrainedModel
 
-        TrainedModel.load(out)
+    assert TrainedModel.load(out).model.params["n_estimators"] == 5
 
 
 def test_a_killed_writer_leaves_staging_files_that_the_next_run_removes(stages, tmp_path):
@@ -1229,7 +1324,38 @@ def test_a_cancelled_cube_job_leaves_nothing(stages, tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1] == ("lcflow cube: error: stopped by SIGTERM (a cancelled job or its time "
+                                            "limit): nothing was published"), err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_in_training_says_so_in_one_line_and_leaves_no_empty_folder(stages, tmp_path):
+    """SIGINT while a network trains, before its first checkpoint: one line (no traceback), exit 130, and
+    the output folder the training made is gone again."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    lcflow = Path(sys.executable).parent / "lcflow"
+    proc = subprocess.Popen([str(lcflow), "train", "--model", "lstm", "--samples", str(stages["samples2018"]), "--out",
+                             str(tmp_path / "models" / "lstm"), "--set", "epochs=500", "--set", "threads=1"],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    said = []
+    while time.time() < deadline:  # until the network starts its steps
+        line = proc.stderr.readline()
+        said.append(line)
+        if not line or "schedule:" in line:
+            break
+    assert any("schedule:" in line for line in said), said
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    lines = [line for line in err.strip().splitlines() if not line[:4].isdigit()]  # all but the log's own lines
+    assert proc.returncode == 128 + signal.SIGINT, err[-3000:]
+    assert lines == ["lcflow train: stopped by SIGINT: nothing was published; run it again to finish"], err[-3000:]
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert left in ([], ["models", "models/lstm", "models/lstm/checkpoint.pt"]), left  # a checkpoint resumes
 
 
 # -------------------------------------------------------------- data floors that warn, and what passes

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,7 @@ def test_secrets_in_a_location_are_found_and_cut():
     assert remote.secrets_in(url) == ["a user name and password (user:password@)", "a secret in its query (token)"]
     assert remote.secrets_in("https://host/x.tif?se=2030&sig=abc&sp=r") == ["a secret in its query (se, sig, sp)"]
     assert remote.secrets_in("https://earth-search.aws.element84.com/v1") == []
-    assert remote.clean_href(url) == "http://host:8080/v1/catalog.json"
+    assert remote.clean_href(url) == "http://host:8080/v1/catalog.json?page=2"  # a page is no secret
     assert remote.clean_href("/data/B04.tif") == "/data/B04.tif"
     with pytest.raises(LcflowError) as refused:
         remote.refuse_secrets(url, "stac.api")
@@ -94,6 +95,74 @@ def test_credentials_go_to_the_catalogue_s_host_and_hrefs_keep_none(demo, tmp_pa
     assert not any(s in said for s in SECRETS)
 
 
+def test_credentials_reach_the_catalogue_s_host_alone_and_never_over_plain_http(demo, tmp_path, monkeypatch, caplog):
+    """The catalogue on one server, its tile-year's child catalogue, items and scenes on a second: the
+    second gets no Authorization while the search reads it, the tokens planted in the items' links reach
+    no manifest, and the cube, where GDAL would send GDAL_HTTP_USERPWD to the second host with every read,
+    is refused before it reads one byte."""
+    from lcflow.retrieve import cube
+
+    from ..conftest import SMALL_AOI
+
+    monkeypatch.setenv("GDAL_HTTP_USERPWD", "ann:hunter2")
+    root = _catalogue(demo, tmp_path)
+    with serve(root) as first, serve(root) as second:
+        def elsewhere(data, folder):
+            for asset in data["assets"].values():
+                asset["href"] = f"{second.url}/{folder}/{Path(asset['href']).name}"
+            for link in data["links"]:
+                if link["rel"] in ("self", "collection"):
+                    link["href"] = f"{second.url}/{folder}/{data['id']}.json?token=SECRETTOKEN"
+
+        _catalogue(demo, tmp_path / "again", elsewhere)
+        shutil.rmtree(root)
+        shutil.copytree(tmp_path / "again" / "catalog", root)
+        catalog = json.loads((root / "catalog.json").read_text())
+        for link in catalog["links"]:
+            if link["rel"] == "child":
+                link["href"] = f"{second.url}/{link['href'].removeprefix('./')}"
+        (root / "catalog.json").write_text(json.dumps(catalog))
+        search.run("31UFT", 2018, tmp_path / "items.json", catalog=f"{first.url}/catalog.json")
+        assert first.authorizations["/catalog.json"] == "Basic " + base64.b64encode(b"ann:hunter2").decode()
+        assert second.authorizations and set(second.authorizations.values()) == {None}
+        written = (tmp_path / "items.json").read_text()
+        assert "SECRETTOKEN" not in written and "token" not in written
+        read_before = dict(second.requests)
+        with pytest.raises(LcflowError) as refused:
+            cube.run(tmp_path / "items.json", "31UFT", 2018, tmp_path / "cube.tif", tmp_path / "valid.tif",
+                     bands=["B04"], bounds=SMALL_AOI["31UFT"], block=64)
+        assert dict(second.requests) == read_before  # not a byte read
+    message = str(refused.value)
+    assert re.match(rf"GDAL_HTTP_USERPWD is set, and GDAL sends it with every request: reading item S2\w+ asset \w+ "
+                    rf"\({second.url}/31UFT_2018/\S+\.tif\) would send the credentials to 127\.0\.0\.1:"
+                    rf"{second.server_address[1]}, not the host they are for \(127\.0\.0\.1:{first.server_address[1]}\); "
+                    r"give them for their host in ~/\.netrc", message), message
+    assert not (tmp_path / "cube.tif").exists() and "hunter2" not in message
+
+
+def test_credentials_are_checked_before_any_read_of_plain_http_or_another_host():
+    check = remote.check_credentials_reach
+    env = {"GDAL_HTTP_USERPWD": "ann:pw"}
+    check([("a", "https://data.example.org/a.tif"), ("b", "https://data.example.org/b.tif")], None, env)
+    check([("a", "http://127.0.0.1:8000/a.tif")], "http://127.0.0.1:8000/catalog.json", env)  # never leaves the machine
+    check([("a", "http://data.example.org/a.tif")], None, {})  # no credentials: nothing to keep
+    check([("a", "http://data.example.org/a.tif")], None, {"NETRC": "/x"})  # netrc goes to its own host only
+    with pytest.raises(LcflowError, match=r"reading a \(http://data\.example\.org/a\.tif\) would send the credentials "
+                                          r"over plain http"):
+        check([("a", "http://data.example.org/a.tif")], "https://data.example.org/v1", env)
+    with pytest.raises(LcflowError, match=r"^GDAL_HTTP_HEADERS is set.* to cdn\.example\.org, not the host they are for "
+                                          r"\(stac\.example\.org\)"):
+        check([("a", "https://cdn.example.org/a.tif")], "https://stac.example.org/v1",
+              {"GDAL_HTTP_HEADERS": "X-Trace: 1\r\nAuthorization: Bearer T"})
+    with pytest.raises(LcflowError, match=r"reading b .* to h2\.example\.org, not the host they are for \(h1\.example\.org\)"):
+        check([("a", "https://h1.example.org/a.tif"), ("b", "https://h2.example.org/b.tif")], "/data/catalog.json", env)
+
+
+def test_a_needed_query_stays_in_a_manifest_s_href_and_a_secret_goes():
+    assert remote.clean_href("https://h/x.tif?v=1&sig=abc&token=T&se=2030") == "https://h/x.tif?v=1"
+    assert remote.clean_href("https://ann:pw@h:81/x.tif?format=cog") == "https://h:81/x.tif?format=cog"
+
+
 def test_a_remote_catalogue_cannot_make_lcflow_read_local_files(demo, tmp_path):
     def local(data, folder):
         data["assets"]["red"]["href"] = "file:///etc/passwd"
@@ -141,10 +210,9 @@ def test_check_config_and_a_dry_run_refuse_credentials_and_write_none(tmp_path):
     said = done.stdout + done.stderr
     assert done.returncode != 0 and "stac.api = 'https://stac.example.org/v1' carries a user name and password" in said
     assert not any(s in said for s in SECRETS), said[-2000:]
-    for f in (tmp_path / ".snakemake").rglob("*") if (tmp_path / ".snakemake").exists() else []:
-        if f.is_file():
-            assert not any(s.encode() in f.read_bytes() for s in SECRETS), f
+    written = [f for f in tmp_path.rglob("*") if f.is_file() and f != over]
+    assert written == [], written  # refused before Snakemake wrote anything: no log, no metadata
     env = {**os.environ}
-    check = subprocess.run(["lcflow", "check-config", "--configfile", str(ROOT / "config" / "config.yaml"), str(over),
+    check = subprocess.run([str(Path(sys.executable).parent / "lcflow"), "check-config", "--configfile", str(ROOT / "config" / "config.yaml"), str(over),
                             "--directory", str(ROOT)], capture_output=True, text=True, env=env, timeout=120)
     assert check.returncode == 2 and not any(s in check.stderr for s in SECRETS)

@@ -178,11 +178,15 @@ def test_cube_layout(stages):
     assert 0 < np.median(valid) < 5000  # reflectance x 10000
 
 
-def test_harmonisation_removes_the_offset_once(stages, tmp_path):
-    """A copy of the scenes stored with baseline 04.00 and +1000 DN gives the same cube."""
+@pytest.mark.parametrize("recorded_in", ["s2:processing_baseline", "processing:version"])
+def test_harmonisation_removes_the_offset_once(recorded_in, stages, tmp_path):
+    """A copy of the scenes stored with baseline 04.00 and +1000 DN gives the same cube, whichever property
+    the catalogue records the baseline in (Earth Search's and Planetary Computer's, or the processing
+    extension's as Copernicus Data Space's)."""
     items = json.loads(stages["items2018"].read_text())
     for f in items["features"][:4]:
-        f["properties"]["s2:processing_baseline"] = "04.00"
+        f["properties"].pop("s2:processing_baseline")
+        f["properties"][recorded_in] = "04.00"
         for key, asset in f["assets"].items():
             if key == "scl":
                 continue

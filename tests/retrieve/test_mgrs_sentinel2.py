@@ -42,9 +42,30 @@ def test_boa_offset_is_removed_once(earth_search_items, planetary_items):
     assert sentinel2.boa_offset(planetary_items[0].properties) == 0
     assert sentinel2.boa_offset({"s2:processing_baseline": "04.00"}) == 1000
     assert sentinel2.boa_offset({"s2:processing_baseline": "05.10", "earthsearch:boa_offset_applied": False}) == 1000
-    assert sentinel2.boa_offset({}) == 0
-    with pytest.raises(LcflowError, match="baseline"):
-        sentinel2.boa_offset({"s2:processing_baseline": "N0400"})
+    assert sentinel2.boa_offset({"s2:processing_baseline": "N0400"}) == 1000  # as a product's name writes it
+    with pytest.raises(LcflowError, match=r"item S2X: unreadable s2:processing_baseline 'four' \(a processing baseline"):
+        sentinel2.boa_offset({"s2:processing_baseline": "four"}, "S2X")
+
+
+@pytest.mark.parametrize("properties, offset", [
+    ({"processing:version": "05.10", "datetime": "2021-06-01T10:00:00Z"}, 1000),  # the processing extension
+    ({"processing:version": "02.09", "datetime": "2023-06-01T10:00:00Z"}, 0),  # the record, not the date
+    ({"datetime": "2022-03-01T10:30:00Z"}, 1000),  # no record: by the date, said in the log
+    ({"datetime": "2021-03-01T10:30:00Z"}, 0),
+    ({"datetime": "2022-01-24T23:30:00-01:00"}, 1000),  # 00:30 UTC on the 25th
+])
+def test_the_baseline_is_found_whichever_property_records_it_else_by_date(properties, offset, caplog):
+    with caplog.at_level("WARNING", logger="lcflow"):
+        assert sentinel2.boa_offset(properties, "S2A_X") == offset
+    said = [r.getMessage() for r in caplog.records]
+    if any(k in properties for k in sentinel2.BASELINE_PROPERTIES):
+        assert said == []
+    else:
+        day = properties["datetime"][:10] if offset == 0 else ("2022-01-25" if "-01:00" in properties["datetime"]
+                                                                 else properties["datetime"][:10])
+        assert said == [f"item S2A_X records no processing baseline (s2:processing_baseline or processing:version): "
+                        f"acquired {day}, {'on or after' if offset else 'before'} 2022-01-25, so its reflectances are "
+                        f"taken to {'carry' if offset else 'lack'} the +1000 offset"]
 
 
 def test_check_bands():

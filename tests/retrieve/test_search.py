@@ -11,6 +11,17 @@ def test_item_tile_from_each_catalogue(earth_search_items, planetary_items):
     assert {search.item_tile(i) for i in planetary_items} == {"35MNM"}
 
 
+def test_an_item_s_year_is_its_utc_year_as_the_cube_counts_it(planetary_items):
+    """2018-12-31T23:30:00-01:00 is 00:30 UTC on 1 January 2019: searched for 2019, not 2018, so the
+    cube of each year holds it (lcflow cube refuses an item of another UTC year)."""
+    import datetime as dt
+
+    item = planetary_items[0].clone()
+    item.datetime = dt.datetime(2018, 12, 31, 23, 30, tzinfo=dt.timezone(dt.timedelta(hours=-1)))
+    assert search.select([item], "35MNM", 2018) == []
+    assert search.select([item], "35MNM", 2019) == [item]
+
+
 def test_select_by_tile_year_and_cloud_cover(planetary_items):
     chosen = search.select(planetary_items, "35MNM", 2020)
     assert len(chosen) == 13

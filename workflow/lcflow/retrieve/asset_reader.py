@@ -50,8 +50,9 @@ class AssetReader:
     least recently read closed first). One reader serves many threads, each file one thread at a time."""
 
     def __init__(self, sign: Callable[[str], str] | None = None, max_age_s: float = 600.0,
-                 max_open: int | None = None):
+                 max_open: int | None = None, shapes: dict[str, tuple[int, int]] | None = None):
         self.sign = sign
+        self.shapes = shapes or {}  # href -> (rows, cols) its STAC item gives (proj:shape), checked at opening
         self.max_age_s = max_age_s
         self.max_open = max_open or open_files_allowed()
         self._open: OrderedDict[str, tuple[object, float]] = OrderedDict()
@@ -123,12 +124,24 @@ class AssetReader:
             src = None
         if src is None:
             src, opened = rasterio.open(self.sign(href) if self.sign else href), time.monotonic()
+            self._check(src, href)
         with self._lock:
             self._open[href] = (src, opened)
             while len(self._open) > self.max_open:
                 _, (oldest, _) = self._open.popitem(last=False)
                 oldest.close()
         return src
+
+    def _check(self, src, href: str) -> None:
+        """A Sentinel-2 band asset is one band, of the size its item gives: a file of three bands would be
+        read as its first, and one smaller than its item would leave the rest of the scene empty."""
+        want = self.shapes.get(href)
+        why = (f"holds {src.count} bands, where a Sentinel-2 band asset holds one" if src.count != 1 else
+               f"is {src.height} x {src.width} px, where its STAC item's proj:shape says {want[0]} x {want[1]}: it is "
+               "not the file its item describes" if want and (src.height, src.width) != tuple(want) else "")
+        if why:
+            src.close()
+            raise LcflowError(f"{remote.redact(href)} {why}")
 
     def close(self) -> None:
         logging.getLogger("rasterio._env").removeHandler(self._messages)

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import logging
+import re
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,7 @@ from lcflow.retrieve import indices, mgrs, remote, resample, sentinel2
 from lcflow.retrieve.asset_reader import AssetReader, AssetReadError
 from lcflow.retrieve.block_cache import block_cache_bytes, block_cache_size, gdal_cache_bytes, window_bytes
 from lcflow.retrieve.composite import NODATA, clear_mask, composite, fill_time_gaps, to_int16
-from lcflow.retrieve.search import read_manifest
+from lcflow.retrieve.search import manifest_source, read_manifest
 
 log = logging.getLogger("lcflow.retrieve.cube")
 
@@ -67,9 +68,9 @@ def check_items(items, tile: str, year: int, bands: list[str]) -> tuple[list[str
     misplace stops the job, named.
     """
     epsg = mgrs.tile_epsg(tile)
-    outside = [item for item in items if _utc(item.datetime).year != year]
+    outside = [item for item in items if sentinel2.utc(item.datetime).year != year]
     if outside:
-        years = sorted({_utc(item.datetime).year for item in outside})
+        years = sorted({sentinel2.utc(item.datetime).year for item in outside})
         raise LcflowError(f"tile {tile} {year}: {len(outside)} of {len(items)} items of the manifest were acquired in "
                           f"{', '.join(map(str, years))}, not {year} (the first: {outside[0].id}): give the manifest "
                           f"of {year} (lcflow search --year {year})")
@@ -181,11 +182,6 @@ def _resampled(values: np.ndarray, src: Affine, method: str, target: GeoBox) -> 
     return resample.bilinear(values, src, target.transform, target.shape.yx, nodata=0)
 
 
-def _utc(time: dt.datetime) -> dt.datetime:
-    """A naive UTC time (as numpy's datetime64 wants it) from an item's time, aware or naive UTC."""
-    return time.astimezone(dt.timezone.utc).replace(tzinfo=None) if time.tzinfo else time
-
-
 def _halo_geobox(grid: Grid, win, halo: int) -> GeoBox:
     """The pixel grid of ``win`` grown by ``halo`` pixels on every side."""
     r0, c0 = int(win.row_off) - halo, int(win.col_off) - halo
@@ -231,6 +227,8 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
                       *local_assets(items)])
     grid = tile_grid(tile, items, resolution, bounds)
     keys, scl_key = check_items(items, tile, year, bands)
+    remote.check_credentials_reach(((f"item {i.id} asset {k}", i.assets[k].href) for i in items for k in [*keys, scl_key]),
+                                   manifest_source(manifest))
     scenes = _Scenes(manifest, items, tile, year, grid, keys, scl_key, dilation_px, network, signing)
     edges, centres = time_grid(year, steps)
     layers = [*bands, *spectral_indices]
@@ -309,8 +307,8 @@ class _Scenes:
             network = dataclasses.replace(network, s3_endpoint=remote.s3_endpoint(items))
         self.network, self.options = network, network.gdal_options()
         self.by_time = sorted(items, key=lambda i: i.datetime)
-        self.offsets = np.array([sentinel2.boa_offset(i.properties) for i in self.by_time], dtype=np.float32)
-        self.times = np.array([np.datetime64(_utc(i.datetime), "us") for i in self.by_time])
+        self.offsets = np.array([sentinel2.boa_offset(i.properties, i.id) for i in self.by_time], dtype=np.float32)
+        self.times = np.array([np.datetime64(sentinel2.utc(i.datetime), "us") for i in self.by_time])
         # Sentinel-2 L2A as every catalogue serves it: DNs in uint16, SCL in uint8, 0 = no data (declared, so
         # that resampling leaves no-data out and the load stays in the compact type)
         self.stac_cfg = {"assets": {**{k: {"data_type": "uint16", "nodata": 0, "unit": "1"} for k in keys},
@@ -318,6 +316,8 @@ class _Scenes:
         # assets on their own grid in the tile's CRS (every real catalogue's): read as stored, resampled here
         self.native = {k: (t, _resampling(t, grid, k == scl_key))
                        for k, t in native_grids(self.by_time, [*keys, scl_key], grid).items()}
+        self.shapes = {i.assets[k].href: tuple(i.assets[k].extra_fields["proj:shape"])[:2] for i in self.by_time
+                       for k in self.native if len(i.assets[k].extra_fields.get("proj:shape") or ()) == 2}
         self.warped = [k for k in keys if k not in self.native]
         self._thread = threading.local()
         self.reader = self.readers = None
@@ -325,7 +325,7 @@ class _Scenes:
     @contextlib.contextmanager
     def reading(self):
         """The asset reader and its threads, open for the block; yields :meth:`load`."""
-        with AssetReader(self.sign) as reader, ThreadPoolExecutor(
+        with AssetReader(self.sign, shapes=self.shapes) as reader, ThreadPoolExecutor(
                 self.network.threads, thread_name_prefix="lcflow-asset", initializer=self._take_settings) as readers:
             self.reader, self.readers = reader, readers
             try:
@@ -350,8 +350,12 @@ class _Scenes:
             try:
                 return action(item.assets[key].href, *args)
             except (AssetReadError, LcflowError) as exc:  # GDAL, HTTP or decoding errors of one asset: name it
+                said = _first_line(str(exc))
+                if re.search(r"\b(HTTP response code|answers HTTP): 40[13]\b|\bHTTP 40[13]\b", said):
+                    said += ("; the server wants credentials: give them for its host in ~/.netrc (or as "
+                             "GDAL_HTTP_USERPWD or GDAL_HTTP_HEADERS where every asset is on the catalogue's host)")
                 raise LcflowError(f"tile {self.tile} {self.year}: reading item {item.id} asset {key} "
-                                  f"({remote.redact(item.assets[key].href)}) failed: {_first_line(str(exc))}") from exc
+                                  f"({remote.redact(item.assets[key].href)}) failed: {said}") from exc
 
     def _read_asset(self, item, key: str, method: str, src: Affine, shape: tuple[int, int], target: GeoBox,
                     out: np.ndarray) -> None:

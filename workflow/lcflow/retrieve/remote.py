@@ -161,8 +161,9 @@ def refuse_secrets(url: str, where: str) -> None:
 
 
 def clean_href(href: str) -> str:
-    """``href`` without user-info and query string: what a manifest may keep of it."""
-    from urllib.parse import urlsplit, urlunsplit
+    """``href`` without user-info and the query parameters that carry a secret (tokens, signatures): what a
+    manifest may keep of it. Other parameters (``?v=1``, a version the server needs) stay."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     if "://" not in str(href):
         return href
@@ -170,7 +171,14 @@ def clean_href(href: str) -> str:
     host = parts.hostname or ""
     if parts.port is not None:
         host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _SECRET_PARAMETER.search(k)]
+    return urlunsplit((parts.scheme, host, parts.path, urlencode(kept), ""))
+
+
+def _hostname(url: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    return urlsplit(str(url)).hostname
 
 
 def _host(url: str) -> str:
@@ -208,6 +216,56 @@ def request_headers(url: str, env: dict[str, str] | None = None) -> dict[str, st
     return headers
 
 
+#: hosts a request to which never leaves this machine (plain http to them carries no secret anywhere)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def credentials_in_env(env: dict[str, str] | None = None) -> str | None:
+    """The variable holding credentials that GDAL sends with every request it makes, to every host
+    (GDAL_HTTP_USERPWD, or an Authorization line of GDAL_HTTP_HEADERS), None where neither does.
+    ~/.netrc is not one: GDAL sends a netrc entry to its own host only."""
+    import os
+
+    env = os.environ if env is None else env
+    if env.get("GDAL_HTTP_USERPWD"):
+        return "GDAL_HTTP_USERPWD"
+    if any(line.partition(":")[0].strip().lower() == "authorization"
+           for line in re.split(r"\r?\n", env.get("GDAL_HTTP_HEADERS", ""))):
+        return "GDAL_HTTP_HEADERS"
+    return None
+
+
+def check_credentials_reach(hrefs: Iterable[tuple[str, str]], source: str | None,
+                            env: dict[str, str] | None = None) -> None:
+    """Refuse reads that would carry credentials where they were not given for, before any read.
+
+    GDAL sends GDAL_HTTP_USERPWD and GDAL_HTTP_HEADERS with every request, to every host: so with one of
+    them set, every remote asset (``hrefs``: what it is, its href) must be on the catalogue's host
+    (``source``, where the manifest came from; for a local catalogue, the first asset's host) and reached
+    over https, or stay on this machine. The way out is ~/.netrc, whose entries GDAL sends to their host
+    alone."""
+    from urllib.parse import urlsplit
+
+    variable = credentials_in_env(env)
+    if variable is None:
+        return
+    allowed = _host(source) if source and is_url(source) else None
+    for what, href in hrefs:
+        if not is_url(href):
+            continue
+        parts = urlsplit(str(href))
+        allowed = allowed or _host(href)
+        why = ""
+        if parts.scheme == "http" and parts.hostname not in LOOPBACK:
+            why = "over plain http, where anyone on the way reads them"
+        elif _host(href) != allowed:
+            why = f"to {_host(href)}, not the host they are for ({allowed})"
+        if why:
+            raise LcflowError(f"{variable} is set, and GDAL sends it with every request: reading {what} "
+                              f"({redact(href)}) would send the credentials {why}; give them for their host in "
+                              f"~/.netrc (GDAL sends an entry to its own host only) and unset {variable}")
+
+
 def catalogue_io(root: str):
     """pystac's reader for the catalogue at ``root``: credentials (:func:`request_headers`) go to its own
     host only, and a remote catalogue may not link to local files (it could make lcflow read any file).
@@ -229,6 +287,9 @@ def catalogue_io(root: str):
                 raise LcflowError(f"STAC catalog {redact(root)} links to {redact(href)}, which is not an http(s) URL: "
                                   "a remote catalogue may link to remote files only")
             self.headers = request_headers(href) if remote and _host(href) == host else {}
+            if self.headers and href.startswith("http://") and _hostname(href) not in LOOPBACK:
+                raise LcflowError(f"STAC catalog {redact(root)}: reading {redact(href)} would send credentials over "
+                                  "plain http, where anyone on the way reads them: use its https URL")
             return super().read_text_from_href(href)
 
     reader = CatalogueIO()

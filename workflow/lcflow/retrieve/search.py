@@ -17,8 +17,8 @@ import pystac
 from lcflow.common import path_guard
 from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
-from lcflow.retrieve import mgrs
-from lcflow.retrieve.remote import catalogue_io, clean_href, is_url, redact, refuse_secrets
+from lcflow.retrieve import mgrs, sentinel2
+from lcflow.retrieve.remote import CREDENTIAL_SOURCES, catalogue_io, clean_href, is_url, redact, refuse_secrets
 
 log = logging.getLogger("lcflow.retrieve.search")
 #: acquisitions of one tile closer in time than this are the same acquisition
@@ -38,11 +38,12 @@ def item_tile(item: pystac.Item) -> str | None:
 
 
 def select(items: Iterable[pystac.Item], tile: str, year: int, max_cloud_cover: float = 100.0) -> list[pystac.Item]:
-    """Items of ``tile`` acquired in ``year`` with at most ``max_cloud_cover`` percent cloud, by date."""
+    """Items of ``tile`` acquired in ``year`` (UTC, as the cube counts them) with at most ``max_cloud_cover``
+    percent cloud, by date."""
     chosen = []
     for item in items:
         when = item.datetime or dt.datetime.fromisoformat(str(item.properties.get("start_datetime")))
-        if item_tile(item) != tile or when.year != year:
+        if item_tile(item) != tile or sentinel2.utc(when).year != year:
             continue
         if float(item.properties.get("eo:cloud_cover", 0.0)) > max_cloud_cover:
             continue
@@ -105,14 +106,20 @@ def from_catalog(catalog: str | Path, read: list[str] | None = None) -> Iterable
     shown = redact(location)
     reader = catalogue_io(location)
     try:
-        items = list(pystac.Catalog.from_file(location, stac_io=reader).get_items(recursive=True))
+        items = list(_items(pystac.Catalog.from_file(location, stac_io=reader), shown))
         if read is not None:
             read += reader.files
     except LcflowError:
         raise
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise LcflowError(f"STAC catalog {shown} (or a file it links) is not JSON: {exc}") from exc
-    except (pystac.STACError, pystac.STACTypeError, KeyError, TypeError, ValueError, OSError) as exc:
+    except Exception as exc:  # pystac wraps a failed request in a bare Exception ("Could not read uri")
+        answer = _http_answer(exc)
+        if answer is None and not isinstance(exc, (pystac.STACError, pystac.STACTypeError, KeyError, TypeError,
+                                                   ValueError, OSError)):
+            raise
+        if answer is not None:
+            raise LcflowError(f"STAC catalog {shown}: {answer}") from exc
         cause = exc
         while cause is not None and not isinstance(cause, LcflowError):  # pystac wraps what its reader refused
             cause = cause.__cause__ or cause.__context__
@@ -129,6 +136,47 @@ def from_catalog(catalog: str | Path, read: list[str] | None = None) -> Iterable
                 raise LcflowError(f"STAC catalog {shown}: item {item.id} asset {local[0]} is the local file "
                                   f"{redact(str(item.assets[local[0]].href))}: a remote catalogue's assets must be remote")
         yield item
+
+
+def _items(root: pystac.Catalog, shown: str) -> Iterable[pystac.Item]:
+    """Every item under ``root``, each catalogue walked once: a child that links back to a catalogue above
+    it (a cycle) is refused, naming both, where pystac's own walk would recurse until Python stops it."""
+    seen: set[str] = set()
+    stack = [root]
+    while stack:
+        catalog = stack.pop()
+        key = catalog.get_self_href() or catalog.id
+        if key in seen:
+            raise LcflowError(f"STAC catalog {shown}: its links run in a cycle ({redact(key)} is reached again as a "
+                              "child of a catalogue below it); mend the link")
+        seen.add(key)
+        yield from catalog.get_items()
+        stack.extend(reversed(list(catalog.get_children())))
+
+
+def _http_answer(exc: BaseException) -> str | None:
+    """What a server answered to a failed catalogue request, said for a user (a 401 or 403 asks for
+    credentials), from the exception or its causes; None where no request failed."""
+    import re
+    import urllib.error
+
+    def requested(e: BaseException) -> bool:  # urllib's errors, and urllib3's (pystac reads with either)
+        return isinstance(e, urllib.error.URLError) or type(e).__module__.startswith("urllib3")
+
+    while exc is not None and not requested(exc):
+        exc = exc.__cause__ or exc.__context__
+    if exc is None:
+        return None
+    if not isinstance(exc, urllib.error.URLError):  # urllib3: a connection that failed, retried
+        why = re.search(r"\[Errno -?\d+\] ([^\"')]+)", str(getattr(exc, "reason", exc)))
+        return f"cannot be reached ({why.group(1) if why else type(exc).__name__})"
+    if isinstance(exc, urllib.error.HTTPError):
+        said = f"{redact(exc.url or '')} answers HTTP {exc.code} {exc.reason}"
+        if exc.code in (401, 403):
+            said += ("; it wants credentials, which lcflow sends to the catalogue's host: give them as "
+                     + ", ".join(CREDENTIAL_SOURCES[:-1]) + f" or {CREDENTIAL_SOURCES[-1]}")
+        return said
+    return f"cannot be reached ({redact(str(exc.reason))})"
 
 
 def product_level(item: pystac.Item) -> str | None:
@@ -190,7 +238,8 @@ def from_api(url: str, collection: str, tile: str, year: int, max_cloud_cover: f
     query = tile_query(url, tile)
     where = {"query": {**query, "eo:cloud_cover": {"lte": max_cloud_cover}}} if query else \
         {"intersects": tile_footprint(tile)}
-    search = client.search(collections=[collection], datetime=f"{year}-01-01/{year}-12-31", **where)
+    search = client.search(collections=[collection], datetime=f"{year}-01-01T00:00:00Z/{year}-12-31T23:59:59.999999Z",
+                           **where)  # the year in UTC, its last day whole
     return search.items()
 
 
@@ -253,6 +302,15 @@ def _without_credentials(items: list[pystac.Item]) -> int:
                 changed += clean != link.target
                 link.target = clean
     return changed
+
+
+def manifest_source(path: str | Path) -> str | None:
+    """Where a manifest's items came from (the catalogue or STAC API it names, without secrets), if it says."""
+    try:
+        source = json.loads(Path(path).read_text()).get("lcflow:source") or {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    return source.get("catalog") or source.get("api") if isinstance(source, dict) else None
 
 
 def read_manifest(path: str | Path) -> list[pystac.Item]:

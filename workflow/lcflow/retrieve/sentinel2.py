@@ -1,10 +1,14 @@
 """Sentinel-2 L2A facts: bands, resolutions, catalogue asset keys, SCL classes, baseline harmonisation."""
 
+import datetime as dt
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from lcflow.errors import LcflowError
 from lcflow.retrieve.indices import INDICES
+
+log = logging.getLogger("lcflow.retrieve.sentinel2")
 
 #: band -> native resolution in metres
 BAND_RESOLUTION: dict[str, int] = {
@@ -42,6 +46,9 @@ def check_bands(bands: list[str]) -> list[str]:
     unknown = [b for b in bands if b not in REFLECTANCE_BANDS]
     if unknown:
         raise LcflowError(f"unknown Sentinel-2 band(s) {unknown}; known: {list(REFLECTANCE_BANDS)}")
+    repeated = sorted({b for b in bands if list(bands).count(b) > 1})
+    if repeated:
+        raise LcflowError(f"band(s) {', '.join(repeated)} given more than once in {', '.join(bands)}: name each once")
     return list(bands)
 
 
@@ -61,24 +68,66 @@ def asset_key(assets: Mapping[str, Any], band: str, item_id: str = "") -> str:
                       f"it has {', '.join(sorted(assets)) or 'none'})")
 
 
-def boa_offset(properties: Mapping[str, Any]) -> int:
+#: the day processing baseline 04.00, and with it the +1000 offset, reached every new product
+BASELINE_04_FROM = dt.date(2022, 1, 25)
+#: the properties catalogues record the processing baseline in: Earth Search and Planetary Computer, the
+#: processing extension (Copernicus Data Space)
+BASELINE_PROPERTIES = ("s2:processing_baseline", "processing:version")
+
+
+def processing_baseline(properties: Mapping[str, Any], item_id: str = "") -> float | None:
+    """The processing baseline an item records (``05.09``, ``5.9``, ``N0509`` -> 5.09), None where it
+    records none; a value that is none of these is refused, naming the property."""
+    for key in BASELINE_PROPERTIES:
+        value = properties.get(key)
+        if value is None:
+            continue
+        text = str(value).strip().upper()
+        if len(text) == 5 and text[0] == "N" and text[1:].isdigit():  # a product name's N0509
+            text = f"{text[1:3]}.{text[3:]}"
+        try:
+            return float(text)
+        except ValueError:
+            raise LcflowError(f"item {item_id or '?'}: unreadable {key} {value!r} (a processing baseline such as "
+                              "05.09)") from None
+    return None
+
+
+def boa_offset(properties: Mapping[str, Any], item_id: str = "") -> int:
     """The DN offset still present in an item's pixels, to subtract once.
 
     Baseline >= 04.00 adds 1000 to every reflectance DN; catalogues that already removed it say so
-    with ``earthsearch:boa_offset_applied: true``.
+    with ``earthsearch:boa_offset_applied: true``. The baseline is read from whichever property records
+    it (:data:`BASELINE_PROPERTIES`); an item that records none is judged by its date (acquired from
+    :data:`BASELINE_04_FROM` on: 04.00 or later), and the log says so.
     """
-    baseline = properties.get("s2:processing_baseline")
-    if baseline is None:
-        return 0
-    try:
-        major = float(baseline)
-    except (TypeError, ValueError) as exc:
-        raise LcflowError(f"unreadable s2:processing_baseline {baseline!r}") from exc
-    if major < 4.0:
-        return 0
     if properties.get("earthsearch:boa_offset_applied") is True:
         return 0
-    return BOA_ADD_OFFSET
+    baseline = processing_baseline(properties, item_id)
+    if baseline is None:
+        when = acquired(properties, item_id)
+        late = when >= BASELINE_04_FROM
+        log.warning("item %s records no processing baseline (%s): acquired %s, %s %s, so its reflectances are taken "
+                    "to %s the +%d offset", item_id or "?", " or ".join(BASELINE_PROPERTIES), when,
+                    "on or after" if late else "before", BASELINE_04_FROM, "carry" if late else "lack", BOA_ADD_OFFSET)
+        return BOA_ADD_OFFSET if late else 0
+    return BOA_ADD_OFFSET if baseline >= 4.0 else 0
+
+
+def utc(time: dt.datetime) -> dt.datetime:
+    """A naive UTC time (as numpy's datetime64 wants it) from an item's time, aware or naive UTC: an item
+    of 2018-12-31T23:30:00-01:00 is of 2019, whatever zone its catalogue writes."""
+    return time.astimezone(dt.timezone.utc).replace(tzinfo=None) if time.tzinfo else time
+
+
+def acquired(properties: Mapping[str, Any], item_id: str = "") -> dt.date:
+    """The UTC date an item was acquired (``datetime``, else ``start_datetime``)."""
+    value = properties.get("datetime") or properties.get("start_datetime")
+    try:
+        when = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise LcflowError(f"item {item_id or '?'}: no readable acquisition time (datetime {value!r})") from None
+    return utc(when).date()
 
 
 def item_epsg(properties: Mapping[str, Any]) -> int | None:
