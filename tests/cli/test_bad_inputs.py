@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +140,19 @@ def _demo_polygons(ctx: Ctx, column: str = "Code_18", name: str = "clc.gpkg") ->
     frame = corine_polygons(ctx.demo / "corine" / "clc_demo_3035.tif", column)
     frame.drop(columns="ID").to_file(ctx.tmp / name)
     return str(ctx.tmp / name)
+
+
+def _bow_tie(ctx: Ctx) -> str:
+    """Two labelled polygons in 31UFT's small area, the first a bow tie (its ring crosses itself)."""
+    import geopandas as gpd
+    import shapely
+
+    x0, y0 = SMALL_AOI["31UFT"][:2]
+    bow = shapely.Polygon([(x0, y0), (x0 + 600, y0 + 600), (x0 + 600, y0), (x0, y0 + 600), (x0, y0)])
+    square = shapely.box(x0 + 700, y0, x0 + 1200, y0 + 500)
+    gpd.GeoDataFrame({"code": [1, 2]}, geometry=[bow, square], crs=32631).to_file(ctx.tmp / "bow.gpkg")
+    (ctx.tmp / "m.csv").write_text("code,class_code,class_name\n1,1,crops\n2,2,forest\n")
+    return str(ctx.tmp / "bow.gpkg")
 
 
 def _lanjaron_polygons(ctx: Ctx) -> str:
@@ -612,6 +626,11 @@ COMMAND_CASES = [
             "labels", "--reference", _demo_polygons(x, "LC"), "--code-column", "crop", "--mapping", x.tmp / "m.csv",
             "--grid", x.stages["cube2018"], "--out", x.out / "l.tif"))[1],
         "{tmp}/clc.gpkg has no column 'crop' (columns: LC)"),
+    Case("labels: a reference polygon whose ring crosses itself", lambda x: x.lcflow(
+        "labels", "--reference", _bow_tie(x), "--code-column", "code", "--mapping", x.tmp / "m.csv",
+        "--grid", x.stages["cube2018"], "--out", x.out / "l.tif"),
+        "{tmp}/bow.gpkg: 1 polygon(s) in the area of the tile are not valid geometries, the first feature 1: "
+        "Self-intersection["),
     Case("labels: CORINE covering half the tile", lambda x: x.lcflow(
         "labels", "--corine", _corine_half(x), "--grid", x.stages["cube2018"], "--unlabelled-max", 0.3, "--out",
         x.out / "l.tif"), "{tmp}/clc_half.tif gives no class to 56.0 % of the tile area"),
@@ -665,6 +684,17 @@ COMMAND_CASES = [
     Case("train: infinite band value",
          lambda x: _train(x, _table(x, lambda d: d.assign(B04_t01=d["B04_t01"].where(d.index != 3, np.inf)))),
          "lcflow train: error: {tmp}/t.parquet: 1 infinite value(s) in band column(s) B04_t01"),
+    Case("train: a band value of 1e30",
+         lambda x: _train(x, _table(x, lambda d: d.assign(B04_t01=d["B04_t01"].where(d.index != 3, 1e30)))),
+         "lcflow train: error: {tmp}/t.parquet: 1 value(s) beyond +-1e+06 (1e+30 in B04_t01, row 3): no reflectance"),
+    Case("train: a table given twice", lambda x: x.lcflow(
+        "train", "--model", "rf", "--samples", x.stages["samples2018"], x.stages["samples2018"], "--out", x.out / "rf"),
+         "/31UFT/2018/samples.parquet is given twice: its rows would count double"),
+    Case("train: a table of 12 steps and one of 6", lambda x: x.lcflow(
+        "train", "--model", "rf", "--samples", x.stages["samples2018"],
+        _table(x, lambda d: d.drop(columns=[c for c in d.columns if re.search(r"_t(0[6-9]|1\d)$", c)]), "six.parquet"),
+        "--out", x.out / "rf"),
+         "/31UFT/2018/samples.parquet has 12 time steps of B02, B03"),
     Case("train: text in a band column",
          lambda x: _train(x, _table(x, lambda d: d.assign(B04_t00=d["B04_t00"].astype(str)))),
          "band column(s) B04_t00 are not numeric"),
@@ -767,6 +797,11 @@ COMMAND_CASES = [
         "consistent-maps", "--probabilities", x.out / "a.tif", x.out / "b.tif", "--years", 2018, "--out",
         x.out / "m.tif", "--confidence", x.out / "c.tif", "--summary", x.out / "s.json"),
         "--years names 1 years for 2 --probabilities"),
+    Case("consistent-maps: one probability raster given for two years", lambda x: x.lcflow(
+        "consistent-maps", "--probabilities", x.tmp / "p2018.tif", x.tmp / "p2018.tif", "--years", 2018, 2019,
+        "--out", x.out / "m18.tif", x.out / "m19.tif", "--confidence", x.out / "c18.tif", x.out / "c19.tif",
+        "--changes", x.out / "ch.tif", "--summary", x.out / "s.json"),
+        "probability raster {tmp}/p2018.tif is given for 2018 and for 2019: each year needs its own"),
     Case("consistent-maps: a year not predicted", lambda x: x.lcflow(
         "consistent-maps", "--probabilities", x.tmp / "p2018.tif", x.tmp / "p2019.tif", "--years", 2018, 2019,
         "--out", x.out / "m18.tif", x.out / "m19.tif", "--confidence", x.out / "c18.tif", x.out / "c19.tif",
@@ -999,8 +1034,8 @@ def _expected_lines() -> dict[str, str]:
 
 def _places(ctx: Ctx) -> dict[str, str]:
     """What differs between runs in a message line, and its placeholder in the reviewed lines."""
-    return {"{server}": ctx.server, "{tmp}": str(ctx.tmp), "{demo}": str(ctx.demo), "{results}": str(ctx.stages["root"]), "{root}": str(ROOT),
-            "{next_year}": str(THIS_YEAR + 1), "{this_year}": str(THIS_YEAR)}
+    return {"{server}": ctx.server, "{tmp}": str(ctx.tmp), "{demo}": str(ctx.demo), "{results}": str(ctx.stages["root"]),
+            "{root}": str(ROOT), "{next_year}": str(THIS_YEAR + 1), "{this_year}": str(THIS_YEAR)}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -1,6 +1,7 @@
 """Outputs are staged beside their final name and renamed: staging names that are lcflow's own, one writer
 an output, a stale staging removed only when its writer is gone, a full disk named, a set published whole."""
 
+import json
 import signal
 import subprocess
 import sys
@@ -236,3 +237,35 @@ def test_a_set_killed_between_renames_lacks_its_mark(tmp_path):
     assert done.returncode == 9
     assert not (tmp_path / "map.tif").exists()
     assert (tmp_path / "proba.tif").read_text() == "new proba.tif"
+
+
+def test_a_folder_that_cannot_be_written_is_named_not_lcflow_s_lock(tmp_path, monkeypatch, capsys):
+    """An output in a read-only folder (a read-only bind mount where this process may mount one; else a
+    refused open, as a folder of another user gives): one line naming the output and its folder."""
+    import errno
+    import os
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True).returncode == 0
+    mounted = mounted and subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)], capture_output=True).returncode == 0
+    if not mounted:
+        real = os.open
+
+        def refused(path, *args, **kwargs):
+            if str(path).startswith(str(folder)):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+            return real(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", refused)
+    (tmp_path / "a.json").write_text(json.dumps({"model": "rf"}))
+    try:
+        for out in (folder / "acc.tsv", folder / "new" / "acc.tsv"):
+            code = main(["summarize", "--assessments", str(tmp_path / "a.json"), "--out", str(out)])
+            err = capsys.readouterr().err.strip().splitlines()
+            why = "is on a read-only file system" if mounted else "is not writable by this user"
+            assert code == 2 and err == [f"lcflow summarize: error: cannot write {out}: the folder {out.parent} {why}; "
+                                         "name an output folder you can write to"], err
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(folder)], check=True)

@@ -61,6 +61,24 @@ def test_corine_polygons_give_the_labels_of_the_corine_raster(clc_polygons, tmp_
     assert agree >= 0.99, agree
 
 
+def test_a_corine_polygon_whose_ring_crosses_itself_is_mended_with_a_warning(clc_polygons, tmp_path, caplog):
+    """The real CORINE subset with one polygon's ring twisted into a bow tie (its outline's first and third
+    vertices swapped): a published layer's fault, mended by make_valid and said in the log; the labels
+    stay those of the untwisted layer outside that polygon."""
+    twisted = clc_polygons.copy()
+    biggest = int(twisted.geometry.area.values.argmax())
+    ring = list(twisted.geometry.iloc[biggest].exterior.coords)
+    ring[1], ring[3] = ring[3], ring[1]
+    twisted.loc[twisted.index[biggest], "geometry"] = shapely.Polygon(ring)
+    assert not twisted.geometry.iloc[biggest].is_valid
+    with caplog.at_level("WARNING"):
+        ours, _ = labels.source_on_grid(_write(twisted, tmp_path / "twisted.gpkg"), UTM)
+    assert any("1 polygon(s) in the area of" in r.getMessage() and "mended with shapely.make_valid" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    whole, _ = labels.source_on_grid(_write(clc_polygons, tmp_path / "whole.gpkg"), UTM)
+    assert (ours == whole).mean() > 0.9  # one polygon's vertices moved; the rest as before
+
+
 def test_only_the_features_of_the_tile_area_are_read(clc_polygons, tmp_path, monkeypatch):
     """A bounding-box filter on read, in the file's CRS: the features far from the tile never come back."""
     far = clc_polygons.iloc[:50].copy()

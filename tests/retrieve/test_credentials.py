@@ -213,6 +213,7 @@ def test_check_config_and_a_dry_run_refuse_credentials_and_write_none(tmp_path):
     written = [f for f in tmp_path.rglob("*") if f.is_file() and f != over]
     assert written == [], written  # refused before Snakemake wrote anything: no log, no metadata
     env = {**os.environ}
-    check = subprocess.run([str(Path(sys.executable).parent / "lcflow"), "check-config", "--configfile", str(ROOT / "config" / "config.yaml"), str(over),
-                            "--directory", str(ROOT)], capture_output=True, text=True, env=env, timeout=120)
+    check = subprocess.run([str(Path(sys.executable).parent / "lcflow"), "check-config", "--configfile",
+                            str(ROOT / "config" / "config.yaml"), str(over), "--directory", str(ROOT)],
+                           capture_output=True, text=True, env=env, timeout=120)
     assert check.returncode == 2 and not any(s in check.stderr for s in SECRETS)

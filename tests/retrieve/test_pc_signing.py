@@ -72,7 +72,7 @@ def test_the_real_signer_fetches_a_token_once_and_again_near_its_expiry(tokens, 
 class _Opened:
     """What rasterio.open returns here: a file of one 10 m band block (no network)."""
 
-    block_shapes, dtypes = [(1024, 1024)], ["uint16"]
+    block_shapes, dtypes, count = [(1024, 1024)], ["uint16"], 1
     closed = False
 
     def __init__(self, url):

@@ -164,6 +164,38 @@ def test_two_workers_share_one_study_and_its_budget(table, tmp_path):
     assert c["complete"] + c["pruned"] == 9
 
 
+def test_a_journal_s_torn_last_record_is_set_aside_and_the_study_goes_on(table, tmp_path, caplog):
+    """A worker killed while it wrote leaves a last record without its line end: the next worker moves it
+    to journal.log.torn (said in the log) before Optuna appends, and the study goes on; a record spoilt
+    inside the journal is refused naming its line, not with a JSON library's traceback."""
+    study_dir = tmp_path / "study"
+    done = subprocess.run(tune_cmd(table, study_dir, 1, "w0"), env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    journal = study_dir / study.JOURNAL
+    whole = journal.read_bytes()
+    fragment = b'{"op_code":4,"worker_id":"w1-dead","trial_id":1,"param'
+    journal.write_bytes(whole + fragment)
+    with caplog.at_level("WARNING", logger="lcflow"):
+        study.mend_journal(journal)
+    assert journal.read_bytes() == whole and (study_dir / "journal.log.torn").read_bytes() == fragment + b"\n"
+    assert any(f"study journal {journal}: its last record was torn ({len(fragment)} bytes" in r.getMessage()
+               for r in caplog.records)
+    journal.write_bytes(whole + fragment)  # torn again: a second worker run mends it itself and goes on
+    more = subprocess.run(tune_cmd(table, study_dir, 2, "w0"), env=ENV, capture_output=True, text=True, timeout=600)
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "its last record was torn" in more.stderr
+    _, c = finished(study_dir)
+    assert c["complete"] + c["pruned"] == 2
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join(lines[:2]) + fragment + lines[2])  # spoilt inside, as an older append left it
+    summary = subprocess.run([str(BIN / "lcflow"), "tune-summary", "--study", str(study_dir), "--out",
+                              str(tmp_path / "best.yaml")], env=ENV, capture_output=True, text=True, timeout=600)
+    assert summary.returncode == 2 and summary.stderr.strip().splitlines()[-1] == (
+        f"lcflow tune-summary: error: study journal {journal}: line 3 is not a whole record (a write cut short, then "
+        "another written after it); move the study aside and tune afresh, or remove that line and the study's trials "
+        "after it"), summary.stderr[-2000:]
+
+
 def test_a_killed_worker_leaves_a_readable_study_that_a_rerun_finishes(table, tmp_path):
     study_dir = tmp_path / "study"
     log = tmp_path / "w.log"

@@ -81,9 +81,15 @@ def writer_lock(final: str | os.PathLike) -> Iterator[None]:
         finally:
             _held[key][1] -= 1
         return
-    made = _make_parents(final.parent)
     try:
-        fd = _acquire(lock, final)
+        made = _make_parents(final.parent)
+    except OSError as exc:
+        raise _unwritable(final, exc) from None
+    try:
+        try:
+            fd = _acquire(lock, final)
+        except OSError as exc:
+            raise _unwritable(final, exc) from None
         _held[key] = [fd, 1]
         try:
             _remove_stale(final)
@@ -98,6 +104,15 @@ def writer_lock(final: str | os.PathLike) -> Iterator[None]:
         for directory in made:  # the folders made for the lock alone, where nothing was written into them
             with contextlib.suppress(OSError):
                 directory.rmdir()
+
+
+def _unwritable(final: Path, exc: OSError) -> Exception:
+    """A folder that cannot take an output: one line naming the output and its folder, not lcflow's lock."""
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        why = "is on a read-only file system" if exc.errno == errno.EROFS else "is not writable by this user"
+        return LcflowError(f"cannot write {final}: the folder {final.parent} {why}; name an output folder you can "
+                           "write to")
+    return exc
 
 
 def _make_parents(directory: Path) -> list[Path]:

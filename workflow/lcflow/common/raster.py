@@ -244,9 +244,7 @@ def staged_cog(
     (read them with :func:`read_tag`).
     """
     final = Path(path)
-    # rasterio's Env routes what GDAL says while it writes and closes (a write that failed) into the log,
-    # not onto stderr past lcflow's own closing line
-    with staging_dir(final) as tmpdir, rasterio.Env():
+    with staging_dir(final) as tmpdir:
         dst = rasterio.open(tmpdir / "stage.tif", "w", **staging_profile(grid, count, dtype, nodata))
         try:
             if colors:

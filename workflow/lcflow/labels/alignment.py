@@ -158,7 +158,7 @@ def _features(source: LabelSource, crs, bounds, where: str):
     """The features of a vector source in the area, with their codes checked; and their geometry kind."""
     layer = vector_labels.open_layer(source.path, source.layer)
     column = vector_labels.code_column(layer, source.code_column, source.corine)
-    features, geometry = vector_labels.read_in_area(layer, crs, bounds, where, column)
+    features, geometry = vector_labels.read_in_area(layer, crs, bounds, where, column, mend=source.corine)
     if features.empty:
         raise LcflowError(f"{source.what} {source.path} has no feature within the area of {where} {list(bounds)} ({crs})")
     if source.corine:
@@ -205,7 +205,7 @@ def change_mask(change: str | Path, grid: Grid, where: str = "the tile", layer: 
     change = Path(change)
     if vector_labels.is_vector(change):
         layer_ = vector_labels.open_layer(change, layer, "labels.change_layer")
-        features, _ = vector_labels.read_in_area(layer_, grid.crs, grid.bounds, where, None)
+        features, _ = vector_labels.read_in_area(layer_, grid.crs, grid.bounds, where, None, mend=True)
         return vector_labels.burn(features, grid, all_touched=True) != NO_CODE
     values, transform, crs, nodata = _read_window(change, grid.crs, grid.bounds, where, "change layer")
     marked = ((values != 0) & ((values != nodata) if nodata is not None else True)).astype(np.uint8)

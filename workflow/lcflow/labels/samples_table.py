@@ -134,6 +134,11 @@ def band_layout(columns: list[str], where: str) -> tuple[list[str], int]:
     return bands, steps
 
 
+#: the largest band value a table may hold: Sentinel-2 DNs are below 2 ** 16, reflectances 0..1, indices -1..1;
+#: a value past this is an export's fill value or an error, and would swamp every statistic of its band
+MAX_BAND_VALUE = 1e6
+
+
 def check(frame: pd.DataFrame, where: str, meta: dict[str, Any] | None = None, min_classes: int = 2) -> SampleTable:
     """Refuse a table that cannot train or evaluate a model, naming what is wrong."""
     if "label" not in frame.columns:
@@ -158,11 +163,18 @@ def check(frame: pd.DataFrame, where: str, meta: dict[str, Any] | None = None, m
     if not_numbers:
         raise LcflowError(f"{where}: band column(s) {_short(not_numbers)} are not numeric "
                           f"({frame[not_numbers[0]].dtype}); band values are numbers, NaN where missing")
-    infinite = np.isinf(frame[columns].to_numpy(dtype=np.float64, na_value=np.nan))
+    values = frame[columns].to_numpy(dtype=np.float64, na_value=np.nan)
+    infinite = np.isinf(values)
     if infinite.any():
         bad = [columns[i] for i in np.flatnonzero(infinite.any(axis=0))]
         raise LcflowError(f"{where}: {int(infinite.sum())} infinite value(s) in band column(s) {_short(bad)}; "
                           "missing observations are NaN")
+    huge = np.abs(np.nan_to_num(values)) > MAX_BAND_VALUE
+    if huge.any():
+        row, col = np.argwhere(huge)[0]
+        raise LcflowError(f"{where}: {int(huge.sum())} value(s) beyond +-{MAX_BAND_VALUE:.0e} ({values[row, col]:g} in "
+                          f"{columns[col]}, row {row}): no reflectance in any scale (0..1, or DN x 10000) nor spectral "
+                          "index is that large; missing observations are NaN")
     if PATCH in frame.columns:
         info = (meta or {}).get("patch") or {}
         if not {"size", "bands", "nodata"} <= set(info):
@@ -180,7 +192,10 @@ def check(frame: pd.DataFrame, where: str, meta: dict[str, Any] | None = None, m
 def read(paths: str | Path | list[str | Path], min_classes: int = 2) -> SampleTable:
     """Read and check one or more tables (e.g. several tiles and years) as one."""
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    frames, meta, patch_layouts = [], {}, set()
+    twice = [p for i, p in enumerate(paths) if Path(p).resolve() in {Path(q).resolve() for q in paths[:i]}]
+    if twice:
+        raise LcflowError(f"samples table {twice[0]} is given twice: its rows would count double; name each table once")
+    frames, meta, patch_layouts, layouts = [], {}, set(), []
     for p in paths:
         p = Path(p)
         if not p.exists():
@@ -203,6 +218,14 @@ def read(paths: str | Path | list[str | Path], min_classes: int = 2) -> SampleTa
 
             frame[["lat", "lon"]] = to_latlon(frame["x"].to_numpy(float), frame["y"].to_numpy(float), this["crs"])
         frames.append(frame)
+        if len(paths) > 1:
+            layouts.append((p, band_layout(list(frame.columns), str(p))))
+    other = next((layout for layout in layouts if layout[1] != layouts[0][1]), None)
+    if other:  # concatenated, a table of fewer steps or other bands would read as rows with gaps
+        (a, (bands_a, steps_a)), (b, (bands_b, steps_b)) = layouts[0], other
+        raise LcflowError(f"samples tables disagree: {a} has {steps_a} time steps of {', '.join(bands_a)}, {b} has "
+                          f"{steps_b} of {', '.join(bands_b)}; the tables of one model share their bands and steps "
+                          "(cube.time_steps)")
     if len(patch_layouts) > 1:
         raise LcflowError(f"samples tables {', '.join(map(str, paths))} mix patch layouts (or patches and none): "
                           "write them all with the same sample.patch_px")

@@ -98,11 +98,14 @@ def code_column(layer: Layer, given: str | None, corine: bool) -> str:
     raise LcflowError(f"{layer.path}: name {what} with labels.code_column (columns: {', '.join(layer.columns) or 'none'})")
 
 
-def read_in_area(layer: Layer, crs, bounds, where: str, column: str | None) -> "tuple[object, str]":
+def read_in_area(layer: Layer, crs, bounds, where: str, column: str | None, mend: bool = False) -> "tuple[object, str]":
     """The features of ``layer`` within ``bounds`` (in ``crs``), clipped to them and reprojected to ``crs``,
     with their codes (int64, column ``code``) when ``column`` is given; and ``"areas"`` or ``"points"``.
 
-    An empty result is returned as is (no feature in the area); the caller decides what that means.
+    An empty result is returned as is (no feature in the area); the caller decides what that means. A
+    polygon that is not a valid geometry (a ring crossing itself) is mended (``shapely.make_valid``, with
+    a warning) where ``mend`` (a published product's layer: CORINE, its changes), else refused naming it:
+    what a person drew is theirs to mend.
     """
     import geopandas as gpd
     import shapely
@@ -121,7 +124,8 @@ def read_in_area(layer: Layer, crs, bounds, where: str, column: str | None) -> "
                 frame = gpd.read_parquet(layer.path, columns=columns + [layer.geometry_column])
                 frame = frame.cx[box[0]:box[2], box[1]:box[3]]
         else:
-            frame = gpd.read_file(layer.path, layer=layer.layer, columns=columns, bbox=box, engine="pyogrio")
+            frame = gpd.read_file(layer.path, layer=layer.layer, columns=columns, bbox=box, engine="pyogrio",
+                                  fid_as_index=True)
     except Exception as exc:  # unreadable features: one line naming the file
         raise LcflowError(f"{layer.path}: reading the features of {where} failed ({exc})") from exc
     frame = frame[frame.geometry.notna() & ~frame.geometry.is_empty]
@@ -137,10 +141,31 @@ def read_in_area(layer: Layer, crs, bounds, where: str, column: str | None) -> "
     if points:
         frame = frame.explode(index_parts=False)
     else:
+        invalid = ~frame.geometry.is_valid
+        if invalid.any():
+            first = frame.index[invalid][0]
+            said = (f"{layer.path}: {int(invalid.sum())} polygon(s) in the area of {where} are not valid geometries, "
+                    f"the first feature {first}: {shapely.is_valid_reason(frame.geometry[first])}")
+            if not mend:
+                raise LcflowError(f"{said} (a ring that crosses itself has no inside to label); mend them (QGIS: Fix "
+                                  "geometries; shapely.make_valid) and run again")
+            log.warning("%s; mended with shapely.make_valid", said)
+            frame = frame.assign(geometry=frame.geometry.make_valid().apply(_polygonal))
         frame = frame.clip(shapely.box(*box))
         frame = frame[~frame.geometry.is_empty]
     keep = ["code", "geometry"] if column else ["geometry"]
     return frame[keep].to_crs(crs), "points" if points else "areas"
+
+
+def _polygonal(geometry):
+    """The polygons of a mended geometry: make_valid may leave the lines and points of a collapsed ring
+    beside them, which are no area to label."""
+    import shapely
+
+    if geometry.geom_type in ("Polygon", "MultiPolygon"):
+        return geometry
+    parts = [g for g in shapely.get_parts(geometry) if g.geom_type in ("Polygon", "MultiPolygon")]
+    return shapely.union_all(parts) if parts else shapely.Polygon()
 
 
 def _codes(values: pd.Series, path: Path, column: str) -> np.ndarray:

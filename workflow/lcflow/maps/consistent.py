@@ -115,6 +115,11 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
     probabilities = [Path(p) for p in probabilities]
     n = len(years)
     _check_series(len(probabilities), years, len(maps), len(confidences), len(changes), truths, nomenclature)
+    for i, p in enumerate(probabilities):
+        earlier = next((j for j in range(i) if probabilities[j].resolve() == p.resolve()), None)
+        if earlier is not None:
+            raise LcflowError(f"probability raster {p} is given for {years[earlier]} and for {years[i]}: each year "
+                              "needs its own (lcflow predict --probabilities of that year's cube)")
     info = _classes_of(probabilities)
     grid, classes = info["grid"], info["classes"]
     k = len(classes)

@@ -11,6 +11,7 @@ failed by the next worker that claims, so it does not count and the study goes o
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import threading
@@ -41,11 +42,42 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)  # lcflow logs trials itsel
 
 
 def storage(study_dir: Path, url: str | None = None):
-    """The study's storage: an RDB URL when given, else the journal file in ``study_dir``."""
+    """The study's storage: an RDB URL when given, else the journal file in ``study_dir`` (mended first:
+    :func:`mend_journal`)."""
     if url:
         return optuna.storages.RDBStorage(url)
-    path = str(study_dir / JOURNAL)
-    return JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
+    path = study_dir / JOURNAL
+    if path.exists():
+        mend_journal(path)
+    return JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path))))
+
+
+def mend_journal(path: Path) -> None:
+    """A journal whose last record a killed worker left torn (no line end): the fragment moves to
+    ``{journal}.torn`` (kept, and said in the log), where Optuna would write the next record straight
+    after it and spoil both. Done under the journal's own lock, which a live writer holds while it
+    appends. A record spoilt inside the file (by an lcflow that did not mend) is refused naming its line."""
+    from optuna.storages.journal._file import get_lock_file
+
+    with get_lock_file(JournalFileOpenLock(str(path))):
+        data = path.read_bytes()
+        whole = data[: data.rfind(b"\n") + 1]
+        if len(whole) < len(data):
+            torn = path.with_name(path.name + ".torn")
+            with torn.open("ab") as fh:
+                fh.write(data[len(whole):] + b"\n")
+            with path.open("r+b") as fh:
+                fh.truncate(len(whole))
+            log.warning("study journal %s: its last record was torn (%d bytes: a worker killed while it wrote); "
+                        "moved to %s, the study goes on from the %d whole records", path, len(data) - len(whole), torn,
+                        whole.count(b"\n"))
+    for number, line in enumerate(whole.splitlines(), start=1):
+        try:
+            json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise LcflowError(f"study journal {path}: line {number} is not a whole record (a write cut short, then "
+                              "another written after it); move the study aside and tune afresh, or remove that "
+                              "line and the study's trials after it") from None
 
 
 def make_sampler(name: str, seed: int, worker: str):
