@@ -891,7 +891,19 @@ def _samples_and_model(ctx: Ctx) -> None:
     _trained_rf(ctx)
 
 
+def _a_child_catalogue(ctx: Ctx) -> None:
+    """The small demo's catalogue of 31UFT 2018 where synth-catalog writes its catalogue."""
+    (ctx.tmp / "demo" / "catalog").mkdir(parents=True)
+    shutil.copy(ctx.demo / "catalog" / "31UFT_2018" / "catalog.json", ctx.tmp / "demo" / "catalog" / "catalog.json")
+
+
 GUARD_CASES = [
+    guard_case("synth-catalog --children names the catalogue it writes", _a_child_catalogue, lambda x: x.lcflow(
+        "synth-catalog", "--out", x.tmp / "demo", "--children", x.tmp / "demo" / "catalog" / "catalog.json"),
+        "the catalogue {tmp}/demo/catalog/catalog.json is the input --children {tmp}/demo/catalog/catalog.json"),
+    guard_case("synth --out is a file", lambda x: (x.tmp / "demo").write_text("mine"), lambda x: x.lcflow(
+        "synth", "--out", x.tmp / "demo", "--aoi", '{"31UFT": [640000, 5760000, 640640, 5760640]}', "--years", 2018),
+        "--out {tmp}/demo is a file, not a directory"),
     guard_case("evaluate --out is the samples table", _samples_and_model, lambda x: x.lcflow(
         "evaluate", "--model-dir", x.tmp / "model", "--samples", x.tmp / "s.parquet", "--out", x.tmp / "s.parquet"),
         "--out {tmp}/s.parquet is the input --samples {tmp}/s.parquet"),
@@ -1448,6 +1460,8 @@ def test_rows_a_score_counts_as_wrong_are_said_with_their_number(stages, tmp_pat
     source = f"the test rows of {tmp_path}/t.parquet"
     for score in (metrics["test"], result):
         assert score["n_without_observation"] == 4 and score["n_unknown_class"] == 3
+        # every test row is scored, and the 7 rows count as wrong: a score over the known rows only fails here
+        assert score["n_samples"] == len(test) and score["overall_accuracy"] <= (len(test) - 7) / len(test)
     assert said.count(f"{source}: 4 of {len(test)} rows have no observation at all, and count as wrong") == 2, said
     assert said.count(f"{source}: 3 of {len(test)} rows are of classes the model does not know (99 (3 rows)), and "
                       "count as wrong") == 2, said

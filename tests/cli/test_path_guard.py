@@ -40,6 +40,24 @@ def test_links_and_relative_spellings_are_the_same_file(files, monkeypatch):
         assert "is the input --samples ../t.parquet" in refused(table, Named("--out", spelling, OUTPUT_FILE))
 
 
+def test_a_linked_folder_leads_to_the_same_places(files):
+    """Links followed for what does not exist yet too: an output under a link to the input directory lies
+    inside it, and two new outputs spelled through a linked folder and its target are one file (the
+    inode check sees neither: the files are not there)."""
+    (files / "via").symlink_to(files / "model")
+    model = Named("--model-dir", str(files / "model"), INPUT_DIR)
+    said = refused(model, Named("--out", str(files / "via" / "metrics.json"), OUTPUT_FILE))
+    assert said.startswith(f"--out {files}/via/metrics.json lies inside the input directory --model-dir {files}/model")
+    said = refused(Named("--model-dir", str(files / "via"), INPUT_DIR),
+                   Named("--out", str(files / "model" / "new.json"), OUTPUT_FILE))
+    assert said.startswith(f"--out {files}/model/new.json lies inside the input directory --model-dir {files}/via")
+    (files / "out").mkdir()
+    (files / "linked_out").symlink_to(files / "out")
+    said = refused(Named("--out", str(files / "out" / "map.tif"), OUTPUT_FILE),
+                   Named("--confidence", str(files / "linked_out" / "map.tif"), OUTPUT_FILE))
+    assert "map.tif" in said and not (files / "out" / "map.tif").exists()
+
+
 def test_outputs_inside_an_input_directory_are_refused(files):
     model = Named("--model-dir", str(files / "model"), INPUT_DIR)
     for inside in ("model.json", "new.json", "sub/deeper.png"):

@@ -269,3 +269,37 @@ def test_a_folder_that_cannot_be_written_is_named_not_lcflow_s_lock(tmp_path, mo
     finally:
         if mounted:
             subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_file_system_without_locks_is_written_without_one_and_keeps_no_lock_file(tmp_path, monkeypatch):
+    """Where flock is refused (ENOLCK: some NFS mounts), the output is written unlocked, and the lock file
+    opened for it goes again."""
+    import errno
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(atomic.fcntl, "flock", no_locks)
+    atomic.write_text(tmp_path / "acc.tsv", "whole")
+    assert (tmp_path / "acc.tsv").read_text() == "whole" and sorted(p.name for p in tmp_path.iterdir()) == ["acc.tsv"]
+
+
+def test_a_lock_file_replaced_while_it_was_locked_is_locked_again(tmp_path, monkeypatch):
+    """A writer that finished removed its lock file between our open and our flock, and another made a new
+    one: the lock we hold is on a file no one else sees, so it is taken again on the file that is there."""
+    import fcntl
+
+    real, calls = fcntl.flock, []
+
+    def replaced_once(fd, operation):
+        calls.append(fd)
+        real(fd, operation)
+        if len(calls) == 1:  # the file we locked is gone, a new one stands under its name
+            lock = atomic.lock_path(tmp_path / "acc.tsv")
+            lock.unlink()
+            lock.write_text("")
+
+    monkeypatch.setattr(atomic.fcntl, "flock", replaced_once)
+    atomic.write_text(tmp_path / "acc.tsv", "whole")
+    assert len(calls) == 2 and (tmp_path / "acc.tsv").read_text() == "whole"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["acc.tsv"]

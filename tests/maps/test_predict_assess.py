@@ -384,3 +384,24 @@ def test_a_reference_class_the_map_never_predicts_is_an_omission_error(stages, r
     assert ref["producers_accuracy"][k] == 0 and ref["mapped_area_ha"][k] == 0 and ref["area_ha"][k] > 0
     assert ref["class_names"][k] == "Marine waters"
     assert ref["overall_accuracy"] < 0.95  # every tenth point an omission
+
+
+class _AloneOfTwo:
+    """Rank 0 of a job of two whose partner maps nothing: the collectives return rank 0's own figures."""
+
+    rank, size, local_rank, name = 0, 2, 0, "test"
+
+    def allreduce_sum(self, values, name=""):
+        return np.asarray(values)
+
+
+def test_ranks_that_mapped_fewer_windows_than_the_map_has_publish_nothing(stages, rf_model, tmp_path, monkeypatch):
+    """The ranks' count of mapped windows is checked against the map's before anything is published: a
+    rank that mapped none of its share (without failing) ends the job naming the shortfall, and leaves
+    no map and no staged window."""
+    from lcflow.train import distributed
+
+    monkeypatch.setattr(distributed, "connect", lambda backend: _AloneOfTwo())
+    with pytest.raises(RuntimeError, match=r"predict \S+cube.tif: the ranks mapped 8 of 16 windows"):
+        predict.run(rf_model, stages["cube2018"], tmp_path / "map.tif", tmp_path / "conf.tif", block=32)
+    assert list(tmp_path.iterdir()) == []

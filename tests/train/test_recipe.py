@@ -129,7 +129,11 @@ def test_class_weighting_is_a_recorded_choice(tmp_path):
     assert rf["params"]["class_weight"] == "sqrt"
     forest = TrainedModel.load(tmp_path / "rf").model.forest
     counts = frame[frame["split"] == "train"]["label"].value_counts().sort_index().to_numpy()
-    np.testing.assert_allclose(list(forest.class_weight.values()), np.sqrt(counts.sum() / (3 * counts)))
+    # keyed by the class's index (classes in code order): weights on the wrong classes fail
+    expected = dict(enumerate(np.sqrt(counts.sum() / (3 * counts))))
+    assert sorted(forest.class_weight) == sorted(expected)
+    np.testing.assert_allclose([forest.class_weight[k] for k in sorted(expected)], [expected[k] for k in sorted(expected)])
+    assert counts[0] != counts[-1]  # unequal classes: weights in reverse order would differ
     plain = training.train("rf", [path], tmp_path / "rf_none", {"n_estimators": 80, "class_weight": "none"})
     assert plain["params"]["class_weight"] == "none"
     assert TrainedModel.load(tmp_path / "rf_none").model.forest.class_weight is None

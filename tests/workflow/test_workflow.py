@@ -698,3 +698,34 @@ def test_every_file_a_run_keeps_is_a_target_of_a_plain_run(run):
     planned = snakemake(workdir, "-n", "--forceall", configfile=config, timeout=600)
     targets = re.search(r"rule all:\n    input: (.*)\n", planned.stdout).group(1).split(", ")
     assert sorted(kept - set(targets)) == []
+
+
+def _legends(tif: Path) -> tuple[dict[int, str], dict[int, str]]:
+    """The class names GDAL reads from a raster's .aux.xml (category index = class code) and QGIS from its
+    .qml (label "code name"), the empty categories left out."""
+    import xml.etree.ElementTree as ET
+
+    pam = ET.parse(tif.with_name(tif.name + ".aux.xml")).getroot().findall(".//CategoryNames/Category")
+    gdal = {i: c.text for i, c in enumerate(pam) if c.text}
+    palette = ET.parse(tif.with_suffix(".qml")).getroot().findall(".//paletteEntry")
+    return gdal, {int(e.get("value")): e.get("label").split(" ", 1)[1] for e in palette}
+
+
+def test_consistent_maps_labels_and_the_demo_truth_carry_their_legend_for_gdal_and_qgis(run):
+    """Beside predict's maps (tests/maps), the consistent maps, the label rasters and the demo's truth:
+    GDAL's categories and QGIS's palette name every class the raster's nomenclature has, the same way."""
+    level2 = nomenclature.clc_level(2).names
+    tile, year = DEMO["tiles"][0], DEMO["years"][0]
+    cases = {run / "maps" / f"{tile}_{year}_lstm.tif": None, run / f"{tile}" / "labels.tif": None,
+             run.parent / HOSTILE_RESOURCES / "truth" / f"{tile}_{year}.tif": nomenclature.clc_level(3).names}
+    for tif, expected in cases.items():
+        if expected is None:  # a map or the labels: the classes named in its tags, CLC level 2's names
+            with rasterio.open(tif) as ds:
+                expected = {int(k): v for k, v in json.loads(ds.tags()["class_names"]).items()}
+            assert expected and all(level2[c] == name for c, name in expected.items()), (tif, expected)
+        gdal, qgis = _legends(tif)
+        assert gdal == qgis, tif
+        assert set(expected) <= set(gdal) and all(gdal[c] == expected[c] for c in expected), (tif, gdal)
+        with rasterio.open(tif) as ds:
+            present = set(np.unique(ds.read(1)).tolist()) - {ds.nodata}
+        assert present <= set(gdal), (tif, present - set(gdal))  # every class on the raster is named

@@ -141,6 +141,7 @@ def _acquire(lock: Path, final: Path) -> int:
         except OSError as exc:  # ENOLCK, EOPNOTSUPP: a file system without flock; write without the lock
             os.close(fd)
             if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                lock.unlink(missing_ok=True)  # no lock to hold: its file would only stay behind
                 return -1
             raise
         try:  # the lock is ours unless its file was removed (by a writer finishing) before we locked it
