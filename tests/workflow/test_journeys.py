@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import rasterio
 import yaml
 
 from ..conftest import ROOT, SMALL_AOI, job_counts, snakemake
@@ -168,3 +170,9 @@ def test_own_polygons_replace_corine_by_unsetting_it(demo, tmp_path):
     assert job_counts(done.stdout)["labels"] == len(DEMO["tiles"])
     labels = [line for line in done.stdout.splitlines() if "lcflow -v labels" in line]
     assert labels and all(f"--reference {polygons}" in line and f"--mapping {mapping}" in line for line in labels)
+    made = snakemake(tmp_path, "results/31UFT/labels.tif", configfile=[ROOT / "config" / "config.yaml", over],
+                     timeout=600)  # and the labels made for real from them: CORINE's level-1 classes
+    assert made.returncode == 0, made.stderr[-3000:]
+    with rasterio.open(tmp_path / "results" / "31UFT" / "labels.tif") as ds:
+        classes = set(np.unique(ds.read(1)).tolist()) - {ds.nodata}
+    assert classes and classes <= set(level1.names), classes
