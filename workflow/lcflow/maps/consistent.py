@@ -114,12 +114,7 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
     """Write the consistent maps, their confidence, the change maps and the summary JSON (see module)."""
     probabilities = [Path(p) for p in probabilities]
     n = len(years)
-    _check_series(len(probabilities), years, len(maps), len(confidences), len(changes), truths, nomenclature)
-    for i, p in enumerate(probabilities):
-        earlier = next((j for j in range(i) if probabilities[j].resolve() == p.resolve()), None)
-        if earlier is not None:
-            raise LcflowError(f"probability raster {p} is given for {years[earlier]} and for {years[i]}: each year "
-                              "needs its own (lcflow predict --probabilities of that year's cube)")
+    _check_series(probabilities, years, len(maps), len(confidences), len(changes), truths, nomenclature)
     info = _classes_of(probabilities)
     grid, classes = info["grid"], info["classes"]
     k = len(classes)
@@ -209,10 +204,11 @@ def _staged_outputs(stack: contextlib.ExitStack, grid: Grid, maps: list, confide
     return out_maps, out_conf, out_change
 
 
-def _check_series(n_probabilities: int, years: list[int], n_maps: int, n_confidences: int, n_changes: int,
+def _check_series(probabilities: list[Path], years: list[int], n_maps: int, n_confidences: int, n_changes: int,
                   truths: list | None, nomenclature: Nomenclature | None) -> None:
-    """One probability raster, map and confidence map a year, a change map a pair, years in order."""
-    n = len(years)
+    """One probability raster (each its own), map and confidence map a year, a change map a pair, years in
+    order."""
+    n, n_probabilities = len(years), len(probabilities)
     if not (n_probabilities == n_maps == n_confidences == n) or n_changes != max(n - 1, 0):
         raise LcflowError(f"{n} years need as many probability rasters, maps and confidence maps "
                           f"and {max(n - 1, 0)} change maps (got {n_probabilities}, {n_maps}, "
@@ -221,6 +217,11 @@ def _check_series(n_probabilities: int, years: list[int], n_maps: int, n_confide
         raise LcflowError(f"years {years} must be given in increasing order, each once")
     if truths is not None and (len(truths) != n or nomenclature is None):
         raise LcflowError("truth rasters need one per year and the nomenclature of the labels")
+    for i, p in enumerate(probabilities):
+        earlier = next((j for j in range(i) if probabilities[j].resolve() == p.resolve()), None)
+        if earlier is not None:
+            raise LcflowError(f"probability raster {p} is given for {years[earlier]} and for {years[i]}: each year "
+                              "needs its own (lcflow predict --probabilities of that year's cube)")
 
 
 def _score_against_truth(truth: np.ndarray, known: np.ndarray, codes: np.ndarray, raw: np.ndarray, path: np.ndarray,
