@@ -205,6 +205,7 @@ def demo_config(path: Path, results: str = HOSTILE_RESULTS, resources: str = HOS
     cfg["results"] = results
     cfg["demo"]["out"] = resources
     cfg["stac"]["catalog"] = f"{resources}/catalog/catalog.json"
+    cfg["stage"]["dir"] = f"{resources}/scenes"
     cfg["labels"]["corine"] = f"{resources}/corine/clc_demo_3035.tif"
     cfg["assess"]["truth"] = f"{resources}/truth/{{tile}}_{{year}}.tif"
     path.write_text(yaml.safe_dump(cfg, allow_unicode=True))

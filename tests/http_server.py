@@ -2,18 +2,25 @@
 
 import contextlib
 import threading
-from collections import Counter
+import time
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from functools import partial
 from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+#: what a file's next request may meet (Server.faults): 429 with Retry-After, an HTML page with status 200,
+#: a body that ends halfway (the connection closed), a body that stops halfway and stalls
+FAULTS = ("429", "html", "truncate", "stall")
+
 
 class Handler(SimpleHTTPRequestHandler):
     """Serves ``directory`` with single byte ranges; answers 503 to the first ``fail_first`` requests of
     each .tif file, and to every .tif request once ``down_after`` of them were served (the server goes down);
-    401 to a request without the server's ``password`` (an Authorization header), where it has one."""
+    401 to a request without the server's ``password`` (an Authorization header), where it has one; a
+    file's next GET meets the first of its ``faults`` (FAULTS). Every answer waits ``delay_s`` first, and
+    each connection sends at most ``rate`` bytes a second; ``sent`` counts the body bytes sent."""
 
     server: "Server"
 
@@ -29,6 +36,22 @@ class Handler(SimpleHTTPRequestHandler):
     def _serve(self, body: bool) -> None:
         path = Path(self.translate_path(self.path))
         name = self.path.split("?", 1)[0]
+        if self.server.delay_s:
+            time.sleep(self.server.delay_s)
+        with self.server.lock:
+            fault = self.server.faults[name].pop(0) if body and self.server.faults.get(name) else None
+            if fault:
+                self.server.statuses[fault] += 1
+        if fault in ("429", "html"):
+            page = b"<!DOCTYPE html><html><body>Please log in</body></html>"
+            self.send_response(HTTPStatus.TOO_MANY_REQUESTS if fault == "429" else HTTPStatus.OK)
+            if fault == "429":
+                self.send_header("Retry-After", str(self.server.retry_after_s))
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+            return
         with self.server.lock:
             self.server.requests[name] += 1
             self.server.authorizations[name] = self.headers.get("Authorization")
@@ -73,15 +96,36 @@ class Handler(SimpleHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
         self.end_headers()
         if body:
-            with path.open("rb") as fh:  # only the range: a whole-tile band is hundreds of MB
-                fh.seek(start)
-                left = end + 1 - start
-                while left > 0:
-                    chunk = fh.read(min(left, 1 << 20))
-                    if not chunk:
-                        break
+            self._body(path, start, end + 1 - start, fault)
+
+    def _body(self, path: Path, start: int, length: int, fault: str | None) -> None:
+        """``length`` bytes of ``path`` from ``start`` (only the range: a whole-tile band is hundreds of MB), at
+        most the server's ``rate`` a second; half of them where a fault breaks the body off."""
+        left = length // 2 if fault in ("truncate", "stall") else length
+        began, sent = time.monotonic(), 0
+        step = 1 << 16 if self.server.rate else 1 << 20
+        with path.open("rb") as fh:
+            fh.seek(start)
+            while left > 0:
+                chunk = fh.read(min(left, step))
+                if not chunk:
+                    break
+                try:
                     self.wfile.write(chunk)
-                    left -= len(chunk)
+                except OSError:  # the client hung up (a killed stage-in)
+                    return
+                sent += len(chunk)
+                left -= len(chunk)
+                with self.server.lock:
+                    self.server.sent += len(chunk)
+                if self.server.rate:
+                    ahead = sent / self.server.rate - (time.monotonic() - began)
+                    if ahead > 0:
+                        time.sleep(ahead)
+        if fault == "stall":
+            self.wfile.flush()
+            time.sleep(self.server.stall_s)
+        self.close_connection = True
 
 
 class Server(ThreadingHTTPServer):
@@ -97,6 +141,12 @@ class Server(ThreadingHTTPServer):
         self.statuses: Counter[int] = Counter()
         self.authorizations: dict[str, str | None] = {}  # path -> the Authorization header of its last request
         self.password: str | None = None  # an Authorization header every request must carry, else 401
+        self.faults: defaultdict[str, list[str]] = defaultdict(list)  # path -> what its next GETs meet (FAULTS)
+        self.retry_after_s = 1  # the Retry-After of a 429
+        self.stall_s = 30.0  # how long a stalled body stays silent
+        self.delay_s = 0.0  # the wait before every answer
+        self.rate: float | None = None  # bytes a second each connection sends at most
+        self.sent = 0  # body bytes sent
 
     @property
     def url(self) -> str:

@@ -172,9 +172,12 @@ def local_run(slurm_run, local_demo) -> Path:
 
 
 def local_rules() -> set[str]:
-    """The rules the Snakefile runs where Snakemake runs (``localrules:``), not as Slurm jobs."""
+    """The rules the Snakefile runs where Snakemake runs (``localrules:``), not as Slurm jobs, and those that
+    read the network, which run there too under the default ``stage.where``."""
     block = re.search(r"^localrules:\n((?:    \w+,?\n)+)", (ROOT / "Snakefile").read_text(), re.M)
-    return set(re.findall(r"\w+", block.group(1)))
+    rules = "".join(p.read_text() for p in (ROOT / "workflow" / "rules").glob("*.smk"))
+    network = re.findall(r"^rule (\w+):\n(?:    .*\n|\n)*?    localrule: NETWORK_ON_HOST$", rules, re.M)
+    return set(re.findall(r"\w+", block.group(1))) | set(network)
 
 
 def submitted(output: str) -> dict[str, str]:

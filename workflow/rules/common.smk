@@ -217,10 +217,40 @@ PRODUCTS = [
 ]
 
 
+STAGE_MODE = config["stage"]["mode"]
+# the search and the stage-in read the network: where Snakemake runs (the login node) or, on a site whose
+# data-mover partition has the network, as jobs there (docs/slurm.md)
+NETWORK_ON_HOST = config["stage"]["where"] == "host"
+NETWORK_JOB = (
+    {"slurm_partition": config["stage"]["slurm_partition"]}
+    if not NETWORK_ON_HOST and config["stage"]["slurm_partition"]
+    else {}
+)
+
+
+def cube_manifest(wildcards):
+    """The manifest a cube reads: the staged copies' (stage.mode auto or fetch), else the search's."""
+    name = "items.json" if STAGE_MODE == "remote" else "staged.json"
+    return f"{R}/{wildcards.tile}/{wildcards.year}/{name}"
+
+
+def staged_manifest(path):
+    """The stage-in's manifest: kept, or (stage.keep: false) removed with its scenes once the cube is built."""
+    return path if config["stage"]["keep"] else temp(path)
+
+
+def unstage(wildcards):
+    """The cube's option that removes its staged scenes once it is built (stage.keep: false)."""
+    if config["stage"]["keep"] or STAGE_MODE == "remote":
+        return ""
+    return f"--unstage {shlex.quote(config['stage']['dir'])}"
+
+
 def search_catalog(wildcards):
     """The local catalogue a tile-year's search reads: the demo's own catalogue of that tile-year (so that
-    adding a year searches the new year alone), else stac.catalog; none for a remote one."""
-    if "demo" in config:
+    adding a year searches the new year alone), else stac.catalog; none for a remote one (the demo's too,
+    served over http)."""
+    if "demo" in config and not is_url(config["stac"].get("catalog") or ""):
         return [f"{config['demo']['out']}/catalog/{wildcards.tile}_{wildcards.year}/catalog.json"]
     return [config["stac"]["catalog"]] if config["stac"].get("catalog") and not is_url(config["stac"]["catalog"]) else []
 

@@ -1,5 +1,8 @@
 STAC = config["stac"]
 CUBE = config["cube"]
+STAGE = config["stage"]
+NETWORK = (f"--signing {STAC['signing']} --http-timeout {STAC['http']['timeout_s']}"
+           f" --http-retries {STAC['http']['retries']} --http-retry-delay {STAC['http']['retry_delay_s']}")
 
 
 rule search:
@@ -15,6 +18,9 @@ rule search:
         source=search_source,
         collection=STAC["collection"],
         clouds=STAC["max_cloud_cover"],
+    localrule: NETWORK_ON_HOST
+    resources:
+        **NETWORK_JOB,
     conda:
         ENV
     shell:
@@ -22,9 +28,35 @@ rule search:
         " --collection {params.collection:q} --max-cloud-cover {params.clouds} --out {output:q} > {log:q} 2>&1"
 
 
-rule cube:
+rule stage:
     input:
         f"{R}/{{tile}}/{{year}}/items.json",
+    output:
+        staged_manifest(f"{R}/{{tile}}/{{year}}/staged.json"),
+    log:
+        f"{R}/logs/stage/{{tile}}_{{year}}.log",
+    benchmark:
+        f"{R}/benchmarks/stage/{{tile}}_{{year}}.tsv"
+    localrule: NETWORK_ON_HOST
+    resources:
+        **NETWORK_JOB,
+    params:
+        bands=",".join(CUBE["bands"]),
+        folder=STAGE["dir"],
+        connections=STAGE["connections"],
+        local="--copy-local" if STAGE["mode"] == "fetch" else "",
+        network=NETWORK,
+    conda:
+        ENV
+    shell:
+        "lcflow -v stage --items {input:q} --tile {wildcards.tile} --year {wildcards.year} --bands {params.bands:q}"
+        " --dir {params.folder:q} --connections {params.connections} {params.local} {params.network}"
+        " --out {output:q} > {log:q} 2>&1"
+
+
+rule cube:
+    input:
+        cube_manifest,
     output:
         cube=f"{R}/{{tile}}/{{year}}/cube.tif",
         valid=f"{R}/{{tile}}/{{year}}/cube_valid.tif",
@@ -42,10 +74,9 @@ rule cube:
         resolution=CUBE["resolution"],
         min_clear=CUBE["min_clear_fraction"],
         extra=(f"--fill-gaps {CUBE['fill_gaps']}" + (f" --indices {','.join(CUBE['indices'])}" if CUBE["indices"] else "")),
-        network=(f"--read-threads {CUBE['read_threads']} --cache-mb {CUBE['cache_mb']} --signing {STAC['signing']}"
-                 f" --http-timeout {STAC['http']['timeout_s']} --http-retries {STAC['http']['retries']}"
-                 f" --http-retry-delay {STAC['http']['retry_delay_s']}"
+        network=(f"--read-threads {CUBE['read_threads']} --cache-mb {CUBE['cache_mb']} {NETWORK}"
                  + (f" --s3-endpoint {shlex.quote(STAC['s3_endpoint'])}" if STAC["s3_endpoint"] else "")),
+        unstage=unstage,
     conda:
         ENV
     shell:
@@ -53,4 +84,4 @@ rule cube:
         " --resolution {params.resolution} {params.bounds} --invalid-scl {params.invalid:q}"
         " --dilation-px {params.dilation} --time-steps {params.steps} --block {params.block}"
         " --min-clear-fraction {params.min_clear} {params.extra} {params.network} --out {output.cube:q} --valid {output.valid:q}"
-        " > {log:q} 2>&1"
+        " {params.unstage} > {log:q} 2>&1"

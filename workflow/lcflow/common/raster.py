@@ -170,15 +170,22 @@ class StagedCog:
 
 
 def check_complete(path: Path, final: Path) -> None:
-    """Refuse (naming ``final``) a GeoTIFF that is not whole: one GDAL cannot open, a block whose bytes
-    lie past the file's end, or a last block of a band that does not decode.
+    """Refuse (naming ``final``) a GeoTIFF that is not whole (:func:`why_incomplete`).
 
     A write that fails as GDAL closes a file (the disk full while it flushes its blocks and directory)
     is said on stderr only, and leaves a file that opens and whose directory points past its end; every
-    raster is checked so before it is published. The block table is GDAL's (``BLOCK_OFFSET_x_y``,
-    ``BLOCK_SIZE_x_y`` of the TIFF domain), a few microseconds a block."""
+    raster is checked so before it is published."""
     from lcflow.common.atomic import incomplete
 
+    why = why_incomplete(path)
+    if why:
+        raise incomplete(final, why)
+
+
+def why_incomplete(path: Path) -> str | None:
+    """Why the GeoTIFF ``path`` is not whole, None where it is: GDAL cannot open it, a block's bytes lie
+    past the file's end, or the last block of a band does not decode. The block table is GDAL's
+    (``BLOCK_OFFSET_x_y``, ``BLOCK_SIZE_x_y`` of the TIFF domain), a few microseconds a block."""
     try:
         size = path.stat().st_size
         with rasterio.open(path) as ds:
@@ -191,13 +198,13 @@ def check_complete(path: Path, final: Path) -> None:
                         offset = int(ds.get_tag_item(f"BLOCK_OFFSET_{c}_{r}", "TIFF", bidx=band) or 0)
                         length = int(ds.get_tag_item(f"BLOCK_SIZE_{c}_{r}", "TIFF", bidx=band) or 0)
                         if offset + length > size:
-                            raise OSError(f"block {r},{c} of band {band} ends at byte {offset + length}, past the "
-                                          f"file's {size}")
+                            return f"block {r},{c} of band {band} ends at byte {offset + length}, past the file's {size}"
             last = Window((cols - 1) * block_w, (rows - 1) * block_h, ds.width - (cols - 1) * block_w,
                           ds.height - (rows - 1) * block_h)
             ds.read(window=last)
     except (OSError, rasterio.errors.RasterioError) as exc:
-        raise incomplete(final, str(exc).replace(str(path), path.name)) from exc
+        return str(exc).replace(str(path), path.name)
+    return None
 
 
 #: ZSTD at level 1 writes the staging GeoTIFF several times faster than DEFLATE at the same size (the cube's

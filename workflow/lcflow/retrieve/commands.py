@@ -30,6 +30,30 @@ def cmd_cube(a):
                     signing=a.signing, spectral_indices=[i for i in a.indices.split(",") if i],
                     fill_gaps=a.fill_gaps == "linear", cache_mb=a.cache_mb)
     log.info("%s %s: cube %d x %d px (%s) -> %s", a.tile, a.year, grid.width, grid.height, grid.crs, a.out)
+    if a.unstage:
+        from lcflow.retrieve import stage_in
+
+        stage_in.remove_staged(a.items, a.unstage)
+
+
+def cmd_stage(a):
+    from lcflow.retrieve import download, sentinel2, stage_in
+
+    settings = download.Settings(timeout_s=a.http_timeout, retries=a.http_retries, retry_delay_s=a.http_retry_delay)
+    n = stage_in.run(a.items, a.tile, a.year, sentinel2.check_bands(a.bands.split(",")), a.dir, a.out,
+                     connections=a.connections, settings=settings, signing=a.signing, copy_local=a.copy_local)
+    log.info("%s %s: %d files staged -> %s", a.tile, a.year, n, a.out)
+
+
+def _network_options(p) -> None:
+    """The options of a command that reads remote scenes: signing, timeouts and retries."""
+    p.add_argument("--signing", choices=SIGNING_CHOICES, default=default("stac.signing"),
+                   help="sign asset URLs before reading (auto: Planetary Computer items are signed)")
+    p.add_argument("--http-timeout", **cli_args.from_config("stac.http.timeout_s"), help="seconds before a request is given up")
+    p.add_argument("--http-retries", **cli_args.from_config("stac.http.retries"),
+                   help="retries of a request answered 429 or 5xx or timed out")
+    p.add_argument("--http-retry-delay", **cli_args.from_config("stac.http.retry_delay_s"),
+                   help="seconds before the first retry; about doubled before each next")
 
 
 def _scl_classes(text: str) -> list[int]:
@@ -67,6 +91,19 @@ def register(command) -> None:
     p.add_argument("--out", required=True, type=path_guard.output_file, help="manifest to write (a STAC ItemCollection)")
     p.set_defaults(func=cmd_search)
 
+    p = command("stage", "fetch the scene files a cube reads onto this file system -> a manifest of the local copies")
+    p.add_argument("--items", required=True, type=path_guard.input_file, help="manifest written by lcflow search")
+    p.add_argument("--tile", required=True, help="MGRS tile id")
+    p.add_argument("--year", type=int, required=True, help="calendar year")
+    p.add_argument("--bands", default=",".join(default("cube.bands")), help="Sentinel-2 bands the cube reads, comma-separated")
+    p.add_argument("--dir", default=default("stage.dir"),
+                   help="folder the files go to, under TILE/YEAR/ITEM (on the file system the cube's jobs read)")
+    p.add_argument("--connections", **cli_args.from_config("stage.connections"), help="files fetched at a time")
+    p.add_argument("--copy-local", action="store_true", help="copy local assets too (else the manifest names them where they are)")
+    _network_options(p)
+    p.add_argument("--out", required=True, type=path_guard.output_file, help="manifest of the local copies to write")
+    p.set_defaults(func=cmd_stage)
+
     p = command("cube", "cloud-masked composites on a regular time grid")
     p.add_argument("--items", required=True, type=path_guard.input_file, help="manifest written by lcflow search")
     p.add_argument("--tile", required=True, help="MGRS tile id")
@@ -88,15 +125,11 @@ def register(command) -> None:
     p.add_argument("--read-threads", **cli_args.from_config("cube.read_threads"), help="scene files read at a time")
     p.add_argument("--cache-mb", **cli_args.from_config("cube.cache_mb"),
                    help="the most GDAL's block cache may grow to, to hold a decoded block of every scene's assets")
-    p.add_argument("--signing", choices=SIGNING_CHOICES, default=default("stac.signing"),
-                   help="sign asset URLs before reading (auto: Planetary Computer items are signed)")
-    p.add_argument("--http-timeout", **cli_args.from_config("stac.http.timeout_s"), help="seconds before a request is given up")
-    p.add_argument("--http-retries", **cli_args.from_config("stac.http.retries"),
-                   help="retries of a request answered 429 or 5xx or timed out")
-    p.add_argument("--http-retry-delay", **cli_args.from_config("stac.http.retry_delay_s"),
-                   help="seconds before the first retry; about doubled before each next")
+    _network_options(p)
     p.add_argument("--s3-endpoint", help="S3 endpoint of s3:// assets (default: AWS; Copernicus Data Space's is "
                                          "set for its items)")
+    p.add_argument("--unstage", metavar="DIR", help="once the cube is written, remove the manifest's files that lcflow "
+                                                    "stage put in DIR (stage.keep: false)")
     p.add_argument("--out", required=True, type=path_guard.output_file, help="cube to write (tiled GeoTIFF)")
     p.add_argument("--valid", required=True, type=path_guard.output_file, help="output: valid-observation count per time step")
     p.set_defaults(func=cmd_cube)

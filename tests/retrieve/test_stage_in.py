@@ -1,0 +1,224 @@
+"""lcflow stage: a tile-year's scene files fetched from a loopback server onto this file system, resumed
+after a kill, verified, retried, within a disk budget; the cube then reads local files alone."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pystac
+import pytest
+import rasterio
+
+from lcflow.cli import main
+from lcflow.retrieve import cube, download, search, stage_in
+
+from ..conftest import BANDS, SMALL_AOI
+from ..http_server import serve
+
+LCFLOW = str(Path(sys.executable).parent / "lcflow")
+#: retries and timeouts short enough for a test, long enough for a loopback server
+FAST = ["--http-timeout", "1", "--http-retries", "2", "--http-retry-delay", "0.1"]
+
+
+def _raster(path: Path, side: int, seed: int = 0) -> Path:
+    """An uncompressed tiled GeoTIFF of ``side`` x ``side`` uint16 noise (2 bytes a pixel)."""
+    data = np.random.default_rng(seed).integers(0, 10000, (side, side), dtype=np.uint16)
+    with rasterio.open(path, "w", driver="GTiff", width=side, height=side, count=1, dtype="uint16", tiled=True,
+                       blockxsize=256, blockysize=256, crs="EPSG:32631",
+                       transform=rasterio.Affine(10, 0, 600000, 0, -10, 5800000)) as dst:
+        dst.write(data, 1)
+    return path
+
+
+def _one_item(demo: Path, tmp: Path, url: str, names: dict[str, str], sizes: dict[str, int] | None = None,
+              checksums: dict[str, str] | None = None) -> Path:
+    """A manifest of one demo item of 31UFT 2018 whose ``blue`` and ``scl`` assets are ``url/name`` (with
+    ``file:size`` / ``file:checksum`` where given); its path (the cube of band B02 reads those two)."""
+    items = list(search.select(search.from_catalog(demo / "catalog" / "catalog.json"), "31UFT", 2018))
+    item = items[0]
+    item.assets = {key: pystac.Asset(f"{url}/{name}", media_type="image/tiff") for key, name in names.items()}
+    for key, asset in item.assets.items():
+        if sizes and key in sizes:
+            asset.extra_fields["file:size"] = sizes[key]
+        if checksums and key in checksums:
+            asset.extra_fields["file:checksum"] = checksums[key]
+    path = tmp / "items.json"
+    path.write_text(json.dumps(pystac.ItemCollection([item]).to_dict(transform_hrefs=False)))
+    return path
+
+
+def _stage(manifest: Path, folder: Path, out: Path, *more: str) -> list[str]:
+    return ["stage", "--items", str(manifest), "--tile", "31UFT", "--year", "2018", "--bands", "B02", "--dir",
+            str(folder), "--out", str(out), *FAST, *more]
+
+
+def _errors(capsys) -> list[str]:
+    """What a command wrote to stderr but the log's own lines (which begin with their date)."""
+    return [line for line in capsys.readouterr().err.strip().splitlines() if line and not line[:4].isdigit()]
+
+
+def test_a_served_catalogue_is_staged_and_its_cube_is_made_with_the_server_gone(demo, stages, tmp_path):
+    with serve(demo) as server:
+        items = tmp_path / "items.json"
+        search.run("31UFT", 2018, items, catalog=f"{server.url}/catalog/catalog.json")
+        staged = tmp_path / "staged.json"
+        n = stage_in.run(items, "31UFT", 2018, BANDS, tmp_path / "scenes", staged, connections=3)
+        fetched = sum(v for k, v in server.statuses.items() if k == 200)
+    manifest = search.read_manifest(staged)
+    assert n == len(manifest) * (len(BANDS) + 1)  # the bands and SCL of every item, nothing else
+    for item in manifest:
+        assert len(item.assets) == len(BANDS) + 1, sorted(item.assets)
+        for asset in item.assets.values():
+            path = Path(asset.href)
+            assert path.is_relative_to(tmp_path / "scenes" / "31UFT" / "2018") and path.is_file(), asset.href
+    assert fetched >= n
+    assert not list((tmp_path / "scenes").rglob(f"*{download.PART_SUFFIX}"))
+    # the server is gone: the cube reads the local copies, the same pixels as from the local catalogue
+    cube.run(staged, "31UFT", 2018, tmp_path / "cube.tif", tmp_path / "valid.tif", bands=BANDS,
+             bounds=SMALL_AOI["31UFT"], block=64)
+    with rasterio.open(tmp_path / "cube.tif") as a, rasterio.open(stages["cube2018"]) as b:
+        np.testing.assert_array_equal(a.read(), b.read())
+    # and a rerun, the server still gone, fetches nothing and writes the same manifest
+    again = tmp_path / "again.json"
+    assert stage_in.run(items, "31UFT", 2018, BANDS, tmp_path / "scenes", again) == n
+    assert json.loads(again.read_text()) == json.loads(staged.read_text())
+
+
+def test_a_killed_stage_in_fetches_only_the_missing_bytes_when_run_again(demo, tmp_path):
+    served = tmp_path / "served"
+    served.mkdir()
+    files = {"blue": _raster(served / "a.tif", 2048, 1), "scl": _raster(served / "b.tif", 2048, 2)}
+    total = sum(p.stat().st_size for p in files.values())
+    with serve(served) as server:
+        server.rate = 4e6  # bytes a second a connection: a kill finds both files half fetched
+        manifest = _one_item(demo, tmp_path, server.url, {k: p.name for k, p in files.items()})
+        args = _stage(manifest, tmp_path / "scenes", tmp_path / "staged.json", "--connections", "2")
+        first = subprocess.Popen([LCFLOW, *args], stderr=subprocess.PIPE, text=True)
+        parts: list[Path] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            parts = list((tmp_path / "scenes").rglob(f"*{download.PART_SUFFIX}"))
+            if len(parts) == 2 and all(p.stat().st_size > total / 6 for p in parts):
+                break
+            time.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+        have = sum(p.stat().st_size for p in parts)
+        assert len(parts) == 2 and 0 < have < total, (parts, have, total)
+        time.sleep(0.5)  # the server notices the closed connections
+        before = server.sent
+        done = subprocess.run([LCFLOW, *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        sent = server.sent - before
+    # the missing bytes, and at most one block more per partial file
+    assert total - have <= sent <= total - have + 2 * download.CHUNK, (sent, total, have)
+    for key, path in files.items():
+        staged = next((tmp_path / "scenes").rglob(f"{key}.tif"))
+        assert staged.read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize("fault", ["truncate", "stall", "429"])
+def test_a_transfer_broken_off_stalled_or_told_to_wait_is_resumed(fault, demo, tmp_path, capsys):
+    served = tmp_path / "served"
+    served.mkdir()
+    source = _raster(served / "a.tif", 1024)
+    _raster(served / "b.tif", 256)
+    with serve(served) as server:
+        server.faults["/a.tif"] = [fault]
+        server.stall_s, server.retry_after_s = 5.0, 2
+        manifest = _one_item(demo, tmp_path, server.url, {"blue": "a.tif", "scl": "b.tif"})
+        began = time.monotonic()
+        code = main(_stage(manifest, tmp_path / "scenes", tmp_path / "staged.json"))
+        took = time.monotonic() - began
+        sent, statuses = server.sent, dict(server.statuses)
+    assert code == 0, _errors(capsys)
+    assert next((tmp_path / "scenes").rglob("blue.tif")).read_bytes() == source.read_bytes()
+    size = source.stat().st_size + (served / "b.tif").stat().st_size
+    if fault == "429":
+        assert took >= 2 and sent == size, (took, sent)  # its Retry-After waited for, nothing fetched twice
+    else:
+        assert statuses.get(206) == 1 and sent == size, statuses  # resumed where it broke off
+
+
+@pytest.mark.parametrize("case", ["html", "wrong size", "checksum", "404"])
+def test_a_bad_transfer_ends_in_one_line_naming_the_asset_and_a_rerun_finishes(case, demo, tmp_path, capsys):
+    served = tmp_path / "served"
+    served.mkdir()
+    right = _raster(served / "a.tif", 512)
+    _raster(served / "b.tif", 256)
+    digest = hashlib.sha256(right.read_bytes()).hexdigest()
+    sizes = {"blue": right.stat().st_size + 10} if case == "wrong size" else None
+    checksums = {"blue": "1220" + ("0" * 64 if case == "checksum" else digest)}
+    name = "missing.tif" if case == "404" else "a.tif"
+    folder, out = tmp_path / "scenes", tmp_path / "staged.json"
+    with serve(served) as server:
+        if case == "html":
+            server.faults["/a.tif"] = ["html"] * 3
+        bad = _one_item(demo, tmp_path, server.url, {"blue": name, "scl": "b.tif"}, sizes, checksums)
+        code = main(_stage(bad, folder, out))
+        lines = _errors(capsys)
+        assert code == 2 and len(lines) == 1, lines
+        assert lines[0].startswith("lcflow stage: error: tile 31UFT 2018: item ") and " asset blue (" in lines[0]
+        assert {"html": "an HTML page (status 200)", "wrong size": "(file:size)", "checksum": "file:checksum",
+                "404": "404"}[case] in lines[0], lines
+        assert not out.exists() and not list(folder.rglob("blue.tif"))  # nothing corrupt for a cube to read
+        good = _one_item(demo, tmp_path, server.url, {"blue": "a.tif", "scl": "b.tif"}, None,
+                         {"blue": "1220" + digest})
+        assert main(_stage(good, folder, out)) == 0, _errors(capsys)
+    assert next(folder.rglob("blue.tif")).read_bytes() == right.read_bytes()
+    assert not list(folder.rglob(f"*{download.PART_SUFFIX}"))
+
+
+def test_a_file_system_too_small_is_refused_before_any_download(demo, tmp_path, capsys):
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        served = tmp_path / "served"
+        served.mkdir()
+        _raster(served / "a.tif", 1024)
+        _raster(served / "b.tif", 1024)
+        with serve(served) as server:
+            manifest = _one_item(demo, tmp_path, server.url, {"blue": "a.tif", "scl": "b.tif"})
+            code = main(_stage(manifest, small / "scenes", tmp_path / "staged.json"))
+            sent = server.sent
+        lines = _errors(capsys)
+        assert code == 2 and len(lines) == 1, lines
+        assert f"staging needs 0.00 GB more (and 1.1 GB to spare) in {small}/scenes, whose file system has 0.00 GB free" \
+            in lines[0], lines
+        assert sent == 0 and not list(small.iterdir())
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
+def test_remove_staged_removes_what_stage_put_there_and_nothing_else(tmp_path):
+    folder = tmp_path / "scenes"
+    staged = folder / "31UFT" / "2018" / "S2_X" / "blue.tif"
+    staged.parent.mkdir(parents=True)
+    staged.write_bytes(b"x")
+    elsewhere = tmp_path / "mine.tif"
+    elsewhere.write_bytes(b"y")
+    item = pystac.Item("S2_X", None, None, pystac.utils.str_to_datetime("2018-05-01T10:00:00Z"), {})
+    item.assets = {"blue": pystac.Asset(str(staged)), "scl": pystac.Asset(str(elsewhere))}
+    manifest = tmp_path / "staged.json"
+    manifest.write_text(json.dumps(pystac.ItemCollection([item]).to_dict(transform_hrefs=False)))
+    assert stage_in.remove_staged(manifest, folder) == 1
+    assert not staged.exists() and elsewhere.exists() and folder.is_dir() and not list(folder.iterdir())
+
+
+def test_multihashes_and_file_names():
+    assert download.parse_multihash("1220" + "ab" * 32) == (hashlib.sha256, bytes.fromhex("ab" * 32))
+    assert download.parse_multihash("d50110" + "cd" * 16)[1] == bytes.fromhex("cd" * 16)  # md5: a two-byte code
+    assert download.parse_multihash("1b020000") is None  # keccak-256: a function this module does not know
+    with pytest.raises(ValueError, match="digest has 2 bytes, 32 said"):
+        download.parse_multihash("1220abcd")
+    assert stage_in.safe_name("../../etc/passwd") == "_.._etc_passwd" and stage_in.safe_name("..") == "_"
+    assert stage_in.suffix("https://x/a/B02.jp2?sig=1") == ".jp2" and stage_in.suffix("https://x/a/B02") == ".tif"
+    assert os.sep not in stage_in.safe_name("a/b")

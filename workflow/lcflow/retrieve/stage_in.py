@@ -1,0 +1,178 @@
+"""Stage-in: a tile-year's scene files fetched onto the shared file system, where the network is.
+
+On most HPC sites compute nodes have no route to the internet: ``lcflow stage`` runs on the login node
+(or a data-mover partition), fetches the assets a cube reads (the configured bands and SCL of every item,
+never a whole item's assets) into a folder of the shared file system, and writes a manifest whose hrefs are
+the local copies; the cube's Slurm job reads that manifest and local files alone. Local assets are
+referenced where they are (``copy_local`` copies them too). The disk budget is checked before any byte
+is fetched.
+"""
+
+import json
+import logging
+import re
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import urlsplit
+
+from lcflow.common.atomic import write_text
+from lcflow.errors import LcflowError
+from lcflow.retrieve import remote
+from lcflow.retrieve.download import Asset, Fetcher, Rate, Settings
+from lcflow.retrieve.search import manifest_source, read_manifest
+
+log = logging.getLogger("lcflow")
+
+#: free bytes kept beyond what a stage-in stores (other jobs write to the same file system)
+MARGIN_BYTES = 1 << 30
+#: characters of an item id or asset key kept as they are in a staged file's name
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(text: str) -> str:
+    """``text`` as one file name: no separator, no ``..``, no leading dot."""
+    name = _SAFE.sub("_", text).lstrip(".")
+    return name or "_"
+
+
+def suffix(href: str) -> str:
+    """The file suffix of an href (``.tif``, ``.jp2``), ``.tif`` where it has none."""
+    found = Path(urlsplit(href).path).suffix
+    return found if re.fullmatch(r"\.[A-Za-z0-9]{1,5}", found or "") else ".tif"
+
+
+class Staged(NamedTuple):
+    """An asset to stage, and the item and key it is of."""
+
+    item_id: str
+    key: str
+    asset: Asset
+
+
+def plan(items, tile: str, year: int, bands: list[str], folder: Path, copy_local: bool = False) -> list[Staged]:
+    """The assets of ``items`` a cube of ``bands`` reads (their bands and SCL), with the local copy of each
+    under ``folder/tile/year/item``; local assets (unless ``copy_local``) are left out."""
+    from lcflow.retrieve.cube import check_items
+
+    keys, scl_key = check_items(items, tile, year, bands)
+    assets = []
+    for item in items:
+        for key in dict.fromkeys([*keys, scl_key]):
+            asset = item.assets[key]
+            href = str(asset.href)
+            if not copy_local and not remote.is_url(href):
+                if href.startswith("s3://"):
+                    raise LcflowError(f"tile {tile} {year}: item {item.id} asset {key} is on S3 ({remote.redact(href)}), "
+                                      "which lcflow stage does not fetch: set stage.mode: remote")
+                continue
+            size = asset.extra_fields.get("file:size")
+            assets.append(Staged(item.id, key, Asset(
+                what=f"tile {tile} {year}: item {item.id} asset {key}", href=href,
+                dest=folder / tile / str(year) / safe_name(item.id) / f"{safe_name(key)}{suffix(href)}",
+                size=int(size) if isinstance(size, int | float) else None,
+                checksum=asset.extra_fields.get("file:checksum"))))
+    return assets
+
+
+def _present(asset: Asset) -> int:
+    """Bytes of ``asset`` on disk already: the whole file, or the part received so far."""
+    for path in (asset.dest, asset.part):
+        if path.exists():
+            return path.stat().st_size
+    return 0
+
+
+def _free_bytes(folder: Path) -> int:
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return shutil.disk_usage(existing).free
+
+
+def budget(assets: list[Asset], fetcher: Fetcher, folder: Path, what: str, connections: int) -> int:
+    """The bytes the stage-in stores; refused in one line, before any download, where the file system
+    holding ``folder`` has not that much free (beyond MARGIN_BYTES)."""
+    def size(asset: Asset) -> int:  # a staged file is whole: no request for it (the server may be gone)
+        return asset.dest.stat().st_size if asset.dest.exists() else fetcher.size(asset)
+
+    with ThreadPoolExecutor(max(1, connections)) as pool:
+        sizes = list(pool.map(size, assets))
+    total = sum(sizes)
+    needed = total - sum(min(_present(a), s) for a, s in zip(assets, sizes))
+    free = _free_bytes(folder)
+    log.info("%s: %d files, %.2f GB, %.2f GB of them to fetch; %.2f GB free in %s", what, len(assets), total / 1e9,
+             needed / 1e9, free / 1e9, folder)
+    if needed + MARGIN_BYTES > free:
+        raise LcflowError(f"{what}: staging needs {needed / 1e9:.2f} GB more (and {MARGIN_BYTES / 1e9:.1f} GB to spare) "
+                          f"in {folder}, whose file system has {free / 1e9:.2f} GB free: free space or set stage.dir "
+                          "to a larger file system")
+    return total
+
+
+def run(manifest: str | Path, tile: str, year: int, bands: list[str], folder: str | Path, out: str | Path, *,
+        connections: int = 4, settings: Settings | None = None, signing: str = "auto", copy_local: bool = False) -> int:
+    """Fetch what the cube of ``tile``/``year`` reads into ``folder`` and write the manifest ``out`` whose
+    hrefs are the local copies; the number of files staged. Files already staged are kept as they are."""
+    folder = Path(folder).absolute()
+    what = f"stage {tile} {year}"
+    items = read_manifest(manifest)
+    if not items:
+        raise LcflowError(f"manifest {manifest} lists no items")
+    staged = plan(items, tile, year, bands, folder, copy_local)
+    assets = [s.asset for s in staged]
+    remote.check_credentials_reach(((a.what, a.href) for a in assets), manifest_source(manifest))
+    fetcher = Fetcher(settings or Settings(), connections, remote.signer(signing, items))
+    total = budget(assets, fetcher, folder, what, connections) if assets else 0
+    rate = Rate(what, len(assets), total)
+    errors: list[LcflowError] = []
+
+    def one(asset: Asset) -> None:
+        try:
+            fetcher.fetch(asset, rate)
+        except LcflowError as exc:
+            log.error("%s", exc)
+            errors.append(exc)
+
+    with ThreadPoolExecutor(max(1, connections)) as pool:
+        list(pool.map(one, assets))
+    if errors:
+        more = f" ({len(errors) - 1} more above)" if len(errors) > 1 else ""
+        raise LcflowError(f"{errors[0]}{more}")
+    write_text(out, json.dumps(staged_manifest(manifest, staged), indent=1))
+    log.info("%s: %d files in %s (%.2f GB received this run) -> %s", what, len(assets), folder / tile / str(year),
+             rate.received / 1e9, out)
+    return len(assets)
+
+
+def staged_manifest(manifest: str | Path, staged: list[Staged]) -> dict:
+    """``manifest``'s items with each staged asset's href its local copy, and the remote assets a cube does
+    not read left out (no job reads the network by mistake)."""
+    data = json.loads(Path(manifest).read_text())
+    local = {(s.item_id, s.key): str(s.asset.dest) for s in staged}
+    for feature in data["features"]:
+        feature["assets"] = {key: {**asset, "href": local.get((feature["id"], key), asset["href"])}
+                             for key, asset in feature["assets"].items()
+                             if (feature["id"], key) in local or not remote.is_url(str(asset["href"]))}
+    data["lcflow:staged"] = True
+    return data
+
+
+def remove_staged(manifest: str | Path, folder: str | Path) -> int:
+    """Remove the files of a staged manifest that lie in ``folder`` (and the folders left empty); the number
+    removed. Files the manifest names elsewhere (local assets read in place) are never touched."""
+    folder = Path(folder).absolute()
+    removed = 0
+    for item in read_manifest(manifest):
+        for asset in item.assets.values():
+            path = Path(str(asset.href)).absolute()
+            if path.is_relative_to(folder) and path.is_file():
+                path.unlink()
+                removed += 1
+                for parent in path.parents:
+                    if parent == folder or any(parent.iterdir()):
+                        break
+                    parent.rmdir()
+    log.info("removed %d staged files of %s from %s", removed, manifest, folder)
+    return removed
