@@ -245,7 +245,13 @@ def main() -> None:
     a = ap.add_argument_group("assumptions (not measured here)")
     a.add_argument("--scenes", type=float, default=150, help="L2A scenes per tile-year at max_cloud_cover 80 (two orbits)")
     a.add_argument("--scene-gb", type=float, default=0.8, help="GB read per whole-tile scene (10 bands + SCL, COG)")
-    a.add_argument("--gbit-per-job", type=float, default=2.0, help="network read rate of one cube job, Gbit/s")
+    a.add_argument("--staged-gb", type=float, default=560 / 30,
+                   help="GB the stage-in stores a tile-year (whole band and SCL files; the seed study's own table: "
+                        "560 GB for 30 tile-years)")
+    a.add_argument("--stage-gbit", type=float, default=1.0,
+                   help="the login node's (or data-mover partition's) link to the archive, Gbit/s: the stage-in's rate")
+    a.add_argument("--gbit-per-job", type=float, default=2.0,
+                   help="network read rate of one cube job, Gbit/s (stage.mode remote only: staged cubes read local files)")
     a.add_argument("--site-gbit", type=float, default=20.0, help="the site's total read rate from the archive, Gbit/s")
     a.add_argument("--classes", type=int, default=13, help="CLC level-2 classes present per tile-year")
     a.add_argument("--scaling", type=float, default=0.9, help="data-parallel efficiency of a multi-node training job")
@@ -278,16 +284,22 @@ def main() -> None:
         rows.append({"stage": name, "jobs": jobs, "job_min": job_s / 60, "at_once": min(jobs, slots),
                      "wall_h": waves * job_s / 3600, "core_h": jobs * job_s * per_job_cores / 3600, "source": source})
 
-    stage("search", maps, args.search_s, 1, cpu_slots(2), "assumed (network)")
+    stage("search", maps, args.search_s, 0, 1, "assumed (network; on the login node)")
+    remote = (seed.get("stage") or {}).get("mode") == "remote"
+    if not remote:  # one tile-year after another over the login node's link; no compute core hours
+        stage("stage-in", maps, args.staged_gb * 8 / args.stage_gbit, 0, 1,
+              f"{args.staged_gb:.1f} GB a tile-year at {args.stage_gbit:g} Gbit/s (stated), on the login node")
     cube = cube_figures(args.cube_figures)
     cube_rate = cube["cpu_s_per_px_scene"] if cube else r["cube"]["cpu_s_per_unit"]
     cube_cpu = cube_rate * TILE_PX * args.scenes
     many = args.cpu_job_cores
-    cube_net = args.scenes * args.scene_gb * 8 / min(args.gbit_per_job, args.site_gbit / min(maps, cpu_slots(many)))
+    cube_net = (args.scenes * args.scene_gb * 8 / min(args.gbit_per_job, args.site_gbit / min(maps, cpu_slots(many)))
+                if remote else 0.0)
     cube_source = (f"a whole tile of {cube['dates']} scenes ({cube['file']}), scaled to {args.scenes:.0f} scenes"
                    if cube else "scaled from the demo's jobs")
     stage("cube", maps, max(cube_cpu / many, cube_net), many, cpu_slots(many),
-          f"CPU {cube_source} ({cube_cpu / many / 60:.0f} min on {many} cores); network assumed ({cube_net / 60:.0f} min)")
+          f"CPU {cube_source} ({cube_cpu / many / 60:.0f} min on {many} cores); "
+          + (f"network assumed ({cube_net / 60:.0f} min)" if remote else "staged scenes, read locally"))
     labels = labels_figures(args.labels_figures)
     if labels:
         stage("labels", tiles, labels["cpu_s_per_px"] * TILE_PX, 2, cpu_slots(2),
@@ -394,8 +406,8 @@ def main() -> None:
         print(f"  GPU ({gpu['device']}, {args.gpu_figures.name}): lstm training {gpu['train_samples_per_s']:.0f} samples/s "
               f"at batch {gpu['train_batch']}; prediction {gpu['predict_px_s']:.0f} px/s "
               f"({gpu['predict_threads']} preparing threads)")
-    print(f"assumed: {args.scenes:.0f} scenes a tile-year, {args.scene_gb} GB read a scene, {args.gbit_per_job} "
-          f"Gbit/s a cube job and {args.site_gbit} Gbit/s for the site, {args.classes} classes, {args.scaling} "
+    print(f"assumed: {args.scenes:.0f} scenes a tile-year, {args.staged_gb:.1f} GB staged a tile-year at "
+          f"{args.stage_gbit:g} Gbit/s, {args.classes} classes, {args.scaling} "
           f"multi-node efficiency, {args.search_s:.0f} s a search; CPU work scales with cores")
     print(f"\n{'stage':16s} {'jobs':>5s} {'min a job':>10s} {'at once':>8s} {'wall h':>8s} {'core h':>9s}  source")
     for row in rows:
@@ -422,7 +434,7 @@ def critical_path(rows: list[dict]) -> tuple[float, list[str]]:
     wall = {row["stage"]: row["wall_h"] for row in rows}
     forest = [s for s in wall if s in ("hpo rf", "train_rf", "predict rf")]
     deep = [s for s in wall if s.startswith(("hpo ", "train ", "predict ")) and s not in forest]
-    before = [s for s in wall if s in ("search", "cube", "labels", "sample")]
+    before = [s for s in wall if s in ("search", "stage-in", "cube", "labels", "sample")]
     after = [s for s in wall if s not in (*before, *forest, *deep)]
     branch = max((forest, deep), key=lambda chain: sum(wall[s] for s in chain))
     path = [*before, *branch, *after]

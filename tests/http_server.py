@@ -170,3 +170,25 @@ def running(server: ThreadingHTTPServer) -> Iterator[ThreadingHTTPServer]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def main() -> None:
+    """Serve a folder from a process of its own (benchmarks/stage_in.py): prints its URL, then on each line
+    read from stdin the body bytes sent so far; ends when stdin closes."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("directory", type=Path)
+    ap.add_argument("--delay-s", type=float, default=0.0, help="wait before every answer")
+    ap.add_argument("--rate", type=float, default=None, help="bytes a second each connection sends at most")
+    a = ap.parse_args()
+    with serve(a.directory) as server:
+        server.delay_s, server.rate = a.delay_s, a.rate
+        print(server.url, flush=True)
+        for _ in sys.stdin:
+            print(server.sent, flush=True)
+
+
+if __name__ == "__main__":
+    main()
