@@ -222,3 +222,28 @@ def test_multihashes_and_file_names():
     assert stage_in.safe_name("../../etc/passwd") == "_.._etc_passwd" and stage_in.safe_name("..") == "_"
     assert stage_in.suffix("https://x/a/B02.jp2?sig=1") == ".jp2" and stage_in.suffix("https://x/a/B02") == ".tif"
     assert os.sep not in stage_in.safe_name("a/b")
+
+
+def test_an_area_smaller_than_the_tile_fetches_only_the_internal_tiles_over_it(demo, tmp_path):
+    served = tmp_path / "served"
+    served.mkdir()
+    files = {"blue": _raster(served / "a.tif", 2048, 1), "scl": _raster(served / "b.tif", 2048, 2)}
+    whole = sum(p.stat().st_size for p in files.values())
+    bounds = (600000 + 5000, 5800000 - 8000, 600000 + 8000, 5800000 - 5000)  # 300 x 300 px inside the 2048
+    with serve(served) as server:
+        manifest = _one_item(demo, tmp_path, server.url, {k: p.name for k, p in files.items()})
+        data = json.loads(manifest.read_text())
+        for asset in data["features"][0]["assets"].values():
+            asset["proj:shape"], asset["proj:transform"] = [2048, 2048], [10, 0, 600000, 0, -10, 5800000]
+        manifest.write_text(json.dumps(data))
+        out = tmp_path / "staged.json"
+        stage_in.run(manifest, "31UFT", 2018, ["B02"], tmp_path / "scenes", out, bounds=bounds)
+        sent = server.sent
+    assert sent < whole / 4, (sent, whole)  # the 3 x 3 of 256 px tiles over the area, not the files
+    (item,) = json.loads(out.read_text())["features"]
+    for key, source in files.items():
+        asset = item["assets"][key]
+        assert asset["proj:shape"] == [768, 768] and asset["proj:transform"][2:6:3] == [600000 + 256 * 10 * 1,
+                                                                                     5800000 - 256 * 10 * 1], asset
+        with rasterio.open(asset["href"]) as copy, rasterio.open(source) as src:
+            np.testing.assert_array_equal(copy.read(1), src.read(1, window=((256, 1024), (256, 1024))))

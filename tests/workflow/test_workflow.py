@@ -346,7 +346,7 @@ def test_the_report_gives_each_stages_wall_time_and_memory(run):
     import pandas as pd
 
     table = pd.read_csv(run / "job_resources.tsv", sep="\t").set_index("stage")
-    for stage in ("synth", "search", "cube", "labels", "sample", "train", "predict", "consistent_maps", "assess"):
+    for stage in ("synth", "search", "stage", "cube", "labels", "sample", "train", "predict", "consistent_maps", "assess"):
         assert stage in table.index, table
         assert table.loc[stage, "wall_s_max"] > 0 and table.loc[stage, "wall_s_total"] >= table.loc[stage, "wall_s_max"]
     n_maps = len(DEMO["tiles"]) * len(DEMO["years"]) * len(DEMO["models"])
@@ -371,9 +371,9 @@ def test_adding_a_year_to_the_demo_makes_only_that_year_s_data(run, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     counts = job_counts(done.stdout)
     tiles = len(DEMO["tiles"])
-    assert counts["synth_scenes"] == counts["search"] == counts["cube"] == counts["sample"] == tiles, counts
+    assert counts["synth_scenes"] == counts["search"] == counts["stage"] == counts["cube"] == counts["sample"] == tiles, counts
     assert "synth_corine" not in counts and "labels" not in counts, counts
-    for rule in ("synth_scenes", "search", "cube"):
+    for rule in ("synth_scenes", "search", "stage", "cube"):
         years = set(re.findall(rf"rule {rule}:.*?wildcards: tile=\w+, year=(\d+)", done.stdout, re.DOTALL))
         assert years == {str(year)}, (rule, years)
 

@@ -23,7 +23,7 @@ log = logging.getLogger("lcflow")
 
 COLUMNS = {"s": "wall_s", "cpu_time": "cpu_s", "max_rss": "max_rss_mb"}
 #: the stages in the order a run reaches them (others follow, by name)
-ORDER = ("synth", "search", "cube", "labels", "sample", "hpo", "train", "learning_curve", "predict",
+ORDER = ("synth", "search", "stage", "cube", "labels", "sample", "hpo", "train", "learning_curve", "predict",
          "consistent_maps", "change_figure", "quicklook", "design_sample", "assess")
 
 

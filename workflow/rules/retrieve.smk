@@ -42,6 +42,7 @@ rule stage:
         **NETWORK_JOB,
     params:
         bands=",".join(CUBE["bands"]),
+        bounds=aoi_args,
         folder=STAGE["dir"],
         connections=STAGE["connections"],
         local="--copy-local" if STAGE["mode"] == "fetch" else "",
@@ -50,7 +51,7 @@ rule stage:
         ENV
     shell:
         "lcflow -v stage --items {input:q} --tile {wildcards.tile} --year {wildcards.year} --bands {params.bands:q}"
-        " --dir {params.folder:q} --connections {params.connections} {params.local} {params.network}"
+        " {params.bounds} --dir {params.folder:q} --connections {params.connections} {params.local} {params.network}"
         " --out {output:q} > {log:q} 2>&1"
 
 

@@ -12,6 +12,7 @@ import json
 import logging
 import re
 import shutil
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit
 
 from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
-from lcflow.retrieve import remote
+from lcflow.retrieve import area_copy, remote
 from lcflow.retrieve.download import Asset, Fetcher, Rate, Settings
 from lcflow.retrieve.search import manifest_source, read_manifest
 
@@ -44,11 +45,12 @@ def suffix(href: str) -> str:
 
 
 class Staged(NamedTuple):
-    """An asset to stage, and the item and key it is of."""
+    """An asset to stage, the item and key it is of, and its STAC fields."""
 
     item_id: str
     key: str
     asset: Asset
+    fields: dict
 
 
 def plan(items, tile: str, year: int, bands: list[str], folder: Path, copy_local: bool = False) -> list[Staged]:
@@ -68,7 +70,7 @@ def plan(items, tile: str, year: int, bands: list[str], folder: Path, copy_local
                                       "which lcflow stage does not fetch: set stage.mode: remote")
                 continue
             size = asset.extra_fields.get("file:size")
-            assets.append(Staged(item.id, key, Asset(
+            assets.append(Staged(item.id, key, fields=asset.extra_fields, asset=Asset(
                 what=f"tile {tile} {year}: item {item.id} asset {key}", href=href,
                 dest=folder / tile / str(year) / safe_name(item.id) / f"{safe_name(key)}{suffix(href)}",
                 size=int(size) if isinstance(size, int | float) else None,
@@ -91,14 +93,14 @@ def _free_bytes(folder: Path) -> int:
     return shutil.disk_usage(existing).free
 
 
-def budget(assets: list[Asset], fetcher: Fetcher, folder: Path, what: str, connections: int) -> int:
-    """The bytes the stage-in stores; refused in one line, before any download, where the file system
-    holding ``folder`` has not that much free (beyond MARGIN_BYTES)."""
-    def size(asset: Asset) -> int:  # a staged file is whole: no request for it (the server may be gone)
-        return asset.dest.stat().st_size if asset.dest.exists() else fetcher.size(asset)
+def budget(assets: list[Asset], size: Callable[[Asset], int], folder: Path, what: str, connections: int) -> int:
+    """The bytes the stage-in stores (``size`` of each asset not staged yet); refused in one line, before any
+    download, where the file system holding ``folder`` has not that much free (beyond MARGIN_BYTES)."""
+    def stored(asset: Asset) -> int:  # a staged file is whole: no request for it (the server may be gone)
+        return asset.dest.stat().st_size if asset.dest.exists() else size(asset)
 
     with ThreadPoolExecutor(max(1, connections)) as pool:
-        sizes = list(pool.map(size, assets))
+        sizes = list(pool.map(stored, assets))
     total = sum(sizes)
     needed = total - sum(min(_present(a), s) for a, s in zip(assets, sizes))
     free = _free_bytes(folder)
@@ -112,9 +114,12 @@ def budget(assets: list[Asset], fetcher: Fetcher, folder: Path, what: str, conne
 
 
 def run(manifest: str | Path, tile: str, year: int, bands: list[str], folder: str | Path, out: str | Path, *,
-        connections: int = 4, settings: Settings | None = None, signing: str = "auto", copy_local: bool = False) -> int:
+        connections: int = 4, settings: Settings | None = None, signing: str = "auto", copy_local: bool = False,
+        bounds: tuple[float, float, float, float] | None = None) -> int:
     """Fetch what the cube of ``tile``/``year`` reads into ``folder`` and write the manifest ``out`` whose
-    hrefs are the local copies; the number of files staged. Files already staged are kept as they are."""
+    hrefs are the local copies; the number of files staged. Files already staged are kept as they are.
+    With ``bounds`` (the configured area, in the tile's CRS) only each file's internal tiles over it are
+    fetched (area_copy)."""
     folder = Path(folder).absolute()
     what = f"stage {tile} {year}"
     items = read_manifest(manifest)
@@ -123,37 +128,58 @@ def run(manifest: str | Path, tile: str, year: int, bands: list[str], folder: st
     staged = plan(items, tile, year, bands, folder, copy_local)
     assets = [s.asset for s in staged]
     remote.check_credentials_reach(((a.what, a.href) for a in assets), manifest_source(manifest))
-    fetcher = Fetcher(settings or Settings(), connections, remote.signer(signing, items))
-    total = budget(assets, fetcher, folder, what, connections) if assets else 0
+    settings = settings or Settings()
+    fetcher = Fetcher(settings, connections, remote.signer(signing, items))
+    fields = {s.asset.href: s.fields for s in staged}
+    size = (lambda a: area_copy.estimate_bytes(fields[a.href], bounds)) if bounds else fetcher.size
+    total = budget(assets, size, folder, what, connections) if assets else 0
     rate = Rate(what, len(assets), total)
     errors: list[LcflowError] = []
+    grids: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+    network = remote.Network(timeout_s=settings.timeout_s, retries=settings.retries,
+                             retry_delay_s=settings.retry_delay_s, threads=connections)
 
-    def one(asset: Asset) -> None:
+    def one(s: Staged) -> None:
         try:
-            fetcher.fetch(asset, rate)
+            if bounds is None:
+                fetcher.fetch(s.asset, rate)
+                return
+            if not s.asset.dest.exists():
+                area_copy.copy_area(s.asset.href, s.asset.dest, bounds, network, fetcher.sign, s.asset.what)
+            grids[(s.item_id, s.key)] = area_copy.grid_of(s.asset.dest)
+            rate.add(s.asset.dest.stat().st_size, 1)
         except LcflowError as exc:
             log.error("%s", exc)
             errors.append(exc)
 
     with ThreadPoolExecutor(max(1, connections)) as pool:
-        list(pool.map(one, assets))
+        list(pool.map(one, staged))
     if errors:
         more = f" ({len(errors) - 1} more above)" if len(errors) > 1 else ""
         raise LcflowError(f"{errors[0]}{more}")
-    write_text(out, json.dumps(staged_manifest(manifest, staged), indent=1))
+    write_text(out, json.dumps(staged_manifest(manifest, staged, grids), indent=1))
     log.info("%s: %d files in %s (%.2f GB received this run) -> %s", what, len(assets), folder / tile / str(year),
              rate.received / 1e9, out)
     return len(assets)
 
 
-def staged_manifest(manifest: str | Path, staged: list[Staged]) -> dict:
-    """``manifest``'s items with each staged asset's href its local copy, and the remote assets a cube does
-    not read left out (no job reads the network by mistake)."""
+def staged_manifest(manifest: str | Path, staged: list[Staged],
+                    grids: dict[tuple[str, str], tuple[list[int], list[float]]] | None = None) -> dict:
+    """``manifest``'s items with each staged asset's href its local copy (and, for a copy of an area, its
+    own ``proj:shape`` and ``proj:transform``: ``grids``), and the remote assets a cube does not read left
+    out (no job reads the network by mistake)."""
     data = json.loads(Path(manifest).read_text())
     local = {(s.item_id, s.key): str(s.asset.dest) for s in staged}
+    grids = grids or {}
+
+    def copied(item_id: str, key: str, asset: dict) -> dict:
+        asset = {**asset, "href": local.get((item_id, key), asset["href"])}
+        if (item_id, key) in grids:
+            asset["proj:shape"], asset["proj:transform"] = grids[(item_id, key)]
+        return asset
+
     for feature in data["features"]:
-        feature["assets"] = {key: {**asset, "href": local.get((feature["id"], key), asset["href"])}
-                             for key, asset in feature["assets"].items()
+        feature["assets"] = {key: copied(feature["id"], key, asset) for key, asset in feature["assets"].items()
                              if (feature["id"], key) in local or not remote.is_url(str(asset["href"]))}
     data["lcflow:staged"] = True
     return data
