@@ -19,6 +19,7 @@ import rasterio
 import yaml
 
 from ..conftest import HOSTILE_RESOURCES, ROOT, job_counts, missing, snakemake
+from ..http_server import serve
 
 #: the models of the demo DAG under Slurm: the demo's forest and one of its deep models, the one it tunes
 #: (every deep model goes through the same rules; each adds a training job and four maps' jobs). Both train
@@ -122,13 +123,24 @@ def models_overlay(workdir: Path, local_results: Path) -> None:
 
 
 def configs(workdir: Path, *more: Path) -> list[Path]:
-    """The demo config with ``workdir/models.yaml`` (:func:`models_overlay`), then ``more``."""
+    """The demo config with ``workdir/models.yaml`` (:func:`models_overlay`) and ``workdir/served.yaml``
+    (:func:`served_overlay`) where it is, then ``more``."""
     assert (workdir / "models.yaml").exists()
-    return [ROOT / "config" / "config.yaml", workdir / "models.yaml", *more]
+    served = [workdir / "served.yaml"] if (workdir / "served.yaml").exists() else []
+    return [ROOT / "config" / "config.yaml", workdir / "models.yaml", *served, *more]
+
+
+def served_overlay(path: Path, url: str, mode: str = "auto") -> Path:
+    """A config at ``path`` whose catalogue is the demo's served at ``url`` (as a remote STAC catalogue),
+    its scenes staged into ``scenes`` (``mode`` auto) or read over http by the cube's jobs (remote)."""
+    path.write_text(yaml.safe_dump({"stac": {"catalog": f"{url}/catalog/catalog.json"},
+                                    "stage": {"mode": mode, "dir": "scenes"}}))
+    return path
 
 
 #: the tile whose cubes, labels and samples the Slurm run takes from the local run (:func:`seed`)
 SEEDED = "31UFT"
+YEARS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["years"]
 
 
 def seed(workdir: Path, local_results: Path) -> None:
@@ -144,8 +156,7 @@ def seed(workdir: Path, local_results: Path) -> None:
 def seeds() -> list[str]:
     """The local run's products the Slurm run starts from (:func:`models_overlay`, :func:`seed`), in its
     results directory; the demo's scenes come first in that DAG."""
-    years = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["years"]
-    return [*(f"hpo/{m}/best_params.yaml" for m in MODELS), *(f"{SEEDED}/{y}/samples.parquet" for y in years)]
+    return [*(f"hpo/{m}/best_params.yaml" for m in MODELS), *(f"{SEEDED}/{y}/samples.parquet" for y in YEARS)]
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +168,14 @@ def slurm_run(slurm, side_runs, local_demo, tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("slurm-run")
     models_overlay(workdir, local_results)
     seed(workdir, local_results)
+    # the compute nodes have no network: the search and the stage-in run on this host (the login node)
+    # while the catalogue is served, then the server stops and the jobs read the staged files alone
+    with serve(workdir / "resources" / "demo") as server:
+        served_overlay(workdir / "served.yaml", server.url)
+        staged = on_slurm(workdir, *(f"results/32ULC/{y}/staged.json" for y in YEARS), env=slurm,
+                          configfile=configs(workdir), timeout=600)
+    assert staged.returncode == 0, staged.stderr[-6000:]
+    (workdir / "stage.out").write_text(staged.stdout + staged.stderr)
     done = on_slurm(workdir, *TARGETS, env=slurm, configfile=configs(workdir), timeout=2400)
     assert done.returncode == 0, done.stderr[-6000:]
     (workdir / "snakemake.out").write_text(done.stdout + done.stderr)
@@ -209,8 +228,15 @@ def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, loc
     local = local_rules()
     assert {"all", "stac_catalog", "hpo_summary"} <= local and not local & {"cube", "train", "predict", "assess"}
     assert len(jobs) >= sum(n for rule, n in counts.items() if rule not in local), (jobs, counts)  # retries add
-    # the other tile's data were made here, as Slurm jobs; SEEDED's were taken as they were
-    assert (counts["search"], counts["cube"], counts["labels"], counts["sample"]) == (2, 2, 1, 2), counts
+    # the other tile's data were made here: its scenes searched and staged where Snakemake runs, while the
+    # catalogue was served; its cubes, labels and samples as Slurm jobs, with the server gone
+    staged = (slurm_run / "stage.out").read_text()
+    assert job_counts(staged) == {"search": 2, "stage": 2} and not submitted(staged), staged[-3000:]
+    assert "search" not in counts and "stage" not in counts, counts
+    assert (counts["cube"], counts["labels"], counts["sample"]) == (2, 1, 2), counts
+    for year in YEARS:
+        for item in json.loads((results / "32ULC" / str(year) / "staged.json").read_text())["features"]:
+            assert all(Path(a["href"]).is_relative_to(slurm_run / "scenes") for a in item["assets"].values()), item
     assert {Path(log).parent.name for log in jobs.values() if "/rule_sample/" in log} == {"32ULC_2018", "32ULC_2019"}
     assert not [log for log in jobs.values() if any(f"/rule_{rule}/" in log for rule in local)], jobs
 
@@ -412,3 +438,24 @@ def test_a_plain_rerun_makes_again_what_a_failed_submission_left_missing(slurm_r
                            plan.stdout)
     assert [(t, y) for reason, t, y in cube_jobs if "Missing output files" in reason and "cube.tif" in reason] == \
         [("32ULC", "2018")], plan.stdout[-4000:]
+
+
+def test_with_remote_reading_the_cube_job_reads_the_scenes_over_http(slurm_run, slurm, tmp_path):
+    """stage.mode remote: no stage-in, the cube's Slurm job reads the served catalogue's scenes over http,
+    and makes the cube the staged files made."""
+    work = tmp_path / "work"
+    shutil.copytree(slurm_run, work, symlinks=True, ignore=shutil.ignore_patterns(".snakemake", "scenes", "logs"))
+    cube = work / "results" / "32ULC" / "2018" / "cube.tif"
+    staged = tmp_path / "staged_cube.tif"
+    shutil.copy(cube, staged)
+    with serve(work / "resources" / "demo") as server:
+        served_overlay(work / "served.yaml", server.url, mode="remote")
+        done = on_slurm(work, "results/32ULC/2018/cube.tif", "--forcerun", "search", env=slurm,
+                        configfile=configs(work), timeout=600)
+        tif = sum(n for name, n in server.requests.items() if name.endswith(".tif"))
+    assert done.returncode == 0, done.stderr[-4000:]
+    output = done.stdout + done.stderr
+    assert job_counts(output) == {"search": 1, "cube": 1} and len(submitted(output)) == 1, output[-3000:]
+    assert tif > 0 and "staged.json" not in output
+    with rasterio.open(cube) as a, rasterio.open(staged) as b:
+        np.testing.assert_array_equal(a.read(), b.read())
