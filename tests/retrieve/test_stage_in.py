@@ -198,6 +198,19 @@ def test_a_file_system_too_small_is_refused_before_any_download(demo, tmp_path, 
         subprocess.run(["umount", str(small)], check=True)
 
 
+def test_a_dry_run_says_what_it_would_store_and_fetches_nothing(demo, tmp_path, caplog):
+    served = tmp_path / "served"
+    served.mkdir()
+    sizes = [_raster(served / "a.tif", 512).stat().st_size, _raster(served / "b.tif", 256).stat().st_size]
+    with serve(served) as server:
+        manifest = _one_item(demo, tmp_path, server.url, {"blue": "a.tif", "scl": "b.tif"})
+        with caplog.at_level("INFO", logger="lcflow"):
+            assert main(_stage(manifest, tmp_path / "scenes", tmp_path / "staged.json", "--dry-run")) == 0
+        sent, heads = server.sent, sum(server.requests.values())
+    assert sent == 0 and heads == 2 and not (tmp_path / "scenes").exists() and not (tmp_path / "staged.json").exists()
+    assert f"dry run: 2 files, {sum(sizes) / 1e9:.2f} GB in {tmp_path}/scenes/31UFT/2018; nothing fetched" in caplog.text
+
+
 def test_remove_staged_removes_what_stage_put_there_and_nothing_else(tmp_path):
     folder = tmp_path / "scenes"
     staged = folder / "31UFT" / "2018" / "S2_X" / "blue.tif"

@@ -42,8 +42,9 @@ def cmd_stage(a):
     settings = download.Settings(timeout_s=a.http_timeout, retries=a.http_retries, retry_delay_s=a.http_retry_delay)
     n = stage_in.run(a.items, a.tile, a.year, sentinel2.check_bands(a.bands.split(",")), a.dir, a.out,
                      connections=a.connections, settings=settings, signing=a.signing, copy_local=a.copy_local,
-                     bounds=a.bounds)
-    log.info("%s %s: %d files staged -> %s", a.tile, a.year, n, a.out)
+                     bounds=a.bounds, dry_run=a.dry_run)
+    if not a.dry_run:
+        log.info("%s %s: %d files staged -> %s", a.tile, a.year, n, a.out)
 
 
 def _network_options(p) -> None:
@@ -101,6 +102,8 @@ def register(command) -> None:
                    help="folder the files go to, under TILE/YEAR/ITEM (on the file system the cube's jobs read)")
     p.add_argument("--connections", **cli_args.from_config("stage.connections"), help="files fetched at a time")
     p.add_argument("--copy-local", action="store_true", help="copy local assets too (else the manifest names them where they are)")
+    p.add_argument("--dry-run", action="store_true", help="say how many files and bytes would be stored, and check the "
+                                                          "free space, fetching and writing nothing")
     p.add_argument("--bounds", type=_bounds, help="xmin,ymin,xmax,ymax in the tile's CRS: fetch only each file's internal "
                                                  "tiles over this area (default: whole files)")
     _network_options(p)

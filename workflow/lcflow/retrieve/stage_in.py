@@ -115,11 +115,12 @@ def budget(assets: list[Asset], size: Callable[[Asset], int], folder: Path, what
 
 def run(manifest: str | Path, tile: str, year: int, bands: list[str], folder: str | Path, out: str | Path, *,
         connections: int = 4, settings: Settings | None = None, signing: str = "auto", copy_local: bool = False,
-        bounds: tuple[float, float, float, float] | None = None) -> int:
+        bounds: tuple[float, float, float, float] | None = None, dry_run: bool = False) -> int:
     """Fetch what the cube of ``tile``/``year`` reads into ``folder`` and write the manifest ``out`` whose
     hrefs are the local copies; the number of files staged. Files already staged are kept as they are.
     With ``bounds`` (the configured area, in the tile's CRS) only each file's internal tiles over it are
-    fetched (area_copy)."""
+    fetched (area_copy). A ``dry_run`` says what would be stored and checks the disk budget, and fetches
+    and writes nothing."""
     folder = Path(folder).absolute()
     what = f"stage {tile} {year}"
     items = read_manifest(manifest)
@@ -133,6 +134,10 @@ def run(manifest: str | Path, tile: str, year: int, bands: list[str], folder: st
     fields = {s.asset.href: s.fields for s in staged}
     size = (lambda a: area_copy.estimate_bytes(fields[a.href], bounds)) if bounds else fetcher.size
     total = budget(assets, size, folder, what, connections) if assets else 0
+    if dry_run:
+        log.info("%s: dry run: %d files, %.2f GB in %s; nothing fetched", what, len(assets), total / 1e9,
+                 folder / tile / str(year))
+        return len(assets)
     rate = Rate(what, len(assets), total)
     errors: list[LcflowError] = []
     grids: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
