@@ -40,6 +40,7 @@ rule stage:
     localrule: NETWORK_ON_HOST
     resources:
         **NETWORK_JOB,
+        stage_in=1,
     params:
         bands=",".join(CUBE["bands"]),
         bounds=aoi_args,
