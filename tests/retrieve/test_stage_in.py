@@ -198,6 +198,19 @@ def test_a_file_system_too_small_is_refused_before_any_download(demo, tmp_path, 
         subprocess.run(["umount", str(small)], check=True)
 
 
+def test_a_retried_request_is_logged_without_its_query(demo, tmp_path, caplog):
+    """urllib3 logs its retries with the request's path and query: a signature must not reach the log."""
+    served = tmp_path / "served"
+    served.mkdir()
+    _raster(served / "a.tif", 256)
+    with serve(served, fail_first=1) as server:
+        manifest = _one_item(demo, tmp_path, server.url, {"blue": "a.tif?sig=SECRET", "scl": "a.tif?sig=SECRET"})
+        with caplog.at_level("DEBUG"):
+            assert main(_stage(manifest, tmp_path / "scenes", tmp_path / "staged.json")) == 0
+        assert server.statuses[503] == 1
+    assert "Retry" in caplog.text and "/a.tif" in caplog.text and "SECRET" not in caplog.text
+
+
 def test_a_dry_run_says_what_it_would_store_and_fetches_nothing(demo, tmp_path, caplog):
     served = tmp_path / "served"
     served.mkdir()

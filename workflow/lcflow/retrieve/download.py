@@ -11,6 +11,7 @@ or corrupt reaches a cube. Why urllib3 and not fsspec or GDAL's copy: benchmarks
 import hashlib
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -120,6 +121,20 @@ class Rate:
         left = (self.total - self.done_bytes) / rate if rate > 0 else float("inf")
         log.info("%s: %d/%d files, %.2f/%.2f GB, %.1f MB/s, %s elapsed, %s left", self.what, self.done_files,
                  self.files, self.done_bytes / 1e9, self.total / 1e9, rate / 1e6, duration(elapsed), duration(left))
+
+
+class _WithoutQueries(logging.Filter):
+    """urllib3 logs each retry with the request's path and query, where signatures live (a Planetary
+    Computer SAS token): its lines keep the path alone."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        record.msg, record.args = re.sub(r"\?[^\s'\"]*", "", text), ()
+        return True
+
+
+for _name in ("urllib3.connectionpool", "urllib3.util.retry"):
+    logging.getLogger(_name).addFilter(_WithoutQueries())
 
 
 class Fetcher:
