@@ -114,6 +114,7 @@ ROLES = {
     "label-reference": {"--points": "input file", "--truth": "input file", "--mapping": "input file",
                         "--out": "output file"},
     "search": {"--catalog": "input file", "--out": "output file"},
+    "stage": {"--items": "input file", "--dir": "output directory", "--out": "output file"},
     "cube": {"--items": "input file", "--out": "output file", "--valid": "output file"},
     "labels": {"--corine": "input file", "--reference": "input file", "--change": "input file", "--grid": "input file",
                "--mapping": "input file", "--out": "output file"},
