@@ -170,7 +170,11 @@ def slurm_run(slurm, side_runs, local_demo, tmp_path_factory) -> Path:
     seed(workdir, local_results)
     # the compute nodes have no network: the search and the stage-in run on this host (the login node)
     # while the catalogue is served, then the server stops and the jobs read the staged files alone
-    with serve(workdir / "resources" / "demo") as server:
+    demo = workdir / "resources" / "demo"
+    children = sorted(map(str, (demo / "catalog").glob("*_*/catalog.json")))  # the root of every tile-year's
+    subprocess.run([str(Path(sys.executable).parent / "lcflow"), "synth-catalog", "--out", str(demo), "--children",
+                    *children], check=True, capture_output=True, timeout=120)
+    with serve(demo) as server:
         served_overlay(workdir / "served.yaml", server.url)
         staged = on_slurm(workdir, *(f"results/32ULC/{y}/staged.json" for y in YEARS), env=slurm,
                           configfile=configs(workdir), timeout=600)
