@@ -118,7 +118,8 @@ class Rate:
     def log(self, now: float) -> None:
         elapsed = max(now - self.started, 1e-9)
         rate = self.received / elapsed
-        left = (self.total - self.done_bytes) / rate if rate > 0 else float("inf")
+        left = 0.0 if self.done_files >= self.files else (
+            max(0, self.total - self.done_bytes) / rate if rate > 0 else float("inf"))
         log.info("%s: %d/%d files, %.2f/%.2f GB, %.1f MB/s, %s elapsed, %s left", self.what, self.done_files,
                  self.files, self.done_bytes / 1e9, self.total / 1e9, rate / 1e6, duration(elapsed), duration(left))
 
