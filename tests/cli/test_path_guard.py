@@ -114,7 +114,8 @@ ROLES = {
     "label-reference": {"--points": "input file", "--truth": "input file", "--mapping": "input file",
                         "--out": "output file"},
     "search": {"--catalog": "input file", "--out": "output file"},
-    "stage": {"--items": "input file", "--dir": "output directory", "--out": "output file"},
+    # --dir is the folder every tile-year's stage-in writes into at once: no one command's output to lock
+    "stage": {"--items": "input file", "--out": "output file"},
     "cube": {"--items": "input file", "--out": "output file", "--valid": "output file"},
     "labels": {"--corine": "input file", "--reference": "input file", "--change": "input file", "--grid": "input file",
                "--mapping": "input file", "--out": "output file"},

@@ -211,6 +211,22 @@ def test_a_retried_request_is_logged_without_its_query(demo, tmp_path, caplog):
     assert "Retry" in caplog.text and "/a.tif" in caplog.text and "SECRET" not in caplog.text
 
 
+def test_a_second_stage_in_of_the_same_tile_year_is_refused_while_one_runs(demo, tmp_path):
+    from lcflow.common.atomic import writer_lock
+
+    served = tmp_path / "served"
+    served.mkdir()
+    _raster(served / "a.tif", 256)
+    with serve(served) as server, writer_lock(tmp_path / "scenes" / "31UFT" / "2018"):  # as a running stage-in
+        manifest = _one_item(demo, tmp_path, server.url, {"blue": "a.tif", "scl": "a.tif"})
+        done = subprocess.run([LCFLOW, *_stage(manifest, tmp_path / "scenes", tmp_path / "staged.json")],
+                              capture_output=True, text=True, timeout=120)
+        sent = server.sent
+    lines = [line for line in done.stderr.splitlines() if line and not line[:4].isdigit()]
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert f"another process is writing {tmp_path}/scenes/31UFT/2018" in lines[0] and sent == 0, lines
+
+
 def test_a_dry_run_says_what_it_would_store_and_fetches_nothing(demo, tmp_path, caplog):
     served = tmp_path / "served"
     served.mkdir()

@@ -98,7 +98,7 @@ def register(command) -> None:
     p.add_argument("--tile", required=True, help="MGRS tile id")
     p.add_argument("--year", type=int, required=True, help="calendar year")
     p.add_argument("--bands", default=",".join(default("cube.bands")), help="Sentinel-2 bands the cube reads, comma-separated")
-    p.add_argument("--dir", type=path_guard.output_dir, default=default("stage.dir"),
+    p.add_argument("--dir", default=default("stage.dir"),
                    help="folder the files go to, under TILE/YEAR/ITEM (on the file system the cube's jobs read)")
     p.add_argument("--connections", **cli_args.from_config("stage.connections"), help="files fetched at a time")
     p.add_argument("--copy-local", action="store_true", help="copy local assets too (else the manifest names them where they are)")

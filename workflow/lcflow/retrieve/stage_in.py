@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
-from lcflow.common.atomic import write_text
+from lcflow.common.atomic import write_text, writer_lock
 from lcflow.errors import LcflowError
 from lcflow.retrieve import area_copy, remote
 from lcflow.retrieve.download import Asset, Fetcher, Rate, Settings
@@ -157,7 +157,8 @@ def run(manifest: str | Path, tile: str, year: int, bands: list[str], folder: st
             log.error("%s", exc)
             errors.append(exc)
 
-    with ThreadPoolExecutor(max(1, connections)) as pool:
+    # one stage-in a tile-year at a time: two would append to the same partial files
+    with writer_lock(folder / tile / str(year)), ThreadPoolExecutor(max(1, connections)) as pool:
         list(pool.map(one, staged))
     if errors:
         more = f" ({len(errors) - 1} more above)" if len(errors) > 1 else ""
