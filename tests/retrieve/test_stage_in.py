@@ -31,8 +31,10 @@ def _raster(path: Path, side: int, seed: int = 0) -> Path:
     data = np.random.default_rng(seed).integers(0, 10000, (side, side), dtype=np.uint16)
     with rasterio.open(path, "w", driver="GTiff", width=side, height=side, count=1, dtype="uint16", tiled=True,
                        blockxsize=256, blockysize=256, crs="EPSG:32631",
-                       transform=rasterio.Affine(10, 0, 600000, 0, -10, 5800000)) as dst:
+                       transform=rasterio.Affine(10, 0, 600000, 0, -10, 5800000), nodata=0) as dst:
         dst.write(data, 1)
+        dst.scales = (0.0001,)
+        dst.update_tags(BAND="B02")
     return path
 
 
@@ -289,3 +291,4 @@ def test_an_area_smaller_than_the_tile_fetches_only_the_internal_tiles_over_it(d
                                                                                      5800000 - 256 * 10 * 1], asset
         with rasterio.open(asset["href"]) as copy, rasterio.open(source) as src:
             np.testing.assert_array_equal(copy.read(1), src.read(1, window=((256, 1024), (256, 1024))))
+            assert (copy.crs, copy.nodata, copy.scales, copy.tags()) == (src.crs, src.nodata, src.scales, src.tags())

@@ -57,6 +57,7 @@ def copy_area(href: str, dest: Path, bounds: tuple[float, float, float, float], 
             window = Window(col, row, width, height)
             data = src.read(1, window=window)
             transform = src.window_transform(window)
+            tags, scale, offset, description = src.tags(), src.scales[0], src.offsets[0], src.descriptions[0]
             block_h, block_w = src.block_shapes[0]
             profile = {"driver": "GTiff", "width": width, "height": height, "count": 1, "dtype": src.dtypes[0],
                        "crs": src.crs, "transform": transform, "nodata": src.nodata, "compress": "deflate",
@@ -67,8 +68,12 @@ def copy_area(href: str, dest: Path, bounds: tuple[float, float, float, float], 
                           f"{remote.redact(str(exc))}") from None
     dest.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(dest) as tmp:
-        with rasterio.open(tmp, "w", **profile) as out:
+        with rasterio.open(tmp, "w", **profile) as out:  # the pixels, and what the file says of them
             out.write(data, 1)
+            out.update_tags(**tags)
+            out.scales, out.offsets = (scale,), (offset,)
+            if description:
+                out.set_band_description(1, description)
         why = raster.why_incomplete(tmp)
         if why:
             raise LcflowError(f"{what}: the copy of its tiles over the area is not whole ({why})")
