@@ -562,7 +562,7 @@ def test_a_users_config_replaces_the_demo_config(tmp_path):
     done = snakemake(tmp_path, "-n", configfile=tmp_path / "mine.yaml")
     assert done.returncode == 0, done.stderr[-3000:]
     counts = job_counts(done.stdout + done.stderr)
-    assert counts == {"search": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict_rf": 1, "quicklook": 1,
+    assert counts == {"search": 1, "stage": 1, "cube": 1, "labels": 1, "sample": 1, "train_rf": 1, "predict_rf": 1, "quicklook": 1,
                       "consistent_maps": 1, "change_summary": 1, "design_sample": 1, "assess": 1, "summary": 1,
                       "stac_map_item": 1, "stac_catalog": 1, "compare_models": 1, "job_resources": 1, "all": 1}, counts
 

@@ -24,6 +24,7 @@ KEPT = [
     *kept("synth_catalog", "demo" in config),
     *kept("label_reference", DEMO_REFERENCE, tile=TILES, year=YEARS),
     *kept("search", tile=TILES, year=YEARS),
+    *kept("stage", STAGE_MODE != "remote", tile=TILES, year=YEARS),
     *kept("cube", tile=TILES, year=YEARS),
     *kept("labels", tile=TILES),
     *kept("sample", tile=TILES, year=YEARS),
