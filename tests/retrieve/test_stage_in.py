@@ -242,6 +242,20 @@ def test_a_dry_run_says_what_it_would_store_and_fetches_nothing(demo, tmp_path, 
     assert f"dry run: 2 files, {sum(sizes) / 1e9:.2f} GB in {tmp_path}/scenes/31UFT/2018; nothing fetched" in caplog.text
 
 
+@pytest.mark.parametrize("href", ["s3://bucket/a.tif", "missing.tif"])
+def test_an_asset_that_cannot_be_copied_is_named_in_one_line(href, demo, tmp_path, capsys):
+    """Copying local assets (stage.mode fetch): an S3 asset is refused as in auto mode, a missing file named."""
+    _raster(tmp_path / "b.tif", 256)
+    manifest = _one_item(demo, tmp_path, str(tmp_path), {"blue": "b.tif", "scl": "b.tif"})
+    data = json.loads(manifest.read_text())
+    data["features"][0]["assets"]["blue"]["href"] = href if "://" in href else str(tmp_path / href)
+    manifest.write_text(json.dumps(data))
+    code = main(_stage(manifest, tmp_path / "scenes", tmp_path / "staged.json", "--copy-local"))
+    lines = _errors(capsys)
+    assert code == 2 and len(lines) == 1 and " asset blue" in lines[0], lines
+    assert ("is on S3" if "://" in href else f"{tmp_path / href} is not a file") in lines[0], lines
+
+
 def test_remove_staged_removes_what_stage_put_there_and_nothing_else(tmp_path):
     folder = tmp_path / "scenes"
     staged = folder / "31UFT" / "2018" / "S2_X" / "blue.tif"

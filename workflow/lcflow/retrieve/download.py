@@ -159,7 +159,7 @@ class Fetcher:
         if asset.size is not None:
             return asset.size
         if not remote.is_url(asset.href):
-            return _local(asset.href).stat().st_size
+            return _local(asset).stat().st_size
         answer = self._request("HEAD", asset, {})
         answer.release_conn()
         if answer.status != 200 or answer.headers.get("Content-Length") is None:
@@ -199,7 +199,7 @@ class Fetcher:
     def _attempt(self, asset: Asset, rate: Rate | None) -> int:
         """One request, appended to the partial file; the bytes received."""
         if not remote.is_url(asset.href):
-            with asset.part.open("wb") as out, _local(asset.href).open("rb") as src:
+            with asset.part.open("wb") as out, _local(asset).open("rb") as src:
                 shutil.copyfileobj(src, out, CHUNK)
             got = asset.part.stat().st_size
             if rate:
@@ -276,8 +276,12 @@ class Fetcher:
         return got
 
 
-def _local(href: str) -> Path:
-    return Path(href[len("file://"):] if href.startswith("file://") else href)
+def _local(asset: Asset) -> Path:
+    """The local file an asset names; refused, naming the asset, where there is none."""
+    path = Path(asset.href[len("file://"):] if asset.href.startswith("file://") else asset.href)
+    if not path.is_file():
+        raise LcflowError(f"{asset.what}: {path} is not a file")
+    return path
 
 
 def verify(path: Path, asset: Asset) -> None:

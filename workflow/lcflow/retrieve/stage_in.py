@@ -64,10 +64,10 @@ def plan(items, tile: str, year: int, bands: list[str], folder: Path, copy_local
         for key in dict.fromkeys([*keys, scl_key]):
             asset = item.assets[key]
             href = str(asset.href)
+            if href.startswith("s3://"):
+                raise LcflowError(f"tile {tile} {year}: item {item.id} asset {key} is on S3 ({remote.redact(href)}), "
+                                  "which lcflow stage does not fetch: set stage.mode: remote")
             if not copy_local and not remote.is_url(href):
-                if href.startswith("s3://"):
-                    raise LcflowError(f"tile {tile} {year}: item {item.id} asset {key} is on S3 ({remote.redact(href)}), "
-                                      "which lcflow stage does not fetch: set stage.mode: remote")
                 continue
             size = asset.extra_fields.get("file:size")
             assets.append(Staged(item.id, key, fields=asset.extra_fields, asset=Asset(
