@@ -79,6 +79,7 @@ def test_a_served_catalogue_is_staged_and_its_cube_is_made_with_the_server_gone(
         for asset in item.assets.values():
             path = Path(asset.href)
             assert path.is_relative_to(tmp_path / "scenes" / "31UFT" / "2018") and path.is_file(), asset.href
+            assert asset.extra_fields[stage_in.STAGED] is True
     assert fetched >= n
     assert not list((tmp_path / "scenes").rglob(f"*{download.PART_SUFFIX}"))
     # the server is gone: the cube reads the local copies, the same pixels as from the local catalogue
@@ -263,12 +264,17 @@ def test_remove_staged_removes_what_stage_put_there_and_nothing_else(tmp_path):
     staged.write_bytes(b"x")
     elsewhere = tmp_path / "mine.tif"
     elsewhere.write_bytes(b"y")
+    inside = folder / "own" / "green.tif"  # a user's scene read in place, in the same folder: never removed
+    inside.parent.mkdir()
+    inside.write_bytes(b"z")
     item = pystac.Item("S2_X", None, None, pystac.utils.str_to_datetime("2018-05-01T10:00:00Z"), {})
-    item.assets = {"blue": pystac.Asset(str(staged)), "scl": pystac.Asset(str(elsewhere))}
+    item.assets = {"blue": pystac.Asset(str(staged), extra_fields={stage_in.STAGED: True}),
+                   "scl": pystac.Asset(str(elsewhere)), "green": pystac.Asset(str(inside))}
     manifest = tmp_path / "staged.json"
     manifest.write_text(json.dumps(pystac.ItemCollection([item]).to_dict(transform_hrefs=False)))
     assert stage_in.remove_staged(manifest, folder) == 1
-    assert not staged.exists() and elsewhere.exists() and folder.is_dir() and not list(folder.iterdir())
+    assert not staged.exists() and elsewhere.exists() and inside.exists() and folder.is_dir()
+    assert sorted(p.name for p in folder.iterdir()) == ["own"]
 
 
 def test_multihashes_and_file_names():

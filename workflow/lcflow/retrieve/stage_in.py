@@ -28,6 +28,8 @@ log = logging.getLogger("lcflow")
 
 #: free bytes kept beyond what a stage-in stores (other jobs write to the same file system)
 MARGIN_BYTES = 1 << 30
+#: the field of a staged manifest's asset that lcflow stage copied (the only files it may remove)
+STAGED = "lcflow:staged"
 #: characters of an item id or asset key kept as they are in a staged file's name
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -179,7 +181,9 @@ def staged_manifest(manifest: str | Path, staged: list[Staged],
     grids = grids or {}
 
     def copied(item_id: str, key: str, asset: dict) -> dict:
-        asset = {**asset, "href": local.get((item_id, key), asset["href"])}
+        if (item_id, key) not in local:  # a local asset read where it is: the user's file
+            return asset
+        asset = {**asset, "href": local[(item_id, key)], STAGED: True}
         if (item_id, key) in grids:
             asset["proj:shape"], asset["proj:transform"] = grids[(item_id, key)]
         return asset
@@ -187,19 +191,19 @@ def staged_manifest(manifest: str | Path, staged: list[Staged],
     for feature in data["features"]:
         feature["assets"] = {key: copied(feature["id"], key, asset) for key, asset in feature["assets"].items()
                              if (feature["id"], key) in local or not remote.is_url(str(asset["href"]))}
-    data["lcflow:staged"] = True
+    data[STAGED] = True
     return data
 
 
 def remove_staged(manifest: str | Path, folder: str | Path) -> int:
-    """Remove the files of a staged manifest that lie in ``folder`` (and the folders left empty); the number
-    removed. Files the manifest names elsewhere (local assets read in place) are never touched."""
+    """Remove the files a stage-in copied (marked STAGED in its manifest) that lie in ``folder``, and the
+    folders left empty; the number removed. A local asset read in place is never touched, wherever it is."""
     folder = Path(folder).absolute()
     removed = 0
     for item in read_manifest(manifest):
         for asset in item.assets.values():
             path = Path(str(asset.href)).absolute()
-            if path.is_relative_to(folder) and path.is_file():
+            if asset.extra_fields.get(STAGED) is True and path.is_relative_to(folder) and path.is_file():
                 path.unlink()
                 removed += 1
                 for parent in path.parents:
