@@ -110,12 +110,16 @@ def _time(text: str) -> dt.datetime:
 class StacApi(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, catalog: Path, collection: str, page_size: int):
+    def __init__(self, catalog: Path, collection: str, page_size: int, assets: tuple[Path, str] | None = None):
         super().__init__(("127.0.0.1", 0), Handler)
         items = pystac.Catalog.from_file(str(catalog)).get_items(recursive=True)
         self.features = []
         for item in items:
             item.make_asset_hrefs_absolute()
+            if assets is not None:  # the files as a server that serves ``folder`` at ``url`` has them
+                folder, url = assets
+                for asset in item.assets.values():
+                    asset.href = f"{url}/{Path(asset.href).relative_to(folder.resolve()).as_posix()}"
             feature = item.to_dict(transform_hrefs=False)
             feature["collection"], feature["links"] = collection, []
             self.features.append(feature)
@@ -140,7 +144,34 @@ class StacApi(ThreadingHTTPServer):
 
 
 @contextlib.contextmanager
-def serve_api(catalog: Path, collection: str = "sentinel-2-l2a", page_size: int = 4) -> Iterator[StacApi]:
-    """A STAC API over the items of the static ``catalog``, on a free loopback port for the block."""
-    with running(StacApi(catalog, collection, page_size)) as server:
+def serve_api(catalog: Path, collection: str = "sentinel-2-l2a", page_size: int = 4,
+              assets: tuple[Path, str] | None = None) -> Iterator[StacApi]:
+    """A STAC API over the items of the static ``catalog``, on a free loopback port for the block; with
+    ``assets`` (a folder, the URL a server serves it at), the items' files are that server's URLs, as a
+    remote API's are, else local paths."""
+    with running(StacApi(catalog, collection, page_size, assets)) as server:
         yield server
+
+
+def main() -> None:
+    """Serve a static catalogue as a STAC API, and the folder that holds it as its files' server, from a
+    process of its own (a trial of the workflow against a remote API): prints the API's URL; ends when
+    stdin closes."""
+    import argparse
+    import sys
+
+    from .http_server import serve
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("catalog", type=Path, help="catalog.json of the items")
+    ap.add_argument("--files", type=Path, default=None, help="the folder served as their files (the catalogue's)")
+    a = ap.parse_args()
+    folder = (a.files or a.catalog.parent).resolve()
+    with serve(folder) as files, serve_api(a.catalog, assets=(folder, files.url)) as api:
+        print(api.url, flush=True)
+        for _ in sys.stdin:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -93,6 +93,30 @@ def test_a_served_catalogue_is_staged_and_its_cube_is_made_with_the_server_gone(
     assert json.loads(again.read_text()) == json.loads(staged.read_text())
 
 
+def test_items_a_stac_api_finds_are_staged_as_the_same_bytes_its_server_sends(demo, tmp_path):
+    """As against Earth Search: the items come from an API search, their files from another server; once
+    staged, neither server is needed (the same cube as above comes from them)."""
+    from ..stac_api import serve_api
+
+    with serve(demo) as files, serve_api(demo / "catalog" / "catalog.json", assets=(demo, files.url)) as api:
+        items = tmp_path / "items.json"
+        search.run("31UFT", 2018, items, api=f"{api.url}/", max_cloud_cover=100)
+        hrefs = {(i.id, k): a.href for i in search.read_manifest(items) for k, a in i.assets.items()}
+        assert hrefs and all(h.startswith(f"{files.url}/") for h in hrefs.values()), list(hrefs.values())[:3]
+        staged = tmp_path / "staged.json"
+        n = stage_in.run(items, "31UFT", 2018, BANDS, tmp_path / "scenes", staged, connections=2)
+    manifest = search.read_manifest(staged)
+    assert n == len(manifest) * (len(BANDS) + 1)
+    for item in manifest:
+        for key, asset in item.assets.items():
+            served = demo / hrefs[item.id, key].removeprefix(f"{files.url}/")
+            assert Path(asset.href).is_relative_to(tmp_path / "scenes"), asset.href
+            assert Path(asset.href).read_bytes() == served.read_bytes(), asset.href
+    cube.run(staged, "31UFT", 2018, tmp_path / "cube.tif", tmp_path / "valid.tif", bands=BANDS,
+             bounds=SMALL_AOI["31UFT"], block=64)
+    assert (tmp_path / "cube.tif").is_file()
+
+
 def test_a_killed_stage_in_fetches_only_the_missing_bytes_when_run_again(demo, tmp_path):
     served = tmp_path / "served"
     served.mkdir()
