@@ -37,3 +37,14 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
                           timeout=600, env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site" / "reference" / "config" / "index.html").exists()
+
+
+def test_every_site_value_of_the_slurm_profile_is_in_the_docs_table():
+    """docs/slurm.md's table of SITE VALUES names each value the profile's block defines, and no other."""
+    import re
+
+    profile = (ROOT / "profiles" / "slurm" / "config.yaml").read_text()
+    block = profile.split("SITE VALUES", 1)[1].split("# ====", 1)[0]
+    defined = set(re.findall(r"^  - (\w+) = (?:int\()?site\(", block, re.M))
+    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", (ROOT / "docs" / "slurm.md").read_text(), re.M))
+    assert len(defined) > 15 and defined == documented, (defined - documented, documented - defined)
