@@ -20,8 +20,10 @@ from lcflow.train.models import Model as Base
 
 log = logging.getLogger("lcflow.train")
 
-#: beyond skops' defaults, the one type a fitted forest holds (its trees' node arrays)
-TRUSTED = ["sklearn.tree._tree.Tree"]
+#: the types a fitted forest holds beyond skops' own (numpy arrays, primitives): the forest, its trees and
+#: their node arrays
+TRUSTED = ["sklearn.ensemble._forest.RandomForestClassifier", "sklearn.tree._classes.DecisionTreeClassifier",
+           "sklearn.tree._tree.Tree"]
 
 
 class Model(Base):
@@ -120,11 +122,27 @@ class Model(Base):
         return None if n_jobs < 0 else max(1, n_jobs)
 
     def save_weights(self, path: Path) -> None:
-        import skops.io
-
-        skops.io.dump(self.forest, path, compression=zipfile.ZIP_DEFLATED)
+        _skops_io().dump(self.forest, path, compression=zipfile.ZIP_DEFLATED)
 
     def load_weights(self, path: Path) -> None:
-        import skops.io
+        self.forest = _skops_io().load(path, trusted=TRUSTED)
 
-        self.forest = skops.io.load(path, trusted=TRUSTED)
+
+def _skops_io():
+    """skops.io, imported without its default trust of every scikit-learn estimator: skops lists them with
+    ``sklearn.utils.all_estimators``, which imports all of scikit-learn, about 4 CPU s in every process
+    that loads a forest (each forest map and assessment; benchmarks/measured/forest_load_import_2core.txt).
+    lcflow trusts the types a forest holds alone (TRUSTED), so the list would add nothing to a load."""
+    import sys
+
+    if "skops.io" in sys.modules:
+        return sys.modules["skops.io"]
+    import sklearn.utils
+
+    every = sklearn.utils.all_estimators
+    sklearn.utils.all_estimators = lambda *args, **kwargs: []
+    try:
+        import skops.io
+    finally:
+        sklearn.utils.all_estimators = every
+    return skops.io
