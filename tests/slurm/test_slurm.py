@@ -138,6 +138,8 @@ def served_overlay(path: Path, url: str, mode: str = "auto") -> Path:
     return path
 
 
+#: the folder of the Slurm run's maps and accuracy.tsv as its DAG made them (:func:`slurm_run`)
+AS_MADE = "as-made"
 #: the tile whose cubes, labels and samples the Slurm run takes from the local run (:func:`seed`)
 SEEDED = "31UFT"
 YEARS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["years"]
@@ -183,6 +185,12 @@ def slurm_run(slurm, side_runs, local_demo, tmp_path_factory) -> Path:
     done = on_slurm(workdir, *TARGETS, env=slurm, configfile=configs(workdir), timeout=2400)
     assert done.returncode == 0, done.stderr[-6000:]
     (workdir / "snakemake.out").write_text(done.stdout + done.stderr)
+    # the maps and accuracies as this run made them, for the comparison with the local run once that ends
+    # (the tests before it make some maps again, with other models)
+    made = workdir / AS_MADE
+    made.mkdir()
+    for path in [workdir / "results" / "accuracy.tsv", *(workdir / "results" / "maps").glob("*.tif")]:
+        shutil.copy2(path, made / path.name)
     return workdir
 
 
@@ -209,23 +217,12 @@ def submitted(output: str) -> dict[str, str]:
 
 
 # its set-up runs the local demo DAG's first part (the first test of the suite to need it), then the Slurm DAG
-# beside the rest of the local DAG: each within its own timeout (1500 s, 2400 s, 1500 s), together past
-# pytest's 1200 s for a test
+# beside the rest of the local DAG: each within its own timeout (1500 s, 2400 s), together past pytest's
+# 1200 s for a test. The tests that need the whole local run come last, so that the Slurm tests before them
+# run while it ends
 @pytest.mark.timeout(4000)
-def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, local_run):
+def test_demo_dag_through_the_slurm_profile_runs_every_job_but_the_local_rules_on_slurm(slurm_run):
     results = slurm_run / "results"
-    local = {r["map"]: r for r in csv.DictReader((local_run / "accuracy.tsv").open(), delimiter="\t")}
-    remote = {r["map"]: r for r in csv.DictReader((results / "accuracy.tsv").open(), delimiter="\t")}
-    assert set(remote) <= set(local) and len(remote) == 4 * len(MODELS)
-    assert {row["model"] for row in remote.values()} == set(MODELS)
-    # the same map, pixel for pixel, and the same accuracy: the forest is deterministic, and the deep model
-    # trains on two Horovod ranks of one thread either way, Gloo locally and MPI under Slurm, with the same
-    # parameters (models_overlay), and a two-rank allreduce adds the same two numbers whichever library does
-    for name, row in remote.items():
-        with rasterio.open(results / "maps" / f"{name}.tif") as a, \
-                rasterio.open(local_run / "maps" / f"{name}.tif") as b:
-            np.testing.assert_array_equal(a.read(1), b.read(1), err_msg=name)
-        assert row["truth_OA"] == local[name]["truth_OA"] and float(row["truth_OA"]) >= 0.9, (row, local[name])
     # every job was a Slurm job (their logs are removed once they succeed), but the Snakefile's local rules
     jobs = submitted((slurm_run / "snakemake.out").read_text())
     counts = job_counts((slurm_run / "snakemake.out").read_text())
@@ -378,6 +375,65 @@ def test_a_cancelled_job_leaves_no_output(side_runs):
     assert not (workdir / "slow.txt").exists()
 
 
+def test_a_plain_rerun_makes_again_what_a_failed_submission_left_missing(slurm_run, slurm, tmp_path):
+    """A forced cube whose Slurm submission fails (a partition the cluster has not): Snakemake deletes the
+    cube before it submits, so it is gone. Nothing made from it needs it again (its samples and maps are
+    there), yet a plain rerun (rule all) plans it, as a missing file of the run."""
+    work = tmp_path / "work"
+    shutil.copytree(slurm_run, work, symlinks=True, ignore=shutil.ignore_patterns(".snakemake"))
+    cube = work / "results" / "32ULC" / "2018" / "cube.tif"
+    assert cube.exists()
+    failed = on_slurm(work, *TARGETS, "--forcerun", "results/32ULC/2018/cube.tif", "--set-resources",
+                      "cube:slurm_partition=no_such_partition", env=slurm, configfile=configs(work), timeout=600)
+    assert failed.returncode != 0
+    assert "invalid partition specified: no_such_partition" in failed.stdout + failed.stderr
+    assert not cube.exists()  # deleted before the submission that failed
+    plan = snakemake(work, "-n", profile="slurm", env=slurm, configfile=configs(work), timeout=300)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    cube_jobs = re.findall(r"rule cube:\n(?:    .*\n)*?    reason: (.*)\n(?:    .*\n)*?    wildcards: tile=(\w+), year=(\d+)",
+                           plan.stdout)
+    assert [(t, y) for reason, t, y in cube_jobs if "Missing output files" in reason and "cube.tif" in reason] == \
+        [("32ULC", "2018")], plan.stdout[-4000:]
+
+
+def test_with_remote_reading_the_cube_job_reads_the_scenes_over_http(slurm_run, slurm, tmp_path):
+    """stage.mode remote: no stage-in, the cube's Slurm job reads the served catalogue's scenes over http,
+    and makes the cube the staged files made."""
+    work = tmp_path / "work"
+    shutil.copytree(slurm_run, work, symlinks=True, ignore=shutil.ignore_patterns(".snakemake", "scenes", "logs"))
+    cube = work / "results" / "32ULC" / "2018" / "cube.tif"
+    staged = tmp_path / "staged_cube.tif"
+    shutil.copy(cube, staged)
+    with serve(work / "resources" / "demo") as server:
+        served_overlay(work / "served.yaml", server.url, mode="remote")
+        done = on_slurm(work, "results/32ULC/2018/cube.tif", "--forcerun", "search", env=slurm,
+                        configfile=configs(work), timeout=600)
+        tif = sum(n for name, n in server.requests.items() if name.endswith(".tif"))
+    assert done.returncode == 0, done.stderr[-4000:]
+    output = done.stdout + done.stderr
+    assert job_counts(output) == {"search": 1, "cube": 1} and len(submitted(output)) == 1, output[-3000:]
+    assert tif > 0 and "staged.json" not in output
+    with rasterio.open(cube) as a, rasterio.open(staged) as b:
+        np.testing.assert_array_equal(a.read(), b.read())
+
+
+# waits for the rest of the local DAG (LocalDemo.TIMEOUT, 1500 s, from its start)
+@pytest.mark.timeout(1800)
+def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, local_run):
+    made = slurm_run / AS_MADE
+    local = {r["map"]: r for r in csv.DictReader((local_run / "accuracy.tsv").open(), delimiter="\t")}
+    remote = {r["map"]: r for r in csv.DictReader((made / "accuracy.tsv").open(), delimiter="\t")}
+    assert set(remote) <= set(local) and len(remote) == 4 * len(MODELS)
+    assert {row["model"] for row in remote.values()} == set(MODELS)
+    # the same map, pixel for pixel, and the same accuracy: the forest is deterministic, and the deep model
+    # trains on two Horovod ranks of one thread either way, Gloo locally and MPI under Slurm, with the same
+    # parameters (models_overlay), and a two-rank allreduce adds the same two numbers whichever library does
+    for name, row in remote.items():
+        with rasterio.open(made / f"{name}.tif") as a, rasterio.open(local_run / "maps" / f"{name}.tif") as b:
+            np.testing.assert_array_equal(a.read(1), b.read(1), err_msg=name)
+        assert row["truth_OA"] == local[name]["truth_OA"] and float(row["truth_OA"]) >= 0.9, (row, local[name])
+
+
 def test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs(slurm_run, slurm, local_run, tmp_path):
     """distributed.backend: torch under profiles/slurm, nothing else changed: a study of lstm by two worker
     jobs of 2 ranks each (one study), its final training and one map, each a Slurm job whose ranks
@@ -421,45 +477,3 @@ def test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs(slurm_
     log = (results / "logs" / "predict" / "31UFT_2018_lstm.log").read_text()
     assert len(re.findall(r"rank \d of 2 \(local rank \d\): windows", log)) == 2, log[-3000:]
     assert {d: sorted(p.name for p in (results / d).iterdir()) for d in horovod} == horovod
-
-
-def test_a_plain_rerun_makes_again_what_a_failed_submission_left_missing(slurm_run, slurm, tmp_path):
-    """A forced cube whose Slurm submission fails (a partition the cluster has not): Snakemake deletes the
-    cube before it submits, so it is gone. Nothing made from it needs it again (its samples and maps are
-    there), yet a plain rerun (rule all) plans it, as a missing file of the run."""
-    work = tmp_path / "work"
-    shutil.copytree(slurm_run, work, symlinks=True, ignore=shutil.ignore_patterns(".snakemake"))
-    cube = work / "results" / "32ULC" / "2018" / "cube.tif"
-    assert cube.exists()
-    failed = on_slurm(work, *TARGETS, "--forcerun", "results/32ULC/2018/cube.tif", "--set-resources",
-                      "cube:slurm_partition=no_such_partition", env=slurm, configfile=configs(work), timeout=600)
-    assert failed.returncode != 0
-    assert "invalid partition specified: no_such_partition" in failed.stdout + failed.stderr
-    assert not cube.exists()  # deleted before the submission that failed
-    plan = snakemake(work, "-n", profile="slurm", env=slurm, configfile=configs(work), timeout=300)
-    assert plan.returncode == 0, plan.stderr[-3000:]
-    cube_jobs = re.findall(r"rule cube:\n(?:    .*\n)*?    reason: (.*)\n(?:    .*\n)*?    wildcards: tile=(\w+), year=(\d+)",
-                           plan.stdout)
-    assert [(t, y) for reason, t, y in cube_jobs if "Missing output files" in reason and "cube.tif" in reason] == \
-        [("32ULC", "2018")], plan.stdout[-4000:]
-
-
-def test_with_remote_reading_the_cube_job_reads_the_scenes_over_http(slurm_run, slurm, tmp_path):
-    """stage.mode remote: no stage-in, the cube's Slurm job reads the served catalogue's scenes over http,
-    and makes the cube the staged files made."""
-    work = tmp_path / "work"
-    shutil.copytree(slurm_run, work, symlinks=True, ignore=shutil.ignore_patterns(".snakemake", "scenes", "logs"))
-    cube = work / "results" / "32ULC" / "2018" / "cube.tif"
-    staged = tmp_path / "staged_cube.tif"
-    shutil.copy(cube, staged)
-    with serve(work / "resources" / "demo") as server:
-        served_overlay(work / "served.yaml", server.url, mode="remote")
-        done = on_slurm(work, "results/32ULC/2018/cube.tif", "--forcerun", "search", env=slurm,
-                        configfile=configs(work), timeout=600)
-        tif = sum(n for name, n in server.requests.items() if name.endswith(".tif"))
-    assert done.returncode == 0, done.stderr[-4000:]
-    output = done.stdout + done.stderr
-    assert job_counts(output) == {"search": 1, "cube": 1} and len(submitted(output)) == 1, output[-3000:]
-    assert tif > 0 and "staged.json" not in output
-    with rasterio.open(cube) as a, rasterio.open(staged) as b:
-        np.testing.assert_array_equal(a.read(), b.read())
