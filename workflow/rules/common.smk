@@ -5,7 +5,7 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-from lcflow.train import launch
+from lcflow.train import backend_check, launch
 from lcflow.retrieve.remote import is_url
 
 R = config["results"]
@@ -47,11 +47,18 @@ CORES = all_cores()
 TOOLS = str(Path(sys.executable).parent)
 JOB_PATH = f"{TOOLS}{os.pathsep}{os.environ.get('PATH', '')}"
 QUOTED_TOOLS = shlex.quote(TOOLS).replace("{", "{{").replace("}", "}}")  # shell.prefix is formatted as a rule's shell
-shell.prefix(f'set -euo pipefail; export PATH={QUOTED_TOOLS}:"$PATH"; ')
+# A site's set-up of every job (the Slurm profile's JOB_SETUP: modules to load, the network's variables)
+# runs first, in the job's shell on its node, so that the ranks a job starts inherit it; then this
+# environment's tools go first on PATH. Module scripts read unset variables: -u is off while it runs.
+JOB_SETUP = 'if [ -n "${{LCFLOW_JOB_SETUP:-}}" ]; then set +u; eval "$LCFLOW_JOB_SETUP"; set -u; fi; '
+shell.prefix(f'set -euo pipefail; {JOB_SETUP}export PATH={QUOTED_TOOLS}:"$PATH"; ')
 
-MISSING = launch.missing_programs(
-    ["lcflow", *launch.configured_launchers(workflow.resource_settings.overwrite_resources, BACKEND)], JOB_PATH
-)
+LAUNCHERS = launch.configured_launchers(workflow.resource_settings.overwrite_resources, BACKEND)
+MISSING = launch.missing_programs(["lcflow", *LAUNCHERS], JOB_PATH)
+# a deep model's ranks load the backend: a missing one is named now, in a dry run too, not once a job has
+# waited in a GPU queue (a profile that starts no ranks runs every model as one process, which loads neither)
+if DEEP_MODELS and LAUNCHERS and (BACKEND_PROBLEM := backend_check.problem(BACKEND)):
+    raise SystemExit(f"lcflow: {BACKEND_PROBLEM}")
 if launch.account_of(workflow.resource_settings.default_resources) == launch.PLACEHOLDER_ACCOUNT:
     print(f"lcflow: warning: the Slurm profile's account is the placeholder {launch.PLACEHOLDER_ACCOUNT!r}; a real "
           "run refuses it (set ACCOUNT in profiles/slurm/config.yaml or LCFLOW_SLURM_ACCOUNT)", file=sys.stderr)

@@ -9,6 +9,7 @@ from lcflow.config.loading import DEFAULT_CONFIG, Origins, merge, unset_nulls
 from lcflow.config.validation import check
 from lcflow.defaults import SCHEMA
 from lcflow.errors import LcflowError
+from lcflow.train import backend_check
 
 
 def cmd_check_config(a) -> None:
@@ -21,6 +22,9 @@ def cmd_check_config(a) -> None:
     merged = merge(files)
     unset_nulls(merged)
     check(merged, SCHEMA, base=a.directory, origins=Origins(files))
+    backend = (merged.get("distributed") or {}).get("backend", "horovod")
+    if any(m not in ("rf", "blend") for m in merged["models"]) and (problem := backend_check.problem(backend)):
+        raise LcflowError(problem)  # the deep models' ranks load it wherever the jobs run
     print(f"config OK: {len(merged['tiles'])} tile(s) x {len(merged['years'])} year(s), models {', '.join(merged['models'])}")
 
 
