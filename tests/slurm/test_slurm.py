@@ -266,11 +266,14 @@ def test_forcerun_of_one_stage_reruns_only_its_downstream(slurm_run, slurm):
 
 
 def test_training_spans_two_nodes(slurm_run, slurm):
-    """Rerun training alone as one job of 2 nodes x 2 tasks: four ranks, on n1 and n2."""
+    """Rerun training alone as one job of 2 nodes x 2 tasks: four ranks, on n1 and n2, each with the
+    network variable the profile's per-job set-up (JOB_SETUP) exported in the job."""
     # The virtual nodes share one host: Open MPI's shared-memory transport (vader) then pairs ranks of
     # "different nodes" through colliding segments and crashes in MPI_Comm_dup. On a real cluster nodes
     # are hosts and vader is only used within one; here ranks talk TCP.
-    env = {**slurm, "LCFLOW_SLURM_TRAIN_NODES": "2", "OMPI_MCA_btl": "self,tcp"}
+    assert "NCCL_SOCKET_IFNAME" not in os.environ
+    env = {**slurm, "LCFLOW_SLURM_TRAIN_NODES": "2", "OMPI_MCA_btl": "self,tcp",
+           "LCFLOW_SLURM_JOB_SETUP": "export NCCL_SOCKET_IFNAME=lo; echo job set-up on $(hostname) >&2"}
     # mtime triggers: the forced training alone runs, not every job whose parameters the override changes
     done = on_slurm(slurm_run, "results/models/lstm/model.json", "--forcerun", "train", "--rerun-triggers", "mtime",
                     "--config", "model_params={lstm: {epochs: 3, min_steps: 0, hidden_size: 32}}", env=env,
@@ -280,6 +283,8 @@ def test_training_spans_two_nodes(slurm_run, slurm):
     log = (slurm_run / "results" / "logs" / "train" / "lstm.log").read_text()
     placed = dict(re.findall(r"rank=(\d) size=4 local_rank=\d node=(n\d)", log))
     assert set(placed) == {"0", "1", "2", "3"} and set(placed.values()) == {"n1", "n2"}, log[:3000]
+    seen = dict(re.findall(r"rank=(\d) network: (.*)", log))
+    assert set(seen) == set(placed) and all("NCCL_SOCKET_IFNAME=lo" in v.split() for v in seen.values()), seen
     (job,) = submitted(done.stdout + done.stderr)
     shown = _slurm(slurm, "squeue", "-j", job, "-h", "-t", "all", "-o", "%D %T")
     assert shown.split() == ["2", "COMPLETED"]

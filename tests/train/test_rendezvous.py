@@ -229,3 +229,13 @@ def test_slurm_variables_beyond_the_step_s_own_are_read_as_fallbacks():
     assert (meeting.size, meeting.local_size, meeting.address) == (3, 2, "127.0.0.1")
     beyond = Rendezvous.from_environment({**env, "SLURM_NODEID": "5", "SLURM_LOCALID": "3"})
     assert beyond.local_size == 4  # a node the list does not reach: at least this rank's own place
+
+
+def test_a_rank_logs_the_network_variables_it_runs_with_and_no_others():
+    from lcflow.train.distributed import network_settings
+
+    env = {"NCCL_SOCKET_IFNAME": "ib0", "MASTER_ADDR": "jwb0001i", "GLOO_SOCKET_IFNAME": "ib0", "HOME": "/home/a",
+           "AWS_SECRET_ACCESS_KEY": "x", "OMPI_MCA_btl": "self,tcp", "NCCL_IB_TIMEOUT": "22"}
+    assert network_settings(env) == ("GLOO_SOCKET_IFNAME=ib0 MASTER_ADDR=jwb0001i NCCL_IB_TIMEOUT=22 "
+                                     "NCCL_SOCKET_IFNAME=ib0 OMPI_MCA_btl=self,tcp")
+    assert network_settings({"HOME": "/home/a"}) == "none set"

@@ -104,7 +104,8 @@ def test_make_slurm_profile_lets_snakemake_find_the_profile_by_name(tmp_path):
 
 def test_site_values_for_typed_gpus_qos_constraint_and_node_memory_reach_the_jobs(tmp_path):
     env = {"LCFLOW_SLURM_GPU_TYPE": "a100", "LCFLOW_SLURM_QOS": "normal", "LCFLOW_SLURM_GPU_CONSTRAINT": "a100&ib",
-           "LCFLOW_SLURM_GPU_MEM_MB": "480000", "LCFLOW_SLURM_ACCOUNT": "proj42", "LCFLOW_SLURM_FOREST_MAP_GPUS": "1"}
+           "LCFLOW_SLURM_GPU_MEM_MB": "480000", "LCFLOW_SLURM_ACCOUNT": "proj42", "LCFLOW_SLURM_FOREST_MAP_GPUS": "1",
+           "LCFLOW_SLURM_SBATCH_EXTRA": "--hint=nomultithread --mail-type=FAIL"}
     done = snakemake(tmp_path, "-n", profile="slurm", env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     jobs = {}
@@ -117,6 +118,8 @@ def test_site_values_for_typed_gpus_qos_constraint_and_node_memory_reach_the_job
     for resources in jobs["predict_rf"]:  # the forest's maps on one GPU (predict_engine: tensors)
         assert "gres=gpu:a100:1" in resources and "slurm_partition=booster" in resources, resources
     assert all("qos=normal" in r and "gres" not in r and "constraint" not in r for r in jobs["cube"])
+    assert all("slurm_extra=--hint=nomultithread --mail-type=FAIL" in r for rule in jobs for r in jobs[rule]
+               if "slurm_account" in r), jobs
     assert "placeholder" not in done.stderr
 
 

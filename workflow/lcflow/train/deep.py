@@ -40,7 +40,7 @@ from lcflow.train import run_checkpoint
 from lcflow.train.balance import class_weights
 from lcflow.train.batch_augmentation import augment
 from lcflow.train.batch_inference import predict_proba
-from lcflow.train.distributed import Single, node_name
+from lcflow.train.distributed import Single, network_settings, node_name
 from lcflow.train.hyperparameters import TRAINING
 from lcflow.train.optim import lr_factor, make_optimizer, scaled_lr
 from lcflow.train.selection import better, selectable
@@ -164,6 +164,8 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     device = device_for(comm.local_rank)
     log.info("rank=%d size=%d local_rank=%d node=%s device=%s", comm.rank, comm.size, comm.local_rank,
              node_name(), device)
+    if comm.size > 1:
+        log.info("rank=%d network: %s", comm.rank, network_settings())
     net.to(device)
     # wrap first, then touch the state: Horovod builds a new optimizer object around the groups
     optimizer = comm.distributed_optimizer(make_optimizer(cfg.optimizer, net.parameters(), cfg.learning_rate,

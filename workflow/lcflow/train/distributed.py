@@ -308,6 +308,19 @@ class AveragingOptimizer:
         self.optimizer.step()
 
 
+#: the variables that steer how ranks find and talk to each other (interfaces, rendezvous, transports)
+NETWORK_PREFIXES = ("NCCL_", "GLOO_", "UCX_", "OMPI_MCA_btl")
+NETWORK_NAMES = ("MASTER_ADDR", "MASTER_PORT")
+
+
+def network_settings(env: Mapping[str, str] | None = None) -> str:
+    """The network variables a rank runs with (``NAME=value``, sorted; "none set" where none is), for its
+    log: what a site's per-job set-up (the Slurm profile's JOB_SETUP) gave the ranks."""
+    env = os.environ if env is None else env
+    found = sorted(f"{k}={v}" for k, v in env.items() if k.startswith(NETWORK_PREFIXES) or k in NETWORK_NAMES)
+    return " ".join(found) or "none set"
+
+
 def node_name() -> str:
     """The node this process runs on, as Slurm names it (its host name elsewhere), for logs and errors."""
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
