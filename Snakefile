@@ -16,7 +16,7 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
-SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = Path(str(workflow.current_basedir)) / "workflow" / "schemas" / "config.schema.yaml"
 CONFIG_SOURCES = workflow.overwrite_configfiles or workflow.configfiles
 try:
     lcflow_config.unset_nulls(config)  # `key: null` in a layered config unsets what a file below set

@@ -1,7 +1,11 @@
 """A config refused before any job, or planned as the user wrote it: Snakemake's dry runs of the
 Snakefile, no demo run needed (so these run beside the demo DAG's tests, not after them)."""
 
+import re
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -65,3 +69,21 @@ def test_a_bad_value_names_the_config_file_that_set_it(tmp_path):
     lines = _lcflow_lines(done)
     assert len(lines) == 1 and lines[0].startswith("lcflow: config: sample.fractions = {")
     assert lines[0].endswith(f"sum to 0.9, not 1 (set in {tmp_path / 'over.yaml'})"), lines
+
+
+def test_a_study_folder_that_declares_the_workflow_a_module_plans_the_demo(tmp_path):
+    """docs/own-data.md's deployment, as the Snakemake workflow catalog deploys: an empty folder with the
+    Snakefile the docs give (lcflow's a module of it) and a config of its own plans the demo's DAG."""
+    text = (ROOT / "docs" / "own-data.md").read_text()
+    module = re.search(r"## A study folder of its own.*?```python\n(.*?)```", text, re.S).group(1)
+    study = tmp_path / "my-study"
+    (study / "workflow").mkdir(parents=True)
+    (study / "config").mkdir()
+    (study / "workflow" / "Snakefile").write_text(module.replace("/path/to/lcflow/Snakefile", str(ROOT / "Snakefile")))
+    shutil.copy(ROOT / "config" / "config.yaml", study / "config" / "config.yaml")
+    done = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "-n", "--cores", "2"], cwd=study,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    counts = job_counts(done.stdout)
+    assert counts["cube"] == len(DEMO["tiles"]) * len(DEMO["years"]) and counts["all"] == 1, counts
+    assert sorted(p.name for p in study.iterdir() if p.name != ".snakemake") == ["config", "workflow"]
