@@ -6,7 +6,9 @@ import csv
 import json
 import os
 import re
+import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -420,6 +422,65 @@ def test_with_remote_reading_the_cube_job_reads_the_scenes_over_http(slurm_run, 
     assert tif > 0 and "staged.json" not in output
     with rasterio.open(cube) as a, rasterio.open(staged) as b:
         np.testing.assert_array_equal(a.read(), b.read())
+
+
+def test_the_controller_as_a_slurm_job_submits_the_workflow_s_jobs_and_ends_with_them(slurm, tmp_path):
+    """profiles/slurm/controller.sh, submitted with sbatch as docs/slurm.md says for a run of days: the
+    Snakemake controller runs as a light Slurm job and submits the workflow's jobs from there."""
+    shutil.copy(ROOT / "tests" / "slurm" / "retry.smk", tmp_path / "Snakefile")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **slurm,
+           "LCFLOW_SNAKEMAKE": shlex.join(SNAKEMAKE), "LCFLOW_PROFILE": str(ROOT / "profiles" / "slurm")}
+    done = subprocess.run(["sbatch", "--wait", "-A", "lcflow", "-p", "debug", "-t", "10",
+                           str(ROOT / "profiles" / "slurm" / "controller.sh"), *FAST, "controlled.txt"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    (log,) = tmp_path.glob("lcflow-controller-*.log")
+    said = log.read_text()
+    assert done.returncode == 0, (done.stderr + said)[-3000:]
+    controller = re.search(r"Submitted batch job (\d+)", done.stdout).group(1)
+    (job,) = submitted(said)
+    assert job != controller and (tmp_path / "controlled.txt").read_text().strip() in ("n1", "n2", socket.gethostname())
+    assert "running snakemake in a SLURM job context" in said  # the executor's own word, as docs/slurm.md says
+
+
+def test_a_controller_near_its_time_limit_hands_over_to_the_next(slurm, tmp_path):
+    """The signal Slurm sends five minutes before the controller's limit (sent here at once): its jobs are
+    cancelled and the next controller, queued behind it with its time limit, runs the workflow on."""
+    shutil.copy(ROOT / "tests" / "slurm" / "retry.smk", tmp_path / "Snakefile")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **slurm,
+           "LCFLOW_SNAKEMAKE": shlex.join(SNAKEMAKE), "LCFLOW_PROFILE": str(ROOT / "profiles" / "slurm")}
+
+    def queue() -> dict[str, tuple[str, str, str]]:
+        """job id -> (name, state, time limit)"""
+        return {i: (n, st, lim) for i, n, st, lim in (line.split() for line in _slurm(
+            slurm, "squeue", "-h", "-o", "%i %j %T %l").splitlines())}
+
+    def until(check, what: str, seconds: float = 300):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            if found := check():
+                return found
+            time.sleep(0.5)
+        raise AssertionError(f"{what}: not within {seconds} s; queue {queue()}")
+
+    first = subprocess.run(["sbatch", "--parsable", "-A", "lcflow", "-p", "debug", "-t", "17",
+                            str(ROOT / "profiles" / "slurm" / "controller.sh"), *FAST, "slow.txt"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60).stdout.strip()
+    try:
+        job = until(lambda: next((i for i, (n, st, _) in queue().items() if n != "lcflow-controller"
+                                  and st == "RUNNING"), None), "the controller's job running")
+        _slurm(slurm, "scancel", "--batch", "--signal=USR1", first)
+        nxt = until(lambda: next((i for i, (n, st, _) in queue().items() if n == "lcflow-controller" and i != first
+                                  and st == "RUNNING"), None), "the next controller running")
+        again = until(lambda: next((i for i, (n, _, _) in queue().items() if n != "lcflow-controller"), None),
+                      "the next controller's job")
+        assert job not in queue() and first not in queue() and again != job
+        assert queue()[nxt][2] == "17:00"  # the time limit it was given
+    finally:
+        _slurm(slurm, "scancel", "-u", os.environ.get("USER", "root"), "-n", "lcflow-controller")
+        until(lambda: not queue(), "the queue empty", 120)
+    said = (tmp_path / f"lcflow-controller-{first}.log").read_text()
+    assert f"lcflow controller {first}: next controller: job {nxt}" in said, said[-2000:]
+    assert (tmp_path / f"lcflow-controller-{nxt}.log").exists()
 
 
 # waits for the rest of the local DAG (LocalDemo.TIMEOUT, 1500 s, from its start)
