@@ -139,6 +139,15 @@ def learning_rate(cfg: TrainConfig, plan: Schedule, step: int) -> float:
     return peak * lr_factor(step, plan.total_steps, plan.warmup_steps, WARMUP_START)
 
 
+def _log_rank(comm, device: torch.device) -> None:
+    """Where this rank runs and, in a job of several, the network variables it runs with (what a site's
+    per-job set-up gave it)."""
+    log.info("rank=%d size=%d local_rank=%d node=%s device=%s", comm.rank, comm.size, comm.local_rank,
+             node_name(), device)
+    if comm.size > 1:
+        log.info("rank=%d network: %s", comm.rank, network_settings())
+
+
 def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None,
         n_classes: int, cfg: TrainConfig, comm=None, checkpoint: Path | None = None,
         fingerprint: str = "", on_round: Callable[[dict], bool] | None = None,
@@ -162,10 +171,7 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     device = device_for(comm.local_rank)
-    log.info("rank=%d size=%d local_rank=%d node=%s device=%s", comm.rank, comm.size, comm.local_rank,
-             node_name(), device)
-    if comm.size > 1:
-        log.info("rank=%d network: %s", comm.rank, network_settings())
+    _log_rank(comm, device)
     net.to(device)
     # wrap first, then touch the state: Horovod builds a new optimizer object around the groups
     optimizer = comm.distributed_optimizer(make_optimizer(cfg.optimizer, net.parameters(), cfg.learning_rate,
