@@ -7,7 +7,7 @@ from pathlib import Path
 from lcflow.common import path_guard
 from lcflow.config.loading import DEFAULT_CONFIG, Origins, merge, unset_nulls
 from lcflow.config.validation import check
-from lcflow.defaults import SCHEMA
+from lcflow.defaults import SCHEMA, default
 from lcflow.errors import LcflowError
 from lcflow.train import backend_check
 
@@ -22,8 +22,10 @@ def cmd_check_config(a) -> None:
     merged = merge(files)
     unset_nulls(merged)
     check(merged, SCHEMA, base=a.directory, origins=Origins(files))
-    backend = (merged.get("distributed") or {}).get("backend", "horovod")
-    if any(m not in ("rf", "blend") for m in merged["models"]) and (problem := backend_check.problem(backend)):
+    from lcflow.train.models import DEEP  # here, not at the top: every lcflow command imports this module
+
+    backend = (merged.get("distributed") or {}).get("backend", default("distributed.backend"))
+    if set(merged["models"]) & set(DEEP) and (problem := backend_check.problem(backend)):
         raise LcflowError(problem)  # the deep models' ranks load it wherever the jobs run
     print(f"config OK: {len(merged['tiles'])} tile(s) x {len(merged['years'])} year(s), models {', '.join(merged['models'])}")
 
