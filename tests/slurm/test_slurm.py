@@ -324,10 +324,15 @@ def test_a_deep_map_is_predicted_by_ranks_on_two_nodes(slurm_run, slurm, tmp_pat
     assert one["probabilities"].read_bytes() == (raw / "31UFT_2018_lstm_probabilities.tif").read_bytes()
     assert not list(raw.glob(".lcflow-*"))  # the ranks' windows and the writer locks are gone once published
 
+def _with_tools(env: dict) -> dict:
+    """This process's environment with this interpreter's tools first on PATH, ``env`` over it."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env}
+
+
 def _small(workdir: Path, env: dict, *args: str) -> subprocess.Popen:
     """Snakemake on the small workflow in ``workdir`` under the Slurm profile, its output going to
     workdir/snakemake.out (a pipe nobody reads while it waits could fill up)."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env}
+    env = _with_tools(env)
     cmd = [*SNAKEMAKE, "-d", str(workdir), "-s", str(workdir / "Snakefile"), "--profile",
            str(ROOT / "profiles" / "slurm"), *FAST, *args]
     with (workdir / "snakemake.out").open("w") as out:
@@ -424,15 +429,22 @@ def test_with_remote_reading_the_cube_job_reads_the_scenes_over_http(slurm_run, 
         np.testing.assert_array_equal(a.read(), b.read())
 
 
+def _submit_controller(slurm: dict, workdir: Path, options: list[str], target: str,
+                       timeout: int) -> subprocess.CompletedProcess:
+    """``sbatch OPTIONS profiles/slurm/controller.sh`` on the test cluster's partition and account, run
+    from ``workdir``, which gets the small workflow (tests/slurm/retry.smk) to make ``target`` of."""
+    shutil.copy(ROOT / "tests" / "slurm" / "retry.smk", workdir / "Snakefile")
+    env = _with_tools({**slurm, "LCFLOW_SNAKEMAKE": shlex.join(SNAKEMAKE),
+                       "LCFLOW_PROFILE": str(ROOT / "profiles" / "slurm")})
+    return subprocess.run(["sbatch", "-A", "lcflow", "-p", "debug", *options,
+                           str(ROOT / "profiles" / "slurm" / "controller.sh"), *FAST, target],
+                          cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)
+
+
 def test_the_controller_as_a_slurm_job_submits_the_workflow_s_jobs_and_ends_with_them(slurm, tmp_path):
     """profiles/slurm/controller.sh, submitted with sbatch as docs/slurm.md says for a run of days: the
     Snakemake controller runs as a light Slurm job and submits the workflow's jobs from there."""
-    shutil.copy(ROOT / "tests" / "slurm" / "retry.smk", tmp_path / "Snakefile")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **slurm,
-           "LCFLOW_SNAKEMAKE": shlex.join(SNAKEMAKE), "LCFLOW_PROFILE": str(ROOT / "profiles" / "slurm")}
-    done = subprocess.run(["sbatch", "--wait", "-A", "lcflow", "-p", "debug", "-t", "10",
-                           str(ROOT / "profiles" / "slurm" / "controller.sh"), *FAST, "controlled.txt"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    done = _submit_controller(slurm, tmp_path, ["--wait", "-t", "10"], "controlled.txt", timeout=600)
     (log,) = tmp_path.glob("lcflow-controller-*.log")
     said = log.read_text()
     assert done.returncode == 0, (done.stderr + said)[-3000:]
@@ -445,10 +457,6 @@ def test_the_controller_as_a_slurm_job_submits_the_workflow_s_jobs_and_ends_with
 def test_a_controller_near_its_time_limit_hands_over_to_the_next(slurm, tmp_path):
     """The signal Slurm sends five minutes before the controller's limit (sent here at once): its jobs are
     cancelled and the next controller, queued behind it with its time limit, runs the workflow on."""
-    shutil.copy(ROOT / "tests" / "slurm" / "retry.smk", tmp_path / "Snakefile")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **slurm,
-           "LCFLOW_SNAKEMAKE": shlex.join(SNAKEMAKE), "LCFLOW_PROFILE": str(ROOT / "profiles" / "slurm")}
-
     def queue() -> dict[str, tuple[str, str, str]]:
         """job id -> (name, state, time limit)"""
         return {i: (n, st, lim) for i, n, st, lim in (line.split() for line in _slurm(
@@ -462,9 +470,7 @@ def test_a_controller_near_its_time_limit_hands_over_to_the_next(slurm, tmp_path
             time.sleep(0.5)
         raise AssertionError(f"{what}: not within {seconds} s; queue {queue()}")
 
-    first = subprocess.run(["sbatch", "--parsable", "-A", "lcflow", "-p", "debug", "-t", "17",
-                            str(ROOT / "profiles" / "slurm" / "controller.sh"), *FAST, "slow.txt"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60).stdout.strip()
+    first = _submit_controller(slurm, tmp_path, ["--parsable", "-t", "17"], "slow.txt", timeout=60).stdout.strip()
     try:
         job = until(lambda: next((i for i, (n, st, _) in queue().items() if n != "lcflow-controller"
                                   and st == "RUNNING"), None), "the controller's job running")
