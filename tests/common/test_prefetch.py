@@ -61,6 +61,34 @@ def test_stopping_early_leaves_no_load_running():
     assert len(loaded) == count <= 2
 
 
+def test_stopping_early_tells_the_running_load_so_it_can_end_early():
+    """A cancelled job unwinds within its grace period only if the load in flight can end early: it is
+    told through ``stop``, which a load to the end is never given."""
+    stop = threading.Event()
+    started = threading.Event()
+    steps: list[int] = []
+
+    def load(k: int) -> int:
+        if k == 1:
+            started.set()
+            for step in range(200):  # 10 s unless told to stop
+                if stop.is_set():
+                    break
+                steps.append(step)
+                time.sleep(0.05)
+        return k
+
+    gen = prefetched(load, range(3), stop=stop)
+    assert next(gen) == (0, 0)
+    assert started.wait(timeout=10)
+    gen.close()
+    assert stop.is_set() and len(steps) < 200
+
+    finished = threading.Event()
+    assert [k for k, _ in prefetched(lambda k: k, range(3), stop=finished)] == [0, 1, 2]
+    assert not finished.is_set()
+
+
 def test_writes_run_in_order_behind_the_caller_one_pending_at_most():
     done: list[int] = []
     events: list[str] = []

@@ -7,18 +7,21 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from threading import Event
 from typing import TypeVar
 
 K = TypeVar("K")
 R = TypeVar("R")
 
 
-def prefetched(load: Callable[[K], R], keys: Iterable[K], ahead: int = 1) -> Iterator[tuple[K, R]]:
+def prefetched(load: Callable[[K], R], keys: Iterable[K], ahead: int = 1,
+               stop: Event | None = None) -> Iterator[tuple[K, R]]:
     """``(key, load(key))`` for each key in order, with ``ahead`` further loads running meanwhile, each in
     a thread of its own (``load`` must then be safe to run in several threads at once).
 
     An exception raised by ``load`` surfaces where its result is taken, in order; when the consumer
-    stops early, loads not yet started are cancelled and the running one is waited for.
+    stops early, loads not yet started are cancelled, ``stop`` is set (a long load that checks it can end
+    early: a cancelled job must unwind within its grace period) and the running one is waited for.
     """
     if ahead < 1:
         for key in keys:
@@ -38,6 +41,8 @@ def prefetched(load: Callable[[K], R], keys: Iterable[K], ahead: int = 1) -> Ite
                 yield key, result
                 del result  # the consumer's reference is the only one left
         finally:
+            if pending and stop is not None:
+                stop.set()
             for _, future in pending:
                 future.cancel()
 

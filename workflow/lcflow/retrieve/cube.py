@@ -257,7 +257,7 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
         cache = scenes.cache_size(block, steps, len(layers), cache_mb)
         with rasterio.Env(GDAL_CACHEMAX=cache), written_behind() as write:  # every window written on leaving
             stored = not fill_gaps and not spectral_indices  # int16 straight from the medians: nothing follows
-            for win, loaded in prefetched(load, windows):
+            for win, loaded in prefetched(load, windows, stop=scenes.stopping):
                 comp, counts = scenes.composite(loaded, invalid_scl, edges, stored)
                 clear_cells += int((counts > 0).sum())
                 write(write_window, win, _as_stored(comp, fill_gaps, spectral_indices, bands), counts)
@@ -321,6 +321,9 @@ class _Scenes:
         self.warped = [k for k in keys if k not in self.native]
         self._thread = threading.local()
         self.reader = self.readers = None
+        self.stopping = threading.Event()  # set when the windows' consumer has left: reads not begun are skipped
+        if any(method == "bilinear" for _, method in self.native.values()):
+            resample.compiled()  # here, where SIGTERM can interrupt it, not in a reading thread the exit waits for
 
     @contextlib.contextmanager
     def reading(self):
@@ -361,6 +364,8 @@ class _Scenes:
                     out: np.ndarray) -> None:
         """One scene's asset read on its own grid (``src``, ``shape``) and resampled onto ``target`` into
         ``out``, in a reading thread: the reading threads resample while the main one composites."""
+        if self.stopping.is_set():
+            return
         if method == "nearest" and src.almost_equals(target.transform) and shape == target.shape.yx:
             self.on_asset(item, key, self.reader.read, src, shape, out)  # the pixels as stored
             return

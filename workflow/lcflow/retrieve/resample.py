@@ -66,6 +66,12 @@ def bilinear(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int,
     return out.reshape(*values.shape[:-2], h, w)
 
 
+def compiled() -> None:
+    """Compile (or load from numba's cache) the bilinear kernel for Sentinel-2's uint16 DNs now: its first
+    call otherwise takes seconds inside whatever calls it first."""
+    bilinear(np.zeros((2, 2), np.uint16), Affine.identity(), Affine.identity(), (1, 1))
+
+
 @functools.lru_cache(maxsize=256)
 def _axis(dst_origin: float, dst_step: float, n: int, src_origin: float, src_step: float, size: int) -> "_Axis":
     """An axis shared by every scene of a window: each asset of each date is resampled on the same grids."""
