@@ -124,9 +124,9 @@ def run_demo(work: Path) -> Path:
 
 
 def gpu_rates(path: Path | None, batch: int, block: int) -> dict | None:
-    """The GPU figures nearest the seed study's settings: training at its per-rank batch, prediction at
-    its window size with lcflow's choice of preparing threads; of the latest session (``date``; none: the
-    first) that measured the LSTM, where the file holds several."""
+    """The GPU figures nearest the seed study's settings, per model: training at its per-rank batch (fp32, one
+    rank), prediction at its window size with lcflow's choice of preparing threads; of the latest session
+    (``date``; none: the first) that measured each model, where the file holds several."""
     if path is None or not path.exists():
         return None
     fig = json.loads(path.read_text())
@@ -135,27 +135,22 @@ def gpu_rates(path: Path | None, batch: int, block: int) -> dict | None:
         last = max(r.get("date", "") for r in rows)
         return [r for r in rows if r.get("date", "") == last]
 
-    train = latest([r for r in fig["train"] if r["model"] == "lstm" and r.get("precision", "fp32") == "fp32"
-                    and "ranks" not in r])
-    at = min(train, key=lambda r: abs(r["batch"] - batch))
-    pred = latest([r for r in fig["predict"] if r["model"] == "lstm"])
-    at_block = min(pred, key=lambda r: abs(r["block"] - block))["block"]
-    runs = [r for r in pred if r["block"] == at_block]
-    best = max(runs, key=lambda r: (r.get("threads", 1), r["loop_px_s"]))
-    return {"device": fig["device"], "train_samples_per_s": at["samples_per_s"], "train_batch": at["batch"],
-            "predict_px_s": best["loop_px_s"], "predict_block": best["block"], "predict_threads": best.get("threads")}
-
-
-def forest_figures(path: Path | None, rows: int, leaf: int) -> dict | None:
-    """The forest_size.py fit (``--json``) nearest the seed study's forest: its training rows (on a log
-    scale) and min_samples_leaf; its map rate as for 300 trees."""
-    if path is None or not path.exists():
-        return None
-    fits = json.loads(path.read_text())["fits"]
-    fits = [f for f in fits if f["leaf"] == leaf] or fits
-    fit = min(fits, key=lambda f: abs(math.log(f["rows"] / rows)))
-    return {**fit, "px_s": fit["map_px_s_300_trees"], "nodes_300": fit["nodes"] * 300 / fit["trees"],
-            "file": path.name}
+    train, predict = {}, {}
+    for model in sorted({r["model"] for r in fig["train"]}):
+        runs = latest([r for r in fig["train"] if r["model"] == model and r.get("precision", "fp32") == "fp32"
+                       and "ranks" not in r])
+        if runs:
+            train[model] = min(runs, key=lambda r: abs(r["batch"] - batch))["samples_per_s"]
+    at_block = None
+    for model in sorted({r["model"] for r in fig["predict"]}):
+        pred = latest([r for r in fig["predict"] if r["model"] == model])
+        at_block = min(pred, key=lambda r: abs(r["block"] - block))["block"]
+        runs = [r for r in pred if r["block"] == at_block]
+        best = max(runs, key=lambda r: (r.get("threads", 1), r["loop_px_s"]))
+        predict[model] = best["loop_px_s"]
+        threads = best.get("threads")
+    return {"device": fig["device"], "batch": batch, "train_samples_per_s_per_gpu": train,
+            "predict_px_s_per_gpu": predict, "block": at_block, "threads": threads, "file": path.name}
 
 
 def whole_tile_map(path: Path | None) -> dict | None:
@@ -213,9 +208,115 @@ def demo_forest_px_s(results: Path, demo: dict) -> tuple[float, int]:
     return forest_map_rate(results / "models" / "rf", cube), len(os.sched_getaffinity(0))
 
 
+def demo_jobs(results: Path) -> dict[str, list[float]]:
+    """CPU seconds of each of the demo run's jobs, per stage (a model's jobs of a stage apart)."""
+    from lcflow import job_resources
+
+    jobs = job_resources.read(results / "benchmarks")
+    by: dict[str, list[float]] = {}
+    for row in jobs.itertuples():
+        if str(row.job).endswith("_summary"):
+            continue
+        key = row.stage
+        if row.stage in ("predict", "train", "hpo"):
+            key = f"{row.stage}_{str(row.job).split('_')[-2 if row.stage == 'hpo' else -1]}"
+        by.setdefault(key, []).append(float(row.cpu_s))
+    return by
+
+
+def build_rates(results: Path, demo: dict, overhead: float, args: argparse.Namespace) -> dict:
+    """Every rate a budget needs (lcflow.budget.rates), from the demo's jobs and the larger measured jobs."""
+    from lcflow.budget.rates import affine
+
+    r = measured_rates(results, demo, overhead)
+    jobs = demo_jobs(results)
+    tile_years = [(t, y) for t in demo["tiles"] for y in demo["years"]]
+    cube_px = {ty: px(results / ty[0] / str(ty[1]) / "cube.tif") for ty in tile_years}
+    scenes = {ty: len(json.loads((results / ty[0] / str(ty[1]) / "items.json").read_text())["features"])
+              for ty in tile_years}
+    samples = {ty: pq.read_metadata(results / ty[0] / str(ty[1]) / "samples.parquet").num_rows for ty in tile_years}
+    years, models = len(demo["years"]), demo["models"]
+    first = {t: cube_px[(t, demo["years"][0])] for t in demo["tiles"]}
+
+    def stage(name: str, units: float, large: float | None, unit: str, source: str, large_source: str = "") -> dict:
+        cpu = jobs[name]
+        fit = affine(sum(cpu), len(cpu), units, overhead, large)
+        said = f"{large_source}; a job's fixed part from the demo's {len(cpu)} jobs" if large is not None else source
+        return {**fit, "unit": unit, "source": said}
+
+    def per_job(name: str) -> dict:
+        cpu = jobs[name]
+        return {"fixed_cpu_s": float(np.mean(cpu)), "cpu_s_per_unit": 0.0, "unit": "job",
+                "source": f"the demo's {len(cpu)} jobs"}
+
+    cube = cube_figures(args.cube_figures)
+    labels = labels_figures(args.labels_figures)
+    consistent = consistent_figures(args.consistent_figures)
+    whole = whole_tile_map(args.map_figures)
+    demo_forest = demo_forest_px_s(results, demo)
+    rf = json.loads((results / "models" / "rf" / "metrics.json").read_text())
+    # the demo's forest maps less their forest's share (its compiled rate, measured here): reading, preparing, writing
+    rf_cpu, rf_px = sum(jobs["predict_rf"]), sum(cube_px.values())
+    rest_cpu = max(rf_cpu - demo_forest[1] / demo_forest[0] * rf_px, 0.1 * rf_cpu)
+    rates = {"jobs": {
+        "search": per_job("search"),
+        "cube": stage("cube", sum(cube_px[ty] * scenes[ty] for ty in tile_years),
+                      cube["cpu_s_per_px_scene"] if cube else None, "px x scene", "the demo's jobs",
+                      f"a whole tile of {cube['dates']} scenes ({cube['file']}), as if linear in scenes" if cube else ""),
+        "labels": stage("labels", sum(first.values()), labels["cpu_s_per_px"] if labels else None, "px",
+                        "the demo's jobs", f"whole-tile jobs ({labels['file']})" if labels else ""),
+        "sample": stage("sample", sum(samples.values()), None, "sample", "the demo's jobs"),
+        "predict_rest": {**affine(rest_cpu, len(jobs["predict_rf"]), rf_px, overhead,
+                                  whole["rest_cpu_s_per_px"] if whole else None), "unit": "px",
+                         "source": f"a {whole['size']} px job ({whole['file']})" if whole else "the demo's jobs"},
+        "consistent_maps": stage("consistent_maps", sum(first.values()) * years * len(models),
+                                 consistent["cpu_s_per_px_year"] if consistent else None, "px x year",
+                                 "the demo's jobs", f"a whole tile on one core ({consistent['file']})"
+                                 if consistent else ""),
+        **{k: per_job(k) for k in ("assess", "quicklook", "change_figure", "design_sample", "learning_curve")},
+        **{f"predict_{m}_cpu": stage(f"predict_{m}", rf_px, None, "px", "the demo's CPU jobs")
+           for m in models if m != "rf" and f"predict_{m}" in jobs},
+    }}
+    forests = []
+    for fit in (json.loads(args.forest_figures.read_text())["fits"] if args.forest_figures.exists() else []):
+        forests.append({"rows": fit["rows"], "leaf": fit["leaf"], "trees": fit["trees"],
+                        "fit_cpu_s_per_tree": fit["fit_s"] * fit["cores"] / fit["trees"],
+                        "map_cpu_s_per_px_300_trees": fit["cores"] / fit["map_px_s_300_trees"],
+                        "source": args.forest_figures.name})
+    trees = rf["params"]["n_estimators"]
+    forests.append({"rows": rf["n_train"], "leaf": rf["params"]["min_samples_leaf"], "trees": trees,
+                    "fit_cpu_s_per_tree": max(sum(jobs["train_rf"]) - overhead, 0.1) / trees,
+                    "map_cpu_s_per_px_300_trees": demo_forest[1] / demo_forest[0] * trees / 300,
+                    "source": "the demo's forest"})
+    deep_cpu = {}
+    for m in models:
+        path = results / "models" / m / "metrics.json"
+        if m != "rf" and path.exists():
+            metrics = json.loads(path.read_text())
+            deep_cpu[m] = {"samples_per_s_per_rank": metrics["samples_per_s"] / metrics["world_size"],
+                           "source": f"the demo's {m} on {metrics['world_size']} one-thread CPU ranks here"}
+    seed = yaml.safe_load(args.config.read_text())
+    gpu = gpu_rates(args.gpu_figures, int((seed.get("model_params") or {}).get("lstm", {}).get("batch_size", 128)),
+                    int((seed.get("predict") or {}).get("block_px", 256)))
+    cores = len(os.sched_getaffinity(0))
+    return {"measured": f"{time.strftime('%Y-%m-%d')} on {cores} cores by benchmarks/seed_study.py "
+                        "(benchmarks/measured/seed_study_2core.txt)",
+            "startup_cpu_s": overhead, "jobs": rates["jobs"], "forests": forests, "deep_cpu": deep_cpu,
+            **({"gpu": gpu} if gpu else {}),
+            "assumed": {"scenes": args.scenes, "scene_gb": args.scene_gb, "staged_gb_a_whole_tile_year": args.staged_gb,
+                        "stage_gbit": args.stage_gbit, "gbit_per_job": args.gbit_per_job, "site_gbit": args.site_gbit,
+                        "classes": args.classes, "scaling": args.scaling, "search_s": args.search_s},
+            "demo_per_unit": {k: v["cpu_s_per_unit"] for k, v in r.items() if "cpu_s_per_unit" in v}}
+
+
 def main() -> None:
+    from lcflow.budget import cluster, projection, work
+    from lcflow.config.loading import merge
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--demo-results", type=Path, help="results/ of a finished make demo (default: run it here)")
+    ap.add_argument("--rates", type=Path, help="also write the rates to this file (lcflow budget's: "
+                    "workflow/lcflow/budget/rates.json)")
     ap.add_argument("--gpu-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "gpu_h100.json")
     ap.add_argument("--forest-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "forest_size_seed_sqrt_2core.json",
                     help="forest_size.py --json of a forest of the seed study's size, for the forest's map rate")
@@ -232,16 +333,9 @@ def main() -> None:
                     help="consistent_maps_speed.py --json: consistent maps of a whole tile (or a large grid) on "
                     "one core")
     ap.add_argument("--config", type=Path, default=ROOT / "config" / "netherlands.yaml")
-    g = ap.add_argument_group("the cluster (stated)")
+    g = ap.add_argument_group("the cluster: profiles/slurm's site values, and the nodes held at once (stated)")
     g.add_argument("--cpu-nodes", type=int, default=8)
     g.add_argument("--gpu-nodes", type=int, default=4)
-    g.add_argument("--cores-per-node", type=int, default=48,
-                   help="the profile's NODE_CORES: the forest's training takes a whole node")
-    g.add_argument("--cpu-job-cores", type=int, default=8,
-                   help="the profile's CPU_CORES: the cores of a cube job and of a forest map job")
-    g.add_argument("--gpus-per-node", type=int, default=4)
-    g.add_argument("--train-nodes", type=int, default=2, help="nodes of one training job (the Slurm profile's)")
-    g.add_argument("--predict-nodes", type=int, default=1, help="nodes of one deep prediction job")
     a = ap.add_argument_group("assumptions (not measured here)")
     a.add_argument("--scenes", type=float, default=150, help="L2A scenes per tile-year at max_cloud_cover 80 (two orbits)")
     a.add_argument("--scene-gb", type=float, default=0.8, help="GB read per whole-tile scene (10 bands + SCL, COG)")
@@ -258,187 +352,54 @@ def main() -> None:
     a.add_argument("--search-s", type=float, default=10, help="STAC search of one tile-year over the network, s")
     args = ap.parse_args()
 
-    seed = yaml.safe_load(args.config.read_text())
     demo = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     overhead = startup_cpu()
     with tempfile.TemporaryDirectory() as tmp:
         results = args.demo_results or run_demo(Path(tmp))
-        r = measured_rates(results, demo, overhead)
-        demo_forest = demo_forest_px_s(results, demo)
-    gpu = gpu_rates(args.gpu_figures, int((seed.get("model_params") or {}).get("lstm", {}).get("batch_size", 128)),
-                    int((seed.get("predict") or {}).get("block_px", 256)))
+        rates = build_rates(results, demo, overhead, args)
+    if args.rates:
+        args.rates.write_text(json.dumps(rates, indent=1) + "\n")
+    seed = merge([args.config])
+    todo = work.from_config(seed, ROOT / seed["results"], args.scenes, args.classes)
+    where = cluster.from_profile(ROOT / "profiles" / "slurm", args.cpu_nodes, args.gpu_nodes)
+    rows = projection.project(todo, rates, where)
 
-    tiles, years = len(seed["tiles"]), len(seed["years"])
-    maps = tiles * years
-    per_class, fr = seed["sample"]["per_class"], seed["sample"]["fractions"]
-    samples = per_class * args.classes  # per tile-year
-    n_train = int(maps * samples * fr["train"])
-    epochs = int((seed.get("model_params") or {}).get("lstm", {}).get("epochs", 40))
-    cores = args.cores_per_node
-    cpu_slots = lambda per_job: max(1, args.cpu_nodes * (cores // per_job))  # noqa: E731 - jobs at a time
-
-    rows = []
-
-    def stage(name: str, jobs: int, job_s: float, per_job_cores: int, slots: int, source: str) -> None:
-        waves = math.ceil(jobs / slots)
-        rows.append({"stage": name, "jobs": jobs, "job_min": job_s / 60, "at_once": min(jobs, slots),
-                     "wall_h": waves * job_s / 3600, "core_h": jobs * job_s * per_job_cores / 3600, "source": source})
-
-    stage("search", maps, args.search_s, 0, 1, "assumed (network; on the login node)")
-    remote = (seed.get("stage") or {}).get("mode") == "remote"
-    if not remote:  # one tile-year after another over the login node's link; no compute core hours
-        stage("stage-in", maps, args.staged_gb * 8 / args.stage_gbit, 0, 1,
-              f"{args.staged_gb:.1f} GB a tile-year at {args.stage_gbit:g} Gbit/s (stated), on the login node")
-    cube = cube_figures(args.cube_figures)
-    cube_rate = cube["cpu_s_per_px_scene"] if cube else r["cube"]["cpu_s_per_unit"]
-    cube_cpu = cube_rate * TILE_PX * args.scenes
-    many = args.cpu_job_cores
-    cube_net = (args.scenes * args.scene_gb * 8 / min(args.gbit_per_job, args.site_gbit / min(maps, cpu_slots(many)))
-                if remote else 0.0)
-    cube_source = (f"a whole tile of {cube['dates']} scenes ({cube['file']}), scaled to {args.scenes:.0f} scenes"
-                   if cube else "scaled from the demo's jobs")
-    stage("cube", maps, max(cube_cpu / many, cube_net), many, cpu_slots(many),
-          f"CPU {cube_source} ({cube_cpu / many / 60:.0f} min on {many} cores); "
-          + (f"network assumed ({cube_net / 60:.0f} min)" if remote else "staged scenes, read locally"))
-    labels = labels_figures(args.labels_figures)
-    if labels:
-        stage("labels", tiles, labels["cpu_s_per_px"] * TILE_PX, 2, cpu_slots(2),
-              f"whole-tile jobs ({labels['file']}, median of {len(labels['cpu_s_each'])})")
-    else:
-        stage("labels", tiles, r["labels"]["cpu_s_per_unit"] * TILE_PX, 2, cpu_slots(2), "scaled from the demo's jobs")
-    stage("sample", maps, r["sample"]["cpu_s_per_unit"] * samples, 2, cpu_slots(2), "scaled from the demo's jobs")
-    rf_params = seed["model_params"]["rf"]
-    forest = forest_figures(args.forest_figures, n_train, int(rf_params.get("min_samples_leaf", 1)))
-    if forest:  # a forest fitted on the seed's rows with its leaf size: its fit's CPU a tree
-        rf_cpu = forest["fit_s"] * forest["cores"] * rf_params["n_estimators"] / forest["trees"]
-        source = (f"measured on {forest['rows']:,} rows ({forest['trees']} trees, {forest['file']}), "
-                  f"{cores} cores (a node; linear)")
-    else:
-        rf_cpu = r["train_rf"]["cpu_s_per_unit"] * n_train * math.log2(n_train) * rf_params["n_estimators"]
-        source = f"scaled from the demo's forest (n log n), {cores} cores (a node)"
-    stage("train_rf", 1, rf_cpu / cores, cores, 1, source)
-    ranks = args.train_nodes * args.gpus_per_node
-    if gpu:
-        rate = gpu["train_samples_per_s"] * ranks * args.scaling
-        source = f"{gpu['device']} measured at batch {gpu['train_batch']}; x{ranks} GPUs at {args.scaling} assumed"
-    else:
-        rate = r["train_lstm_cpu"]["samples_per_s"] / r["train_lstm_cpu"]["ranks"] * ranks * args.scaling
-        source = "CPU rank measured here; scaling assumed"
-    stage("train lstm", 1, n_train * epochs / rate, args.train_nodes * cores, 1, source)
-    lstm_training_s = rows[-1]["job_min"] * 60
-    hpo = seed.get("hpo") or {}
-    for model in hpo.get("models", []):
-        one = lstm_training_s if model == "lstm" else rf_cpu / many
-        stage(f"hpo {model}", hpo.get("trials", 20), one, many, hpo.get("workers", 2), "one training a trial (unpruned)")
-    rf_map = r["predict_rf"]["cpu_s_per_unit"]
-    # the rest of a map job as the demo's 256 px jobs give it: their fixed costs counted as per-pixel work
-    demo_rest = max(rf_map - demo_forest[1] / demo_forest[0], 0.0)
-    whole = whole_tile_map(args.map_figures)
-    if whole:  # reading, preparing and writing as a whole-tile job measured them
-        rest, rest_source = whole["rest_cpu_s_per_px"], f"the rest as a {whole['size']} px job ({whole['file']})"
-    else:
-        rest, rest_source = demo_rest, "the rest scaled from the demo's jobs"
-    if forest:  # the demo forest's share of a map job's CPU replaced by that of a forest of the seed's size
-        forest_part = forest["cores"] / forest["px_s"]
-        rf_map = rest + forest_part
-        source = (f"{many} cores (linear); its forest, {forest_part * TILE_PX / many / 60:.0f} of the minutes, one of "
-                  f"{forest['rows']:,} rows ({forest['file']}); {rest_source}")
-    else:
-        source = f"measured on the demo, {many} cores (linear); the demo's forest (no --forest-figures)"
-    stage("predict rf", maps, rf_map * TILE_PX / many, many, cpu_slots(many), source)
-    if gpu:
-        gpus = args.predict_nodes * args.gpus_per_node
-        stage("predict lstm", maps, TILE_PX / (gpu["predict_px_s"] * gpus), args.predict_nodes * cores,
-              max(1, args.gpu_nodes // args.predict_nodes),
-              f"{gpu['device']} measured ({gpu['predict_px_s']:.0f} px/s a GPU, {gpu['predict_block']} px windows, "
-              f"{gpu['predict_threads']} preparing threads on 16 cores); {cores // args.gpus_per_node} cores a GPU assumed enough")
-    else:
-        stage("predict lstm", maps, r["predict_lstm"]["cpu_s_per_unit"] * TILE_PX / cores, cores, args.cpu_nodes,
-              "CPU measured here")
-    consistent = consistent_figures(args.consistent_figures)
-    if consistent:
-        side = consistent["side"]
-        grid = "a whole tile" if side ** 2 >= TILE_PX else f"{side} px, scaled to the tile's pixels"
-        stage("consistent_maps", tiles * 2, consistent["cpu_s_per_px_year"] * TILE_PX * years, 1, cpu_slots(1),
-              f"measured on {grid}, one core ({consistent['file']}), {consistent['years']} years scaled to {years}")
-    else:
-        stage("consistent_maps", tiles * 2, r["consistent_maps"]["cpu_s_per_unit"] * TILE_PX * years, 2, cpu_slots(2),
-              "scaled from the demo's jobs")
-    stage("assess", maps * 2, r["assess"]["cpu_s_per_unit"], 2, cpu_slots(2), "the demo's jobs (per map)")
-
-    print(f"\nseed study: {args.config.relative_to(ROOT)}: {tiles} tiles x {years} years = {maps} tile-years of "
-          f"{TILE_PX / 1e6:.1f} Mpx, models {', '.join(seed['models'])}; {n_train:,} training samples "
-          f"({per_class} a class x {args.classes} classes x {fr['train']} train, {maps} tables), lstm {epochs} epochs")
-    print(f"cluster (stated): {args.cpu_nodes} CPU nodes and {args.gpu_nodes} GPU nodes of {cores} cores "
-          f"({args.gpus_per_node} GPUs each); training on {args.train_nodes} nodes, deep prediction on "
-          f"{args.predict_nodes}")
-    print("\nmeasured here (CPU s per unit, a job's lcflow start-up of "
-          f"{overhead:.2f} CPU s taken off):")
-    for name in ("cube", "labels", "sample", "train_rf", "predict_rf", "predict_lstm", "consistent_maps", "assess"):
-        print(f"  {name:16s} {r[name]['cpu_s_per_unit']:.3e} CPU s per {r[name]['unit']}")
-    print(f"  the demo's forest maps {demo_forest[0] / 1e3:.0f} k px/s here ({demo_forest[1]} cores, compiled, "
-          "inputs prepared)")
-    if forest:
-        print(f"  a forest of the seed study's size ({forest['file']}: {forest['rows']:,} rows, min_samples_leaf "
-              f"{forest['leaf']}, {forest['nodes_300'] / 1e6:.1f} M nodes and depth {forest['mean_depth']:.0f} as 300 "
-              f"trees) maps {forest['px_s'] / 1e3:.0f} k px/s ({forest['cores']} cores): a forest map job "
-              f"{rf_map:.3e} CPU s per px")
-    if cube:
-        print(f"  a whole tile's cube of {cube['dates']} scenes ({cube['file']}): {cube['cpu_s']:.0f} CPU s, "
-              f"{cube['cpu_s'] / cube['plain_cpu_s']:.1f} times a plain read's {cube['plain_cpu_s']:.0f}: "
-              f"{cube['cpu_s_per_px_scene']:.3e} CPU s per px x scene (the demo's jobs: {r['cube']['cpu_s_per_unit']:.3e})")
-    if labels:
-        print(f"  whole-tile labels jobs ({labels['file']}): {', '.join(f'{v:.0f}' for v in labels['cpu_s_each'])} "
-              f"CPU s: {labels['cpu_s_per_px']:.3e} CPU s per px (the demo's jobs: {r['labels']['cpu_s_per_unit']:.3e})")
-    if whole:
-        print(f"  a forest map job of {whole['size']} px ({whole['file']}): {whole['cpu_s']:.0f} CPU s on {whole['cores']} "
-              f"cores, of which its forest alone {whole['size'] ** 2 * whole['cores'] / whole['forest_px_s']:.0f}: the "
-              f"rest {whole['rest_cpu_s_per_px']:.3e} CPU s per px (the demo's jobs: {demo_rest:.3e})")
-    if consistent:
-        lo, hi = consistent["spread"]
-        print(f"  consistent maps at {consistent['side']} px, {consistent['years']} years, one core "
-              f"({consistent['file']}): {consistent['cpu_s_per_px_year']:.3e} CPU s per px x year "
-              f"({lo:.3e}-{hi:.3e} over {len(consistent['cpu_s_each'])} turns; the demo's jobs: "
-              f"{r['consistent_maps']['cpu_s_per_unit']:.3e})")
-    print(f"  lstm training on this CPU: {r['train_lstm_cpu']['samples_per_s']:.0f} samples/s "
-          f"({r['train_lstm_cpu']['ranks']} ranks)")
-    if gpu:
-        print(f"  GPU ({gpu['device']}, {args.gpu_figures.name}): lstm training {gpu['train_samples_per_s']:.0f} samples/s "
-              f"at batch {gpu['train_batch']}; prediction {gpu['predict_px_s']:.0f} px/s "
-              f"({gpu['predict_threads']} preparing threads)")
+    print(f"\nseed study: {args.config.relative_to(ROOT)}: {len(todo.tiles)} tiles x {todo.years} years = "
+          f"{len(todo.tile_years)} tile-years, models {', '.join(todo.models)}; {todo.n_train:,} training rows")
+    print(f"cluster: {where.name}; CPU jobs of {where.cpu_job_cores} cores, nodes of {where.node_cores}, "
+          f"{where.gpus_per_node} GPUs a GPU node, training on {where.train_nodes} nodes")
+    print(f"\nmeasured here (a job's lcflow start-up {overhead:.2f} CPU s):")
+    for name, rate in rates["jobs"].items():
+        demo_rate = rates["demo_per_unit"].get(name)
+        print(f"  {name:18s} {rate['fixed_cpu_s']:7.2f} CPU s a job + {rate['cpu_s_per_unit']:.3e} per {rate['unit']}"
+              f"  ({rate['source']}" + (f"; the demo's jobs alone: {demo_rate:.3e} per unit)" if demo_rate else ")"))
+    for fit in rates["forests"]:
+        print(f"  forest of {fit['rows']:,} rows, min_samples_leaf {fit['leaf']} ({fit['source']}): fit "
+              f"{fit['fit_cpu_s_per_tree']:.2f} CPU s a tree, map {fit['map_cpu_s_per_px_300_trees']:.3e} CPU s a px "
+              "as 300 trees")
+    for m, fig in rates["deep_cpu"].items():
+        print(f"  {m} training on this CPU: {fig['samples_per_s_per_rank']:.0f} samples/s a one-thread rank")
+    if "gpu" in rates:
+        gpu = rates["gpu"]
+        print(f"  GPU ({gpu['device']}, {gpu['file']}): training at batch {gpu['batch']} "
+              + ", ".join(f"{m} {v:.0f}" for m, v in gpu["train_samples_per_s_per_gpu"].items())
+              + f" samples/s; maps at {gpu['block']} px windows " + ", ".join(
+                  f"{m} {v:.0f}" for m, v in gpu["predict_px_s_per_gpu"].items()) + " px/s")
     print(f"assumed: {args.scenes:.0f} scenes a tile-year, {args.staged_gb:.1f} GB staged a tile-year at "
-          f"{args.stage_gbit:g} Gbit/s, {args.classes} classes, {args.scaling} "
-          f"multi-node efficiency, {args.search_s:.0f} s a search; CPU work scales with cores")
-    print(f"\n{'stage':16s} {'jobs':>5s} {'min a job':>10s} {'at once':>8s} {'wall h':>8s} {'core h':>9s}  source")
-    for row in rows:
-        print(f"{row['stage']:16s} {row['jobs']:5d} {row['job_min']:10.1f} {row['at_once']:8d} {row['wall_h']:8.2f} "
-              f"{row['core_h']:9.1f}  {row['source']}")
-    total, path = critical_path(rows)
-    core_h = sum(row["core_h"] for row in rows)
-    print(f"{'total':16s} {'':5s} {'':10s} {'':8s} {total:8.2f} {core_h:9.1f}  critical path: {' > '.join(path)}")
-    print(f"{'':16s} {'':5s} {'':10s} {'':8s} {sum(row['wall_h'] for row in rows):8.2f} {'':9s}  "
-          "(every stage one after another: an upper bound)")
-    if not hpo.get("models"):
+          f"{args.stage_gbit:g} Gbit/s, {args.classes} classes, {args.scaling} multi-node efficiency, "
+          f"{args.search_s:.0f} s a search; CPU work scales with cores")
+    for line in todo.said:
+        print(f"  {line}")
+    print()
+    print(projection.table(rows))
+    if not todo.hpo_models:
         from lcflow.defaults import default
 
         trials, workers = default("hpo.trials"), default("hpo.workers")
+        train = next(r for r in rows if r.stage == "train lstm")
         print(f"(no hpo in {args.config.name}: a study of lstm at the schema's {trials} trials and {workers} workers, "
-              f"each a training job as above, would add up to {math.ceil(trials / workers) * lstm_training_s / 3600:.2f} h"
+              f"each a training job as above, would add up to {math.ceil(trials / workers) * train.job_s / 3600:.2f} h"
               " wall, less what the pruner stops early)")
-
-
-def critical_path(rows: list[dict]) -> tuple[float, list[str]]:
-    """The wall hours of the longest chain of stages, and its stages: everything in turn but the forest's
-    training and maps (CPU nodes) beside the deep models' studies, training and maps (GPU nodes), which
-    Snakemake runs at once. Stages of a chain are taken whole, one after another (no overlap of waves)."""
-    wall = {row["stage"]: row["wall_h"] for row in rows}
-    forest = [s for s in wall if s in ("hpo rf", "train_rf", "predict rf")]
-    deep = [s for s in wall if s.startswith(("hpo ", "train ", "predict ")) and s not in forest]
-    before = [s for s in wall if s in ("search", "stage-in", "cube", "labels", "sample")]
-    after = [s for s in wall if s not in (*before, *forest, *deep)]
-    branch = max((forest, deep), key=lambda chain: sum(wall[s] for s in chain))
-    path = [*before, *branch, *after]
-    return sum(wall[s] for s in path), path
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
 """config/netherlands.yaml, the seed study's set-up, plans as it should under the Slurm profile."""
 
+import json
+import os
 import re
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import yaml
 
@@ -25,6 +30,16 @@ def test_netherlands_config_plans_whole_tiles_from_earth_search(tmp_path):
                                         "predict_rf")} == \
         {"search": tile_years, "cube": tile_years, "sample": tile_years, "labels": 10, "train": 1, "train_rf": 1,
          "predict": tile_years, "predict_rf": tile_years}
+    # lcflow budget plans the same jobs, stage by stage
+    from lcflow.budget.projection import rule
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LCFLOW_SLURM_")}
+    subprocess.run([str(Path(sys.executable).parent / "lcflow"), "budget", "--configfile", str(config), "--json",
+                    str(tmp_path / "budget.json")], cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
+    budgeted: dict[str, int] = {}
+    for row in json.loads((tmp_path / "budget.json").read_text())["rows"]:
+        budgeted[rule(row["stage"])] = budgeted.get(rule(row["stage"]), 0) + row["jobs"]
+    assert budgeted == {r: int(counts[r]) for r in budgeted}
     # a deep model's map is a multi-rank MPI job on the GPU nodes, one rank a GPU; the forest's a CPU job
     deep = re.findall(r"^Shell command: (srun --mpi=pmix [^\n]*?) lcflow -v predict ", out, re.MULTILINE)
     assert len(deep) == tile_years

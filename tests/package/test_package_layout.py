@@ -19,7 +19,7 @@ LAYERS = [
     {"lcflow.maps"},
     {"lcflow.assess"},
     {"lcflow.synth"},
-    {"lcflow.job_resources", "lcflow.config"},
+    {"lcflow.job_resources", "lcflow.config", "lcflow.budget"},
     {"lcflow.cli"},
 ]
 

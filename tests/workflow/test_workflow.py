@@ -361,6 +361,33 @@ def test_the_report_gives_each_stages_wall_time_and_memory(run):
         assert '"filename": "job_resources.png"' in report.read_text(encoding="utf-8")
 
 
+def test_lcflow_budget_of_the_demo_is_within_twice_its_measured_jobs(run, tmp_path):
+    """lcflow budget on the demo's config and this run's counts (items, sample tables), on this machine as
+    profiles/local runs it, against the CPU this run's jobs spent (its benchmark files): every stage that
+    spent 10 CPU s or more, and all of them together, within a factor of 2."""
+    import os
+    import subprocess
+    import sys
+
+    from lcflow import job_resources
+
+    work = run.parent
+    done = subprocess.run([str(Path(sys.executable).parent / "lcflow"), "budget", "--configfile",
+                           str(work / "demo.yaml"), "--directory", str(work), "--profile", "local", "--json",
+                           str(tmp_path / "b.json")], capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("LCFLOW_SLURM_")})
+    assert done.returncode == 0, done.stderr
+    assert "scenes: 4 tile-year(s) counted in their items.json" in done.stdout
+    budgeted = json.loads((tmp_path / "b.json").read_text())["cpu_s_by_stage"]
+    measured = job_resources.read(run / "benchmarks").groupby("stage")["cpu_s"].sum().to_dict()
+    compared = {stage: (budgeted[stage], measured[stage]) for stage in budgeted if stage in measured}
+    assert {"cube", "sample", "hpo", "train", "predict", "assess"} <= set(compared)
+    large = {stage: round(b / m, 2) for stage, (b, m) in compared.items() if m >= 10}
+    assert all(0.5 <= ratio <= 2 for ratio in large.values()), large
+    total = sum(b for b, _ in compared.values()) / sum(m for _, m in compared.values())
+    assert 0.5 <= total <= 2, (total, large)
+
+
 def test_adding_a_year_to_the_demo_makes_only_that_year_s_data(run, tmp_path):
     """A year added to a finished demo: its scenes are made, searched and composited for each tile, and no
     other tile-year's (the models and maps change, as they learn from the new year's samples too)."""

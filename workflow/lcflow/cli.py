@@ -13,6 +13,7 @@ import sys
 
 from lcflow import config, job_resources
 from lcflow.assess import commands as assess_commands
+from lcflow.budget import commands as budget_commands
 from lcflow.common import atomic, path_guard, termination
 from lcflow.errors import LcflowError
 from lcflow.labels import commands as labels_commands
@@ -28,7 +29,7 @@ BAD_INPUT, FAILED = 2, 1
 
 #: each stage's commands, in the order of the workflow
 STAGES = (synth_commands, retrieve_commands, labels_commands, train_commands, tune_commands, maps_commands,
-          assess_commands, job_resources, config)
+          assess_commands, job_resources, config, budget_commands)
 
 
 class _Parser(argparse.ArgumentParser):

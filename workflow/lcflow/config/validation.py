@@ -25,10 +25,11 @@ if TYPE_CHECKING:
 
 
 def check(config: dict[str, Any], schema_path: str | Path, base: str | Path = ".", today: dt.date | None = None,
-          origins: Origins | None = None) -> None:
-    """Raise :class:`LcflowError` naming the first bad key and value (and, given ``origins``, its file)."""
+          origins: Origins | None = None, files: bool = True) -> None:
+    """Raise :class:`LcflowError` naming the first bad key and value (and, given ``origins``, its file);
+    ``files`` False leaves out whether the input files exist (a budget is made before they are fetched)."""
     try:
-        _check(config, schema_path, Path(base), today)
+        _check(config, schema_path, Path(base), today, files)
     except BadValue as bad:
         source = origins.of(bad.path) if origins else None
         hint = ""
@@ -67,7 +68,8 @@ def _refuse_secrets(node: Any, path: tuple = (), seen: set[int] | None = None) -
             raise BadValue(path, str(exc)) from None
 
 
-def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: dt.date | None) -> None:
+def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: dt.date | None,
+           files: bool = True) -> None:
     """Every check, in the order their messages take precedence: secrets, the schema, then lcflow's own."""
     _refuse_secrets(config)
     schema_path = Path(schema_path).resolve()
@@ -75,7 +77,7 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         raise BadValue(errors[0].absolute_path, _message(errors[0]))
-    cross_stage.check_all(config, validator.schema, base, today)
+    cross_stage.check_all(config, validator.schema, base, today, files)
 
 
 def _message(error: jsonschema.ValidationError) -> str:

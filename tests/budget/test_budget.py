@@ -1,0 +1,123 @@
+"""lcflow budget: the cluster from the profile, the rates' two parts, the pruner's share, the jobs a config
+makes as Snakemake plans them, and the seed study's figures as benchmarks/seed_study.py printed them."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lcflow.budget import cluster, projection, rates
+from lcflow.budget.pruning import share_run
+from lcflow.errors import LcflowError
+
+from ..conftest import ROOT, job_counts, snakemake
+
+LCFLOW = Path(sys.executable).parent / "lcflow"
+
+
+def budget(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LCFLOW_SLURM_")}
+    return subprocess.run([str(LCFLOW), "budget", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_cluster_is_the_profile_s_site_values_or_their_overrides(monkeypatch):
+    for name in ("NODE_CORES", "CPU_CORES", "GPUS_PER_NODE", "TRAIN_NODES"):
+        monkeypatch.delenv(f"LCFLOW_SLURM_{name}", raising=False)
+    c = cluster.from_profile(ROOT / "profiles" / "slurm", 8, 4)
+    assert (c.node_cores, c.cpu_job_cores, c.gpus_per_node, c.ranks_per_node, c.cores_per_rank, c.train_nodes,
+            c.predict_nodes) == (48, 8, 4, 4, 12, 2, 1)
+    monkeypatch.setenv("LCFLOW_SLURM_CPU_CORES", "16")
+    monkeypatch.setenv("LCFLOW_SLURM_GPUS_PER_NODE", "0")
+    c = cluster.from_profile(ROOT / "profiles" / "slurm", 8, 4)
+    assert (c.cpu_job_cores, c.gpus_per_node, c.slots(16)) == (16, 0, 8 * 3)
+    monkeypatch.setenv("LCFLOW_SLURM_NODE_CORES", "lots")
+    with pytest.raises(LcflowError, match="site value NODE_CORES='lots' of .*profiles/slurm: not a whole number"):
+        cluster.from_profile(ROOT / "profiles" / "slurm", 8, 4)
+
+
+def test_a_stage_s_fixed_part_comes_from_small_jobs_and_its_rate_from_a_large_one():
+    # 4 demo jobs spent 20 CPU s on 1e6 units; a large job measured 2e-6 CPU s a unit: 2 s of the 20 are
+    # per unit, the rest (18 s over 4 jobs) fixed
+    assert rates.affine(20.0, 4, 1e6, 0.5, 2e-6) == pytest.approx({"fixed_cpu_s": 4.5, "cpu_s_per_unit": 2e-6})
+    # never under a process's start-up, even where the large job's rate explains everything
+    assert rates.affine(1.0, 4, 1e6, 0.5, 2e-6)["fixed_cpu_s"] == 0.5
+    # without a large job: the start-up fixed, the rest per unit
+    assert rates.affine(20.0, 4, 1e6, 0.5) == pytest.approx({"fixed_cpu_s": 0.5, "cpu_s_per_unit": 18e-6})
+
+
+def test_the_nearest_forest_is_scaled_to_the_rows_asked():
+    r = {"forests": [{"rows": 1000, "leaf": 1, "fit_cpu_s_per_tree": 1.0, "map_cpu_s_per_px_300_trees": 1e-5},
+                     {"rows": 1_000_000, "leaf": 30, "fit_cpu_s_per_tree": 20.0, "map_cpu_s_per_px_300_trees": 4e-5}]}
+    at = rates.forest(r, 2_000_000, 30)
+    assert at["rows"] == 1_000_000
+    assert at["fit_cpu_s_per_tree_here"] == pytest.approx(20.0 * 2 * 20.9316 / 19.9316, rel=1e-4)  # n log n
+    assert rates.forest(r, 2000, 1)["rows"] == 1000
+    assert rates.forest(r, 2000, 7)["rows"] == 1000  # no forest of that leaf: the nearest in rows
+
+
+def test_the_pruner_s_share_is_optuna_s_on_replayed_trials():
+    assert share_run("none", 4, 40, 3, 20) == 1.0
+    assert share_run("successive_halving", 4, 4, 3, 20) == 1.0  # nothing to prune before the first rung
+    few, many = share_run("successive_halving", 4, 40, 3, 4), share_run("successive_halving", 4, 40, 3, 40)
+    # the first trials have no peers to lose to and run whole; many trials approach halving's asymptote
+    # (1 + 2/3 + 2/3 + 1/27) x 4 / 40 = 0.237
+    assert 0.237 < many < few < 1.0
+    assert many == pytest.approx(0.25, abs=0.04)
+
+
+def test_a_profile_without_a_config_and_a_rates_file_without_its_parts_are_refused(tmp_path):
+    done = budget("--configfile", "config/config.yaml", "--profile", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"lcflow budget: error: --profile {tmp_path}: no config.yaml there (the Slurm "
+                                   "profile is profiles/slurm of lcflow's repository)")
+    (tmp_path / "rates.json").write_text(json.dumps({"jobs": {}}))
+    done = budget("--configfile", "config/config.yaml", "--rates", str(tmp_path / "rates.json"))
+    assert done.returncode == 2 and "no assumed, deep_cpu, forests; benchmarks/seed_study.py --rates" in done.stderr
+
+
+def _rows(path: Path) -> dict[str, dict]:
+    return {r["stage"]: r for r in json.loads(path.read_text())["rows"]}
+
+
+def test_the_seed_study_s_budget_is_the_one_its_benchmark_printed(tmp_path):
+    """lcflow budget on config/netherlands.yaml, before any file of it exists, from the rates that
+    benchmarks/seed_study.py wrote in the run that printed benchmarks/measured/seed_study_2core.txt."""
+    done = budget("--configfile", "config/netherlands.yaml", "--json", str(tmp_path / "b.json"))
+    assert done.returncode == 0, done.stderr
+    printed = (ROOT / "benchmarks" / "measured" / "seed_study_2core.txt").read_text()
+    lines = printed.split("\nstage ", 1)[1].splitlines()[1:]  # the table's rows, fixed width: the stage in 22
+    table = {line[:22].strip(): line[22:].split()[:7] for line in lines if line[:22].strip()
+             and not line.startswith("(")}
+    table["total"] = table["total"][:4]
+    rows = _rows(tmp_path / "b.json")
+    assert set(rows) == {k for k in table if k != "total"}
+    for stage, row in rows.items():
+        jobs, _, at_once, wall_h, core_h, gpu_h, disk_gb = table[stage]
+        assert (int(jobs), int(at_once)) == (row["jobs"], row["at_once"]), stage
+        for said, value in ((wall_h, row["wall_h"]), (core_h, row["core_h"]), (gpu_h, row["gpu_h"]),
+                            (disk_gb, row["disk_gb"])):
+            assert float(said) == pytest.approx(value, rel=0.01, abs=1e-3), stage
+    total = json.loads((tmp_path / "b.json").read_text())
+    wall, core, gpu = (float(v) for v in table["total"][:3])
+    assert (wall, core, gpu) == (pytest.approx(total["critical_path_h"], rel=0.01),
+                                 pytest.approx(total["core_h"], rel=0.01), pytest.approx(total["gpu_h"], rel=0.01))
+    assert f"{total['core_h']:.1f}" in done.stdout and "critical path: search > stage-in > cube" in done.stdout
+
+
+@pytest.mark.parametrize("profile", ["local", "profiles/slurm"])
+def test_the_budget_counts_the_jobs_snakemake_plans(tmp_path, profile):
+    """Every stage's jobs, for the demo, as many as Snakemake's dry run of the same config plans."""
+    done = budget("--configfile", "config/config.yaml", "--profile", profile, "--results", str(tmp_path / "none"),
+                  "--json", str(tmp_path / "b.json"))
+    assert done.returncode == 0, done.stderr
+    planned = job_counts(snakemake(tmp_path, "-n", configfile=ROOT / "config" / "config.yaml", timeout=300).stdout)
+    counted: dict[str, int] = {}
+    for stage, row in _rows(tmp_path / "b.json").items():
+        counted[projection.rule(stage)] = counted.get(projection.rule(stage), 0) + row["jobs"]
+    assert counted == {rule: planned[rule] for rule in counted}
+    assert {"search", "stage", "cube", "labels", "sample", "hpo", "hpo_rf", "train", "train_rf", "predict",
+            "predict_rf", "consistent_maps", "assess"} <= set(counted)

@@ -1,0 +1,205 @@
+"""A config's work on a cluster at the measured rates: per stage its jobs, the minutes a job, how many run
+at once, wall hours, core hours (cores held x wall, as Slurm bills), GPU hours, CPU work and disk."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lcflow.budget import rates as measured
+from lcflow.budget.cluster import Cluster
+from lcflow.budget.work import Work
+
+#: the stages before the models, in turn; after them, the maps' checks and figures
+BEFORE = ("search", "stage-in", "cube", "labels", "sample")
+
+
+@dataclass
+class Row:
+    """One stage of the projection."""
+
+    stage: str
+    jobs: int
+    job_s: float  # wall seconds of one job
+    cores: int  # cores a job holds
+    gpus: int  # GPUs a job holds
+    at_once: int
+    cpu_s: float  # CPU work of every job (what the demo's benchmark files measure)
+    disk_gb: float  # what its outputs hold, uncompressed (an upper bound)
+    source: str
+
+    @property
+    def wall_h(self) -> float:
+        return math.ceil(self.jobs / self.at_once) * self.job_s / 3600 if self.jobs else 0.0
+
+    @property
+    def core_h(self) -> float:
+        return self.jobs * self.job_s * self.cores / 3600
+
+    @property
+    def gpu_h(self) -> float:
+        return self.jobs * self.job_s * self.gpus / 3600
+
+
+def project(work: Work, rates: dict, cluster: Cluster) -> list[Row]:
+    """The stages of ``work`` on ``cluster``."""
+    a, c, rows = rates["assumed"], cluster, []
+
+    def add(stage: str, jobs: int, cpu_s: float, cores: int, slots: int, source: str, *, job_s: float | None = None,
+            gpus: int = 0, disk_gb: float = 0.0) -> None:
+        if jobs:
+            rows.append(Row(stage, jobs, cpu_s / max(cores, 1) if job_s is None else job_s, cores, gpus,
+                            min(jobs, slots), cpu_s * jobs, disk_gb, source))
+
+    maps = len(work.tile_years)
+    whole = 10_980 ** 2
+    add("search", maps, measured.job_cpu_s(rates, "search"), 0, 1, "network: assumed a search on the login node",
+        job_s=a["search_s"])
+    if not work.remote:
+        staged_gb = [a["staged_gb_a_whole_tile_year"] * min(1.0, work.px[ty] / whole) * work.scenes[ty] / a["scenes"]
+                     for ty in work.tile_years]
+        add("stage-in", maps, 0.0, 1 if work.stage_on_slurm else 0, 1,
+            f"{a['staged_gb_a_whole_tile_year']:.1f} GB a whole tile-year of {a['scenes']:g} scenes (assumed), "
+            f"at {a['stage_gbit']:g} Gbit/s (assumed)", job_s=max(staged_gb) * 8 / a["stage_gbit"],
+            disk_gb=sum(staged_gb))
+    cube_cpu = [measured.job_cpu_s(rates, "cube", work.px[ty] * work.scenes[ty]) for ty in work.tile_years]
+    many = c.cpu_job_cores
+    net_s = 0.0
+    if work.remote:
+        per_job = min(a["gbit_per_job"], a["site_gbit"] / min(maps, c.slots(many)))
+        net_s = max(work.scenes[ty] * a["scene_gb"] * min(1.0, work.px[ty] / whole) for ty in work.tile_years) * 8 / per_job
+    px_step = sum(work.px.values()) * work.steps
+    add("cube", maps, sum(cube_cpu) / maps, many, c.slots(many), rates["jobs"]["cube"]["source"]
+        + (f"; network reads assumed ({net_s / 60:.0f} min a job)" if work.remote else "; staged scenes"),
+        job_s=max(max(cube_cpu) / many, net_s), disk_gb=px_step * (2 * work.layers + 1) / 1e9)
+    tiles = work.tiles
+    first = {t: work.px[(t, min(y for tt, y in work.tile_years if tt == t))] for t in tiles}
+    add("labels", len(tiles), sum(measured.job_cpu_s(rates, "labels", first[t]) for t in tiles) / len(tiles), 1,
+        c.slots(1), rates["jobs"]["labels"]["source"], disk_gb=sum(first.values()) * 2 / 1e9)
+    sample_cpu = sum(measured.job_cpu_s(rates, "sample", work.samples[ty]) for ty in work.tile_years)
+    add("sample", maps, sample_cpu / maps, many, c.slots(many), rates["jobs"]["sample"]["source"],
+        disk_gb=sum(work.samples.values()) * (2 * work.layers * work.steps + 64) / 1e9)
+    _models(work, rates, c, add)
+    map_gb = sum(work.px.values()) * 2 / 1e9  # a class and a confidence byte a pixel
+    years = work.years
+    consistent = [measured.job_cpu_s(rates, "consistent_maps", first[t] * years) for t in tiles]
+    add("consistent_maps", len(tiles) * len(work.models), sum(consistent) / len(tiles), 1, c.slots(1),
+        rates["jobs"]["consistent_maps"]["source"], disk_gb=map_gb)
+    for stage, jobs in (("change_figure", len(tiles) * len(work.models) * max(years - 1, 0)),
+                        ("quicklook", maps * len(work.models)), ("design_sample", maps),
+                        ("assess", maps * len(work.models))):
+        add(stage, jobs, measured.job_cpu_s(rates, stage), 1, c.slots(1), rates["jobs"][stage]["source"])
+    return rows
+
+
+def _models(work: Work, rates: dict, c: Cluster, add) -> None:
+    """The studies, trainings, learning curves and maps of every model."""
+    a, n, many = rates["assumed"], work.n_train, c.cpu_job_cores
+    maps = len(work.tile_years)
+    map_gb = sum(work.px.values()) * 2 / 1e9
+    trials = {m: math.ceil(work.hpo_trials / work.hpo_workers) for m in work.hpo_models}
+    if "rf" in work.models:
+        fit = measured.forest(rates, n, work.rf["min_samples_leaf"])
+        fit_cpu = fit["fit_cpu_s_per_tree_here"] * work.rf["n_estimators"] + rates["startup_cpu_s"]
+        told = f"a forest fit on {fit['rows']:,} rows ({fit['source']}), scaled to {n:,} rows"
+        if "rf" in trials:
+            add("hpo rf", work.hpo_workers, fit_cpu * trials["rf"], many, work.hpo_workers,
+                f"{trials['rf']} trials a worker, each {told} (unpruned)")
+        add("train rf", 1, fit_cpu, c.node_cores, 1, f"{told}, on a whole node (linear)")
+        per_px = rates["jobs"]["predict_rest"]["cpu_s_per_unit"] + (
+            fit["map_cpu_s_per_px_300_here"] * work.rf["n_estimators"] / 300)
+        cpu = [rates["jobs"]["predict_rest"]["fixed_cpu_s"] + per_px * work.px[ty] for ty in work.tile_years]
+        add("predict rf", maps, sum(cpu) / maps, many, c.slots(many),
+            f"its forest as {told}; reading and writing: {rates['jobs']['predict_rest']['source']}", disk_gb=map_gb)
+    gpu = rates.get("gpu") if c.gpus_per_node else None
+    ranks = c.train_nodes * (c.gpus_per_node or c.ranks_per_node)
+    for m in work.deep:
+        t = work.training[m]
+        batch = t["batch_size"] * ranks
+        seen = max(t["epochs"] * n, t["min_steps"] * batch)  # samples a training passes through, early stops aside
+        if gpu:
+            per_gpu = gpu["train_samples_per_s_per_gpu"].get(m, gpu["train_samples_per_s_per_gpu"]["lstm"])
+            as_of = m if m in gpu["train_samples_per_s_per_gpu"] else "lstm (this model not measured)"
+            job_s = seen / (per_gpu * ranks * a["scaling"]) + rates["startup_cpu_s"]
+            source = f"{gpu['device']}: {as_of} at batch {gpu['batch']}, x{ranks} GPUs at {a['scaling']} (assumed)"
+            cores, gpus, slots = c.train_nodes * c.gpu_node_cores, ranks, max(1, c.gpu_nodes // c.train_nodes)
+        else:
+            cpu_rank = rates["deep_cpu"].get(m, rates["deep_cpu"]["lstm"])
+            job_s = seen / (cpu_rank["samples_per_s_per_rank"] * ranks) + rates["startup_cpu_s"]
+            source = f"{cpu_rank['source']}, x{ranks} CPU ranks"
+            cores, gpus, slots = ranks * c.cores_per_rank, 0, c.slots(c.ranks_per_node * c.cores_per_rank)
+        source += f"; {seen / max(n, 1):.0f} passes over {n:,} rows (early stopping ends sooner)"
+        if m in trials:
+            share = work.hpo_share[m]
+            add(f"hpo {m}", work.hpo_workers, job_s * trials[m] * share * cores, cores, min(work.hpo_workers, slots),
+                f"{trials[m]} trials a worker, each a training as below; the pruner runs {100 * share:.0f} % of their "
+                "rounds (lcflow.budget.pruning)", job_s=job_s * trials[m] * share, gpus=gpus)
+        add(f"train {m}", 1, job_s * cores, cores, 1, source, job_s=job_s, gpus=gpus)
+        add(f"learning_curve {m}", 1, measured.job_cpu_s(rates, "learning_curve"), 1, 1,
+            rates["jobs"]["learning_curve"]["source"])
+        if gpu:
+            per_gpu = gpu["predict_px_s_per_gpu"].get(m, gpu["predict_px_s_per_gpu"]["lstm"])
+            gpus = c.predict_nodes * c.gpus_per_node
+            job_s = [work.px[ty] / (per_gpu * gpus) + rates["startup_cpu_s"] for ty in work.tile_years]
+            cores = c.predict_nodes * c.gpu_node_cores
+            add(f"predict {m}", maps, sum(job_s) / maps * cores, cores, max(1, c.gpu_nodes // c.predict_nodes),
+                f"{gpu['device']}: {per_gpu:,.0f} px/s a GPU", job_s=max(job_s), gpus=gpus, disk_gb=map_gb)
+        else:
+            stage = f"predict_{m}_cpu" if f"predict_{m}_cpu" in rates["jobs"] else "predict_lstm_cpu"
+            cpu = [measured.job_cpu_s(rates, stage, work.px[ty]) for ty in work.tile_years]
+            cores = c.predict_nodes * c.ranks_per_node * c.cores_per_rank
+            add(f"predict {m}", maps, sum(cpu) / maps, cores, c.slots(cores), rates["jobs"][stage]["source"],
+                disk_gb=map_gb)
+
+
+def critical_path(rows: list[Row]) -> tuple[float, list[str]]:
+    """The wall hours of the longest chain of stages, and its stages: everything in turn but the forest's
+    study, training and maps (CPU nodes) beside the deep models' (GPU nodes), which Snakemake runs at once.
+    Stages of a chain are taken whole, one after another (no overlap of waves)."""
+    wall = {row.stage: row.wall_h for row in rows}
+    forest = [s for s in wall if s in ("hpo rf", "train rf", "predict rf")]
+    deep = [s for s in wall if s.startswith(("hpo ", "train ", "learning_curve ", "predict ")) and s not in forest]
+    before = [s for s in wall if s in BEFORE]
+    after = [s for s in wall if s not in (*before, *forest, *deep)]
+    branch = max((forest, deep), key=lambda chain: sum(wall[s] for s in chain))
+    path = [*before, *branch, *after]
+    return sum(wall[s] for s in path), path
+
+
+def _n(value: float) -> str:
+    """A figure to three significant digits where it is small (a demo's hours), else to one decimal."""
+    return f"{value:.1f}" if value >= 100 or value == 0 else f"{value:.3g}"
+
+
+def rule(stage: str) -> str:
+    """The workflow's rule that runs a stage's jobs (``train lstm``: ``train``; ``train rf``: ``train_rf``)."""
+    name, _, model = stage.partition(" ")
+    if name == "stage-in":
+        return "stage"
+    return f"{name}_rf" if model == "rf" else name
+
+
+def by_stage(rows: list[Row]) -> dict[str, float]:
+    """CPU seconds per stage as the run's benchmark files name them (``hpo``, ``train``, ``predict``, ...:
+    a model's jobs together), to compare with ``lcflow job-resources``."""
+    cpu: dict[str, float] = {}
+    for r in rows:
+        name = {"stage-in": "stage"}.get(r.stage, r.stage.split(" ")[0])
+        cpu[name] = cpu.get(name, 0.0) + r.cpu_s
+    return cpu
+
+
+def table(rows: list[Row]) -> str:
+    """The projection as a fixed-width table a proposal can quote, with its totals."""
+    lines = [f"{'stage':22s} {'jobs':>5s} {'min a job':>10s} {'at once':>8s} {'wall h':>8s} {'core h':>9s} "
+             f"{'GPU h':>7s} {'disk GB':>8s}  source"]
+    for r in rows:
+        lines.append(f"{r.stage:22s} {r.jobs:5d} {_n(r.job_s / 60):>10s} {r.at_once:8d} {_n(r.wall_h):>8s} "
+                     f"{_n(r.core_h):>9s} {_n(r.gpu_h):>7s} {_n(r.disk_gb):>8s}  {r.source}")
+    total, path = critical_path(rows)
+    lines.append(f"{'total':22s} {'':5s} {'':10s} {'':8s} {_n(total):>8s} {_n(sum(r.core_h for r in rows)):>9s} "
+                 f"{_n(sum(r.gpu_h for r in rows)):>7s} {_n(sum(r.disk_gb for r in rows)):>8s}  critical path: "
+                 f"{' > '.join(path)}")
+    lines.append(f"{'':22s} {'':5s} {'':10s} {'':8s} {_n(sum(r.wall_h for r in rows)):>8s} {'':9s} {'':7s} {'':8s}  "
+                 "(every stage one after another: an upper bound)")
+    return "\n".join(lines)
