@@ -85,3 +85,31 @@ def test_no_horovod_is_refused_by_check_config_and_a_slurm_dry_run_and_the_torch
     planned = snakemake(tmp_path, "-n", profile="slurm", env=env, configfile=[ROOT / "config" / "config.yaml", torch],
                         timeout=300)
     assert planned.returncode == 0 and "Job stats" in planned.stdout, (planned.stdout + planned.stderr)[-2000:]
+
+
+def _container(tmp_path: Path, body: str) -> str:
+    """A stand-in for ``apptainer exec IMAGE``: a script that runs its arguments its own way."""
+    script = tmp_path / f"container{len(list(tmp_path.glob('container*')))}"
+    script.write_text(f"#!/usr/bin/env bash\n{body}\n")
+    script.chmod(0o755)
+    return f"{script} --nv"
+
+
+def test_with_a_container_the_check_runs_in_the_image(tmp_path, monkeypatch):
+    """The ranks run in the container's image, so its Python is looked at, not the one running Snakemake:
+    an image without Horovod is named, an image with it passes, one that cannot start or run lcflow too."""
+    hidden = _without_horovod(tmp_path)["PYTHONPATH"]
+    bin_dir = Path(sys.executable).parent
+    without = _container(tmp_path, f'shift; export PYTHONPATH={hidden}; export PATH={bin_dir}:$PATH; exec "$@"')
+    said = backend_check.problem("horovod", container=without)
+    assert said.startswith(f"in the container ({without}): distributed.backend is horovod, but Horovod is not "
+                           "installed in "), said
+    assert backend_check.problem("torch", container=without) is None
+    with_it = _container(tmp_path, f'shift; export PATH={bin_dir}:$PATH; exec "$@"')
+    assert backend_check.problem("horovod", container=with_it) is None
+    broken = _container(tmp_path, 'echo "FATAL: could not open image /p/lcflow.sif: no such file" >&2; exit 255')
+    assert backend_check.problem("horovod", container=broken) == (
+        f"the container ({broken}) cannot run lcflow: FATAL: could not open image /p/lcflow.sif: no such file "
+        "(docs/slurm.md, Install)")
+    assert backend_check.problem("horovod", container=str(tmp_path / "absent")).startswith(
+        f"the container ({tmp_path / 'absent'}) did not start: ")

@@ -23,6 +23,17 @@ def test_mpi_job_repeats_its_task_layout_to_srun():
     assert launch.command({"mpi": "srun --mpi=pmix", "tasks": 3}) == "srun --mpi=pmix --kill-on-bad-exit=1 --ntasks=3"
 
 
+def test_a_container_starts_each_rank_of_an_mpi_job_and_wraps_any_other_launcher():
+    """The profile's CONTAINER: srun starts the image on every rank's node (the ranks meet through the
+    host's PMIx); a local launcher, or one process, runs inside it whole."""
+    image = "apptainer exec --nv /p/lcflow.sif"
+    res = {"mpi": "srun --mpi=pmix", "nodes": 2, "tasks_per_node": 4, "cpus_per_task": 12}
+    assert launch.command(res, container=image) == \
+        f"srun --mpi=pmix --kill-on-bad-exit=1 --nodes=2 --ntasks-per-node=4 --cpus-per-task=12 {image}"
+    assert launch.command({"ranks": 2}, container=image) == f"{image} horovodrun -np 2 -H localhost:2 --gloo"
+    assert launch.command({}, container=image) == f"{image} env"
+
+
 def test_a_rank_that_fails_ends_a_slurm_step_but_a_site_s_own_setting_stays():
     """srun waits for the step's other tasks when one exits with an error unless told to kill them: every
     srun launcher line says so, except where the site's MPI value already decides it."""

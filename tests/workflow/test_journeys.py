@@ -123,6 +123,30 @@ def test_site_values_for_typed_gpus_qos_constraint_and_node_memory_reach_the_job
     assert "placeholder" not in done.stderr
 
 
+def test_a_site_container_runs_every_lcflow_command_and_each_rank(tmp_path):
+    """CONTAINER (``apptainer exec --nv IMAGE``): the backend check runs in the image, every rank of a
+    multi-node job is started in it by srun, and a job's own lcflow commands run in it too. The image is a
+    stand-in that logs each call and runs it here."""
+    log = tmp_path / "calls.log"
+    image = tmp_path / "apptainer-exec"
+    image.write_text(f'#!/usr/bin/env bash\nshift\necho "$*" >> {log}\nexec "$@"\n')
+    image.chmod(0o755)
+    container = f"{image} --nv"
+    done = snakemake(tmp_path / "plan", "-n", profile="slurm", env={"LCFLOW_SLURM_CONTAINER": container},
+                     timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"^python -c from lcflow.train.backend_check import problem", log.read_text(), re.M)
+    ranks = re.findall(r"^Shell command: (srun --mpi=pmix [^\n]*?) lcflow -v (train|predict|tune) ", done.stdout, re.M)
+    assert {kind for _, kind in ranks} == {"train", "predict", "tune"}
+    assert all(line.endswith(f"--cpus-per-task=12 {container}") for line, _ in ranks), ranks[:2]
+    log.unlink()
+    done = snakemake(tmp_path / "run", "resources/demo/corine/clc_demo_3035.tif", env={"LCFLOW_CONTAINER": container},
+                     timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "run" / "resources" / "demo" / "corine" / "clc_demo_3035.tif").exists()
+    assert re.search(r"^lcflow -v synth-corine --out ", log.read_text(), re.M), log.read_text()
+
+
 def test_the_workflow_is_clean_under_snakemake_s_linter(tmp_path):
     """The Snakemake workflow catalog's conventions, as `snakemake --lint` checks them (make lint)."""
     done = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--lint", "-s", str(ROOT / "Snakefile"), "-d",

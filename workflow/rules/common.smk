@@ -4,15 +4,16 @@ import shlex
 import sys
 
 from snakemake.exceptions import WorkflowError
+from snakemake.settings.types import DeploymentMethod
 
-from lcflow.train import backend_check, launch
+from lcflow.train import backend_check, launch, models
 from lcflow.retrieve.remote import is_url
 
 R = config["results"]
 TILES = config["tiles"]
 YEARS = config["years"]
 MODELS = config["models"]
-DEEP_MODELS = [m for m in MODELS if m not in ("rf", "blend")]
+DEEP_MODELS = [m for m in MODELS if m in models.DEEP]
 # a blend (lcflow.train.blend) averages its members' probabilities: it trains nothing, and its maps are
 # made from the members' stored probabilities
 BLEND_MEMBERS = (config.get("blend") or {}).get("members") or ["rf", "tempcnn"]
@@ -51,13 +52,22 @@ QUOTED_TOOLS = shlex.quote(TOOLS).replace("{", "{{").replace("}", "}}")  # shell
 # runs first, in the job's shell on its node, so that the ranks a job starts inherit it; then this
 # environment's tools go first on PATH. Module scripts read unset variables: -u is off while it runs.
 JOB_SETUP = 'if [ -n "${{LCFLOW_JOB_SETUP:-}}" ]; then set +u; eval "$LCFLOW_JOB_SETUP"; set -u; fi; '
-shell.prefix(f'set -euo pipefail; {JOB_SETUP}export PATH={QUOTED_TOOLS}:"$PATH"; ')
+# A site's container (the Slurm profile's CONTAINER, `apptainer exec --nv IMAGE`): every lcflow command of a
+# job runs in the image (a shell function; the launchers put it before each rank's lcflow themselves)
+CONTAINER = os.environ.get("LCFLOW_CONTAINER", "").strip()
+IN_CONTAINER = 'if [ -n "${{LCFLOW_CONTAINER:-}}" ]; then lcflow() {{ $LCFLOW_CONTAINER lcflow "$@"; }}; fi; '
+# With --software-deployment-method conda, the jobs run in envs/lcflow.yaml's environment (Horovod built
+# by its post-deploy script) and find its tools first on PATH themselves
+IN_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+OWN_TOOLS = "" if IN_CONDA else f'export PATH={QUOTED_TOOLS}:"$PATH"; '
+shell.prefix(f'set -euo pipefail; {JOB_SETUP}{OWN_TOOLS}{IN_CONTAINER}')
 
 LAUNCHERS = launch.configured_launchers(workflow.resource_settings.overwrite_resources, BACKEND)
-MISSING = launch.missing_programs(["lcflow", *LAUNCHERS], JOB_PATH)
+MISSING = [] if IN_CONDA else launch.missing_programs(["lcflow", *LAUNCHERS, *([CONTAINER] if CONTAINER else [])],
+                                                       JOB_PATH)
 # a deep model's ranks load the backend: a missing one is named now, in a dry run too, not once a job has
 # waited in a GPU queue (a profile that starts no ranks runs every model as one process, which loads neither)
-if DEEP_MODELS and LAUNCHERS and (BACKEND_PROBLEM := backend_check.problem(BACKEND)):
+if DEEP_MODELS and LAUNCHERS and not IN_CONDA and (BACKEND_PROBLEM := backend_check.problem(BACKEND, container=CONTAINER)):
     raise SystemExit(f"lcflow: {BACKEND_PROBLEM}")
 if launch.account_of(workflow.resource_settings.default_resources) == launch.PLACEHOLDER_ACCOUNT:
     print(f"lcflow: warning: the Slurm profile's account is the placeholder {launch.PLACEHOLDER_ACCOUNT!r}; a real "

@@ -21,7 +21,7 @@ rule predict:
     params:
         model_dir=subpath(input.model, parent=True),
         block=config["predict"]["block_px"],
-        launcher=lambda wc, resources: launch.command(resources, rule="predict", backend=BACKEND),
+        launcher=lambda wc, resources: launch.command(resources, rule="predict", backend=BACKEND, container=CONTAINER),
         backend=BACKEND,
         rendezvous=RENDEZVOUS,
     resources:

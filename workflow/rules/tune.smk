@@ -50,7 +50,7 @@ rule hpo:
         model_params=lambda wc: model_params(wc.model),
         hpo=lambda wc: hpo_args(wc.model),
         # started as train is (lcflow.train.launch): the same launcher, nodes and tasks
-        launcher=lambda wc, resources: launch.command(resources, rule="hpo", backend=BACKEND),
+        launcher=lambda wc, resources: launch.command(resources, rule="hpo", backend=BACKEND, container=CONTAINER),
         backend=BACKEND,
         rendezvous=RENDEZVOUS,
         threads=lambda wc, resources: launch.threads_per_rank(resources),

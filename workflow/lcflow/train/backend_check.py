@@ -9,6 +9,8 @@ every job too, and importing Horovod loads torch (seconds each time).
 import importlib.metadata
 import importlib.util
 import json
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,9 +18,16 @@ from pathlib import Path
 HOROVOD_INSTALL = "envs/build-horovod.sh {python}"
 
 
-def problem(backend: str, python: str | None = None) -> str | None:
+#: seconds a container is given to start and answer the check (an image on a slow shared file system)
+CONTAINER_TIMEOUT_S = 300
+
+
+def problem(backend: str, python: str | None = None, container: str = "") -> str | None:
     """Why ``backend``'s ranks cannot start with ``python`` (this interpreter, whose packages are looked
-    at), with the command that installs what is missing; None when nothing is missing."""
+    at), with the command that installs what is missing; None when nothing is missing. With a
+    ``container`` command the ranks run in its image, and the check runs there."""
+    if container:
+        return _problem_in(backend, container)
     python = python or sys.executable
     if backend == "torch":
         return None if _spec("torch") else (f"distributed.backend is torch, but torch is not installed in {python}: "
@@ -59,3 +68,19 @@ def _built_against(package: Path) -> str | None:
         return json.loads((package / "metadata.json").read_text()).get("pytorch")
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def _problem_in(backend: str, container: str) -> str | None:
+    """The check run by the image's own Python (``{container} python -c ...``)."""
+    code = ("from lcflow.train.backend_check import problem; import sys; "
+            f"print(problem({backend!r}) or '', end='')")
+    command = [*shlex.split(container), "python", "-c", code]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=CONTAINER_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the container ({container}) did not start: {exc}"
+    if done.returncode:
+        said = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"the container ({container}) cannot run lcflow: {said} (docs/slurm.md, Install)"
+    said = done.stdout.strip()
+    return f"in the container ({container}): {said}" if said else None

@@ -19,19 +19,23 @@ LOCAL_LAUNCHERS = {"horovod": "horovodrun -np {n} -H localhost:{n} --gloo",
                    "torch": "torchrun --standalone --nnodes=1 --nproc-per-node={n} --no-python"}
 
 
-def command(resources: Mapping[str, Any], rule: str = "train", backend: str = "horovod") -> str:
+def command(resources: Mapping[str, Any], rule: str = "train", backend: str = "horovod", container: str = "") -> str:
     """``{mpi} --nodes=N --ntasks-per-node=T --cpus-per-task=C`` for an MPI job (``srun`` with
     ``--kill-on-bad-exit=1``), else the
     ``launcher`` resource (``horovodrun -np 2 -H localhost:2 --gloo``, ...), else the ``backend``'s
-    launcher of ``ranks`` local processes, else ``env`` (one process)."""
+    launcher of ``ranks`` local processes, else ``env`` (one process). A ``container`` command (the
+    profile's CONTAINER, ``apptainer exec --nv IMAGE``) starts each rank of an MPI job in the image, and
+    wraps the launcher of any other job."""
     if backend not in LOCAL_LAUNCHERS:
         raise LcflowError(f"rule {rule}: distributed backend {backend!r}; expected one of {', '.join(LOCAL_LAUNCHERS)}")
     mpi = resources.get("mpi")
     if not mpi:
         if resources.get("launcher"):
-            return str(resources["launcher"])
-        ranks = int(resources.get("ranks") or 1)
-        return LOCAL_LAUNCHERS[backend].format(n=ranks) if ranks > 1 else "env"
+            local = str(resources["launcher"])
+        else:
+            ranks = int(resources.get("ranks") or 1)
+            local = LOCAL_LAUNCHERS[backend].format(n=ranks) if ranks > 1 else "env"
+        return f"{container} {local}" if container else local
     per_node, tasks = resources.get("tasks_per_node"), resources.get("tasks")
     if bool(per_node) == bool(tasks):
         raise LcflowError(f"rule {rule}: an mpi job needs exactly one of the resources tasks_per_node and tasks "
@@ -44,6 +48,8 @@ def command(resources: Mapping[str, Any], rule: str = "train", backend: str = "h
     parts.append(f"--ntasks-per-node={int(per_node)}" if per_node else f"--ntasks={int(tasks)}")
     if resources.get("cpus_per_task"):
         parts.append(f"--cpus-per-task={int(resources['cpus_per_task'])}")
+    if container:
+        parts.append(container)  # srun starts the image on every rank's node; the ranks meet through the host's PMIx
     return " ".join(parts)
 
 
