@@ -260,6 +260,7 @@ def build_rates(results: Path, demo: dict, overhead: float, args: argparse.Names
     rest_cpu = max(rf_cpu - demo_forest[1] / demo_forest[0] * rf_px, 0.1 * rf_cpu)
     rates = {"jobs": {
         "search": per_job("search"),
+        "stage": per_job("stage"),
         "cube": stage("cube", sum(cube_px[ty] * scenes[ty] for ty in tile_years),
                       cube["cpu_s_per_px_scene"] if cube else None, "px x scene", "the demo's jobs",
                       f"a whole tile of {cube['dates']} scenes ({cube['file']}), as if linear in scenes" if cube else ""),

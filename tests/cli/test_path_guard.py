@@ -151,6 +151,7 @@ ROLES = {
                        "--out": "output file", "--figure": "output file"},
     "job-resources": {"--benchmarks": "input directory", "--out": "output file", "--figure": "output file"},
     "check-config": {"--configfile": "input file"},
+    "budget": {"--configfile": "input file", "--rates": "input file", "--json": "output file"},
 }
 
 

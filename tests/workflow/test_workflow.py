@@ -364,7 +364,7 @@ def test_the_report_gives_each_stages_wall_time_and_memory(run):
 def test_lcflow_budget_of_the_demo_is_within_twice_its_measured_jobs(run, tmp_path):
     """lcflow budget on the demo's config and this run's counts (items, sample tables), on this machine as
     profiles/local runs it, against the CPU this run's jobs spent (its benchmark files): every stage that
-    spent 10 CPU s or more, and all of them together, within a factor of 2."""
+    spent 30 CPU s or more, and all of them together, within a factor of 2."""
     import os
     import subprocess
     import sys
@@ -381,11 +381,18 @@ def test_lcflow_budget_of_the_demo_is_within_twice_its_measured_jobs(run, tmp_pa
     budgeted = json.loads((tmp_path / "b.json").read_text())["cpu_s_by_stage"]
     measured = job_resources.read(run / "benchmarks").groupby("stage")["cpu_s"].sum().to_dict()
     compared = {stage: (budgeted[stage], measured[stage]) for stage in budgeted if stage in measured}
-    assert {"cube", "sample", "hpo", "train", "predict", "assess"} <= set(compared)
-    large = {stage: round(b / m, 2) for stage, (b, m) in compared.items() if m >= 10}
+    assert {"stage", "cube", "sample", "hpo", "train", "predict", "assess"} <= set(compared)
+    # a training resumed from its checkpoint (a run this one finished) did most of its work in an earlier job
+    resumed = [m for m in DEMO["models"] if "resumed" in json.loads((run / "models" / m / "metrics.json").read_text())]
+    if resumed:
+        del compared["train"]
+    # stages of start-ups mostly (under 30 CPU s in all: quicklooks, figures) spend up to twice as much on a
+    # busy machine as on the idle one the rates were measured on: they count in the total
+    large = {stage: round(b / m, 2) for stage, (b, m) in compared.items() if m >= 30}
+    assert {"sample", "hpo", "predict", "assess"} <= set(large)
     assert all(0.5 <= ratio <= 2 for ratio in large.values()), large
     total = sum(b for b, _ in compared.values()) / sum(m for _, m in compared.values())
-    assert 0.5 <= total <= 2, (total, large)
+    assert 0.5 <= total <= 2, (total, large, resumed)
 
 
 def test_adding_a_year_to_the_demo_makes_only_that_year_s_data(run, tmp_path):

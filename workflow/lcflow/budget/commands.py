@@ -17,7 +17,7 @@ def cmd_budget(a) -> None:
     config = merge(a.configfile)
     unset_nulls(config)
     check(config, SCHEMA, base=a.directory, origins=Origins(a.configfile), files=False)  # not fetched yet
-    measured = rates.load(a.rates)
+    measured = rates.load(Path(a.rates) if a.rates else None)
     assumed = measured["assumed"] = {**measured["assumed"], **{k: v for k, v in {
         "scenes": a.scenes, "classes": a.classes, "stage_gbit": a.stage_gbit, "scaling": a.scaling}.items()
         if v is not None}}
@@ -65,7 +65,7 @@ def register(command) -> None:
     p.add_argument("--gpu-nodes", type=int, default=4, help="GPU-partition nodes the run holds at once")
     p.add_argument("--results", help="the run's results folder, whose items and sample tables are counted where "
                    "they exist (default: the config's results)")
-    p.add_argument("--rates", type=Path, help="rates written by benchmarks/seed_study.py --rates (default: the "
+    p.add_argument("--rates", type=path_guard.input_file, help="rates written by benchmarks/seed_study.py --rates (default: the "
                    "package's, measured as docs/benchmarks.md says)")
     p.add_argument("--json", type=path_guard.output_file, help="also write every row and total to this file")
     g = p.add_argument_group("assumptions (the rates file's unless given)")

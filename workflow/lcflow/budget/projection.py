@@ -58,7 +58,7 @@ def project(work: Work, rates: dict, cluster: Cluster) -> list[Row]:
     if not work.remote:
         staged_gb = [a["staged_gb_a_whole_tile_year"] * min(1.0, work.px[ty] / whole) * work.scenes[ty] / a["scenes"]
                      for ty in work.tile_years]
-        add("stage-in", maps, 0.0, 1 if work.stage_on_slurm else 0, 1,
+        add("stage-in", maps, measured.job_cpu_s(rates, "stage"), 1 if work.stage_on_slurm else 0, 1,
             f"{a['staged_gb_a_whole_tile_year']:.1f} GB a whole tile-year of {a['scenes']:g} scenes (assumed), "
             f"at {a['stage_gbit']:g} Gbit/s (assumed)", job_s=max(staged_gb) * 8 / a["stage_gbit"],
             disk_gb=sum(staged_gb))
