@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from lcflow.budget import rates as measured
 from lcflow.budget.cluster import Cluster
-from lcflow.budget.work import Work
+from lcflow.budget.work import WHOLE_TILE_PX, Work
 
 #: the stages before the models, in turn; after them, the maps' checks and figures
 BEFORE = ("search", "stage-in", "cube", "labels", "sample")
@@ -52,7 +52,7 @@ def project(work: Work, rates: dict, cluster: Cluster) -> list[Row]:
                             min(jobs, slots), cpu_s * jobs, disk_gb, source))
 
     maps = len(work.tile_years)
-    whole = 10_980 ** 2
+    whole = WHOLE_TILE_PX
     add("search", maps, measured.job_cpu_s(rates, "search"), 0, 1, "network: assumed a search on the login node",
         job_s=a["search_s"])
     if not work.remote:
@@ -184,7 +184,7 @@ def by_stage(rows: list[Row]) -> dict[str, float]:
     a model's jobs together), to compare with ``lcflow job-resources``."""
     cpu: dict[str, float] = {}
     for r in rows:
-        name = {"stage-in": "stage"}.get(r.stage, r.stage.split(" ")[0])
+        name = rule(r.stage).removesuffix("_rf")  # the forest's rules keep their stage's benchmark folder
         cpu[name] = cpu.get(name, 0.0) + r.cpu_s
     return cpu
 

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from lcflow.defaults import default
+from lcflow.retrieve.mgrs import S2_TILE_SIZE
 
-#: a Sentinel-2 tile's side, metres
-TILE_SIDE_M = 109_800
+#: a whole tile's pixels at 10 m, the size the whole-tile rates were measured at
+WHOLE_TILE_PX = round(S2_TILE_SIZE / 10) ** 2
 
 
 @dataclass
@@ -73,7 +74,7 @@ def from_config(config: dict, results: Path, scenes: float, classes: int) -> Wor
     px = {}
     for tile, year in tile_years:
         box = aoi.get(tile)
-        w, h = ((box[2] - box[0]), (box[3] - box[1])) if box else (TILE_SIDE_M, TILE_SIDE_M)
+        w, h = ((box[2] - box[0]), (box[3] - box[1])) if box else (S2_TILE_SIZE, S2_TILE_SIZE)
         px[(tile, year)] = math.ceil(w / resolution) * math.ceil(h / resolution)
     said = []
     found_scenes = {ty: _items(results / ty[0] / str(ty[1]) / "items.json") for ty in tile_years}
