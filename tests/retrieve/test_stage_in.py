@@ -173,7 +173,7 @@ def test_a_transfer_broken_off_stalled_or_told_to_wait_is_resumed(fault, demo, t
         assert statuses.get(206) == 1 and sent == size, statuses  # resumed where it broke off
 
 
-@pytest.mark.parametrize("case", ["html", "wrong size", "checksum", "404"])
+@pytest.mark.parametrize("case", ["html", "wrong size", "checksum", "404", "wait an hour"])
 def test_a_bad_transfer_ends_in_one_line_naming_the_asset_and_a_rerun_finishes(case, demo, tmp_path, capsys):
     served = tmp_path / "served"
     served.mkdir()
@@ -187,13 +187,15 @@ def test_a_bad_transfer_ends_in_one_line_naming_the_asset_and_a_rerun_finishes(c
     with serve(served) as server:
         if case == "html":
             server.faults["/a.tif"] = ["html"] * 3
+        if case == "wait an hour":  # refused at once, not slept through
+            server.faults["/a.tif"], server.retry_after_s = ["429"], 3600
         bad = _one_item(demo, tmp_path, server.url, {"blue": name, "scl": "b.tif"}, sizes, checksums)
         code = main(_stage(bad, folder, out))
         lines = _errors(capsys)
         assert code == 2 and len(lines) == 1, lines
         assert lines[0].startswith("lcflow stage: error: tile 31UFT 2018: item ") and " asset blue (" in lines[0]
         assert {"html": "an HTML page (status 200)", "wrong size": "(file:size)", "checksum": "file:checksum",
-                "404": "404"}[case] in lines[0], lines
+                "404": "404", "wait an hour": "asks to be asked again in 1h00m00s (Retry-After)"}[case] in lines[0], lines
         assert not out.exists() and not list(folder.rglob("blue.tif"))  # nothing corrupt for a cube to read
         good = _one_item(demo, tmp_path, server.url, {"blue": "a.tif", "scl": "b.tif"}, None,
                          {"blue": "1220" + digest})

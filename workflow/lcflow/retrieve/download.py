@@ -27,6 +27,9 @@ log = logging.getLogger("lcflow")
 
 #: bytes read from a response (and written) at a time
 CHUNK = 1 << 20
+#: the longest wait, seconds: a back-off between attempts, or a server's ``Retry-After``; a server that
+#: asks for longer is refused (nothing waits for hours on a login node)
+LONGEST_WAIT_S = 600
 #: a staged file's name while it is written (a prefix and suffix no product of lcflow or a user has)
 PART_SUFFIX = ".lcflow-part"
 #: the first bytes of the rasters a scene asset may be: TIFF (classic and BigTIFF, both byte orders), JPEG 2000
@@ -138,6 +141,29 @@ for _name in ("urllib3.connectionpool", "urllib3.util.retry"):
     logging.getLogger(_name).addFilter(_WithoutQueries())
 
 
+class _WaitTooLong(Exception):
+    """A server's ``Retry-After`` beyond LONGEST_WAIT_S."""
+
+    def __init__(self, seconds: float):
+        super().__init__(seconds)
+        self.seconds = seconds
+
+
+def _retry_class():
+    """urllib3's ``Retry`` that refuses a ``Retry-After`` longer than LONGEST_WAIT_S instead of sleeping
+    through it (urllib3 caps its own back-off at ``backoff_max``, but sleeps whatever a server asks)."""
+    import urllib3
+
+    class Retry(urllib3.Retry):
+        def parse_retry_after(self, retry_after: str) -> float:
+            seconds = super().parse_retry_after(retry_after)
+            if seconds > LONGEST_WAIT_S:
+                raise _WaitTooLong(seconds)
+            return seconds
+
+    return Retry
+
+
 class Fetcher:
     """Fetches assets over up to ``connections`` connections a host, signing each URL as it is requested
     (signatures expire while a queue waits) and sending credentials (remote.request_headers) to their own
@@ -147,7 +173,7 @@ class Fetcher:
         import urllib3
 
         self.settings, self.sign = settings, sign
-        retry = urllib3.Retry(total=settings.retries, backoff_factor=settings.retry_delay_s, backoff_max=600,
+        retry = _retry_class()(total=settings.retries, backoff_factor=settings.retry_delay_s, backoff_max=LONGEST_WAIT_S,
                               status_forcelist=(429, 500, 502, 503, 504), allowed_methods=("GET", "HEAD"),
                               respect_retry_after_header=True, raise_on_status=False, redirect=5)
         self.pool = urllib3.PoolManager(num_pools=8, maxsize=connections, block=True, retries=retry,
@@ -177,7 +203,7 @@ class Fetcher:
         received, reason = 0, ""
         for attempt in range(self.settings.retries + 1):
             if attempt:
-                delay = min(600.0, self.settings.retry_delay_s * 2 ** (attempt - 1))
+                delay = min(LONGEST_WAIT_S, self.settings.retry_delay_s * 2 ** (attempt - 1))
                 log.warning("%s: %s; attempt %d of %d in %s", asset.what, reason, attempt + 1,
                             self.settings.retries + 1, duration(delay))
                 time.sleep(delay)
@@ -224,6 +250,10 @@ class Fetcher:
         try:
             return self.pool.request(method, url, headers={**remote.request_headers(url), **headers},
                                      preload_content=not stream, decode_content=False)
+        except _WaitTooLong as exc:
+            raise LcflowError(f"{asset.what} ({remote.redact(asset.href)}): the server asks to be asked again in "
+                              f"{duration(exc.seconds)} (Retry-After), longer than the {duration(LONGEST_WAIT_S)} "
+                              "lcflow waits; run again later, and the files staged so far are kept") from None
         except urllib3.exceptions.HTTPError as exc:
             raise Failed(f"no answer ({type(exc).__name__}: {remote.redact(str(exc))})") from None
 
