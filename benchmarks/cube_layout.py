@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cube_whole_tile  # noqa: E402
 
 from lcflow.common.raster import Grid, staging_profile  # noqa: E402
-from lcflow.retrieve import cube, mgrs, search  # noqa: E402
+from lcflow.retrieve import cube, mgrs, remote, search  # noqa: E402
+from lcflow.retrieve.cube_settings import CubeSettings  # noqa: E402
 
 
 def build_cube(work: Path, size: int, dates: int) -> Path:
@@ -33,8 +34,9 @@ def build_cube(work: Path, size: int, dates: int) -> Path:
     search.run(cube_whole_tile.TILE, 2018, items, catalog=str(catalog))
     xmin, _, _, ymax = mgrs.tile_bounds(cube_whole_tile.TILE)
     out = work / "cube.tif"
-    cube.run(items, cube_whole_tile.TILE, 2018, out, work / "valid.tif", bands=cube_whole_tile.BANDS,
-             bounds=[xmin, ymax - size * 10.0, xmin + size * 10.0, ymax], block=cube_whole_tile.BLOCK, signing="none")
+    cube.run(items, cube_whole_tile.TILE, 2018, out, work / "valid.tif",
+             CubeSettings(bands=cube_whole_tile.BANDS, block_px=cube_whole_tile.BLOCK),
+             bounds=[xmin, ymax - size * 10.0, xmin + size * 10.0, ymax], network=remote.Network(signing="none"))
     return out
 
 

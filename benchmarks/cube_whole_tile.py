@@ -41,6 +41,7 @@ from shared import lcflow_versions, raster_digest, run_cpu_s  # noqa: E402
 from lcflow.common.raster import Grid  # noqa: E402
 from lcflow.defaults import default  # noqa: E402
 from lcflow.retrieve import mgrs  # noqa: E402
+from lcflow.retrieve.cube_settings import CubeSettings  # noqa: E402
 from lcflow.retrieve.sentinel2 import BAND_RESOLUTION, EARTH_SEARCH_KEYS  # noqa: E402
 
 TILE = "31UFT"
@@ -106,8 +107,9 @@ def cube_child(catalog: str, work: str, threads: int, size: int, cache_mb: int) 
     search.run(TILE, 2018, items, catalog=catalog)
     xmin, _, _, ymax = mgrs.tile_bounds(TILE)
     bounds = [xmin, ymax - size * 10.0, xmin + size * 10.0, ymax]
-    cube.run(items, TILE, 2018, Path(work) / "cube.tif", Path(work) / "valid.tif", bands=BANDS, bounds=bounds,
-             block=BLOCK, network=remote.Network(threads=threads), signing="none", cache_mb=cache_mb)
+    cube.run(items, TILE, 2018, Path(work) / "cube.tif", Path(work) / "valid.tif",
+             CubeSettings(bands=BANDS, block_px=BLOCK, read_threads=threads, cache_mb=cache_mb), bounds=bounds,
+             network=remote.Network(signing="none"))
     return {}
 
 

@@ -22,6 +22,7 @@ from lcflow.labels import alignment as labels
 from lcflow.labels import nomenclature, sampling
 from lcflow.retrieve import cube, search
 from lcflow.retrieve.composite import NODATA
+from lcflow.retrieve.cube_settings import CubeSettings
 from lcflow.synth.demo import make_demo
 from lcflow.train.training_data import spatial_blocks
 
@@ -66,7 +67,7 @@ def demo_tiles(work: Path, tiles: tuple[str, ...] = tuple(DEMO_AOI), years: tupl
             d = work / tile / str(year)
             if not (d / "cube.tif").exists():
                 search.run(tile, year, d / "items.json", catalog=str(catalog))
-                cube.run(d / "items.json", tile, year, d / "cube.tif", d / "valid.tif", bands=BANDS,
+                cube.run(d / "items.json", tile, year, d / "cube.tif", d / "valid.tif", CubeSettings(bands=BANDS),
                          bounds=aoi[tile])
         aligned = work / tile / "labels.tif"
         if not aligned.exists():

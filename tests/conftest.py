@@ -28,6 +28,7 @@ from hypothesis import settings
 from lcflow.labels import alignment as labels
 from lcflow.labels import nomenclature, sampling
 from lcflow.retrieve import cube, search
+from lcflow.retrieve.cube_settings import CubeSettings
 from lcflow.synth.demo import make_demo
 
 # Property tests draw the same examples in CI, every run (a red CI is then the code's, not the draw's);
@@ -142,8 +143,8 @@ def stages(demo, tmp_path_factory) -> dict[str, Path]:
         for year in (2018, 2019):
             d = r / "31UFT" / str(year)
             search.run("31UFT", year, d / "items.json", catalog=str(demo / "catalog" / "catalog.json"))
-            cube.run(d / "items.json", "31UFT", year, d / "cube.tif", d / "cube_valid.tif", bands=BANDS,
-                     bounds=SMALL_AOI["31UFT"], block=64)
+            cube.run(d / "items.json", "31UFT", year, d / "cube.tif", d / "cube_valid.tif",
+                     CubeSettings(bands=BANDS, block_px=64), bounds=SMALL_AOI["31UFT"])
             paths[f"cube{year}"], paths[f"valid{year}"], paths[f"items{year}"] = d / "cube.tif", d / "cube_valid.tif", d / "items.json"
         labels.run(demo / "corine" / "clc_demo_3035.tif", paths["cube2018"], r / "31UFT" / "labels.tif", nomenclature.clc_level(2))
         paths["labels"] = r / "31UFT" / "labels.tif"

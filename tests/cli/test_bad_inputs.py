@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from lcflow.cli import main
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table as samples
+from lcflow.retrieve.cube_settings import CubeSettings
 
 from ..conftest import ROOT, SMALL_AOI, corine_polygons
 
@@ -568,8 +569,14 @@ COMMAND_CASES = [
          lambda x: _cube(x, x.demo / "catalog" / "catalog.json"), "catalog.json is not a STAC ItemCollection (a GeoJSON FeatureCollection"),
     Case("cube: zero time steps", lambda x: _cube(x, x.stages["items2018"], "--time-steps", 0),
          "lcflow cube: error: argument --time-steps: 0 is outside [1, "),
-    Case("cube: zero block", lambda x: _cube(x, x.stages["items2018"], "--block", 0),
-         "argument --block: 0 is outside [16, 4096] (cube.block_px)"),
+    Case("cube: zero block", lambda x: _cube(x, x.stages["items2018"], "--block-px", 0),
+         "argument --block-px: 0 is outside [16, 4096] (cube.block_px)"),
+    Case("cube: settings with a value out of bounds",
+         lambda x: _cube(x, x.stages["items2018"], "--settings", '{"dilation_px": 60}'),
+         "lcflow cube: error: cube.dilation_px = 60 is outside [0, 50]"),
+    Case("cube: settings with a key misspelt",
+         lambda x: _cube(x, x.stages["items2018"], "--settings", '{"dilaton_px": 2}'),
+         "lcflow cube: error: unknown key 'dilaton_px' in cube"),
     Case("cube: zero resolution", lambda x: _cube(x, x.stages["items2018"], "--resolution", 0),
          "argument --resolution: 0 is outside [1, 1000] (cube.resolution)"),
     Case("cube: three-value bounds",
@@ -1296,8 +1303,8 @@ def test_a_killed_writer_leaves_staging_files_that_the_next_run_removes(stages, 
     stale_file.write_bytes(b"\0")
     for f in users:
         f.write_text("mine")
-    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "cube.tif", tmp_path / "valid.tif", bands=["B04"],
-             bounds=SMALL)
+    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "cube.tif", tmp_path / "valid.tif",
+             CubeSettings(bands=["B04"]), bounds=SMALL)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["cube.tif", "valid.tif", *(f.name for f in users)])
     assert all(f.read_text() == "mine" for f in users)
 
@@ -1359,7 +1366,7 @@ def test_a_cancelled_cube_job_leaves_nothing(stages, tmp_path):
 
     lcflow = Path(sys.executable).parent / "lcflow"
     proc = subprocess.Popen([str(lcflow), "cube", "--items", str(stages["items2018"]), "--tile", "31UFT", "--year",
-                             "2018", "--bounds", ",".join(map(str, SMALL_AOI["31UFT"])), "--block", "16",
+                             "2018", "--bounds", ",".join(map(str, SMALL_AOI["31UFT"])), "--block-px", "16",
                              "--out", str(tmp_path / "cube.tif"), "--valid", str(tmp_path / "valid.tif")],
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120

@@ -12,6 +12,7 @@ from lcflow.common.raster import Grid
 from lcflow.errors import LcflowError
 from lcflow.labels import nomenclature
 from lcflow.maps import predict
+from lcflow.retrieve.cube_settings import CubeSettings
 from lcflow.train import training
 
 
@@ -107,8 +108,8 @@ def test_assess_against_truth_and_samples(stages, rf_model, demo, tmp_path):
 def test_predict_refuses_a_cube_that_does_not_fit(stages, rf_model, tmp_path):
     from lcflow.retrieve import cube
 
-    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=["B04", "B08"],
-             bounds=[640000, 5760000, 640640, 5760640], steps=6)
+    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif",
+             CubeSettings(bands=["B04", "B08"], time_steps=6), bounds=[640000, 5760000, 640640, 5760640])
     with pytest.raises(LcflowError, match="does not fit model"):
         predict.run(rf_model, tmp_path / "c.tif", tmp_path / "m.tif", tmp_path / "mc.tif")
     assert not (tmp_path / "m.tif").exists() and not (tmp_path / "mc.tif").exists()

@@ -2,6 +2,7 @@
 tune < maps < assess < synth < the commands' assembly), no import circle, modules a reader can hold in mind."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,92 @@ def test_the_tests_mirror_the_package():
     assert {"retrieve", "labels", "train"} <= stages  # the package was read
     assert stages <= folders, f"sub-packages without a tests/ folder: {sorted(stages - folders)}"
     assert not sorted(p.name for p in tests.glob("test_*.py"))
+
+
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    args = node.args
+    names = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+    return names[1:] if names[:1] in (["self"], ["cls"]) else names
+
+
+def _compiled(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A numba kernel: its parameters are arrays the compiler types, not settings a reader passes."""
+    return any("jit" in ast.unparse(d) or "vectorize" in ast.unparse(d) for d in node.decorator_list)
+
+
+def _public_functions() -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Module-level functions and methods of public classes whose names do not begin with '_'."""
+    found = {}
+
+    def visit(body, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                visit(node.body, f"{prefix}.{node.name}")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+                found[f"{prefix}.{node.name}"] = node
+
+    for name, path in MODULES.items():
+        if not any(part.startswith("_") and part != "__init__" for part in name.split(".")):
+            visit(ast.parse(path.read_text()).body, name)
+    return found
+
+
+#: the functions that take more than 8 parameters still, each to take its stage's settings object
+#: (lcflow.common.settings) or a smaller set of arguments; the list only shrinks
+MANY_PARAMETERS = {
+    "lcflow.assess.accuracy.run", "lcflow.budget.projection.add", "lcflow.common.raster.staged_cog",
+    "lcflow.labels.cleaning.out_of_fold_proba", "lcflow.labels.sampling.run", "lcflow.labels.sampling._check_labels",
+    "lcflow.maps.consistent.run", "lcflow.maps.consistent._staged_outputs", "lcflow.maps.consistent._score_against_truth",
+    "lcflow.retrieve.stage_in.run", "lcflow.train.deep.fit", "lcflow.train.deep._train_round", "lcflow.train.deep._validate",
+    "lcflow.train.models.ltae.__init__", "lcflow.tune.tuning.tune", "lcflow.tune.tuning._run_trial",
+}
+
+
+def test_no_function_takes_more_than_8_parameters():
+    """Settings travel as one object (a stage's settings), not as a parameter each; numba kernels aside."""
+    many = {f"{name}.{node.name}" for name, path in MODULES.items() for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and len(_parameters(node)) > 8
+            and not _compiled(node)}
+    assert not many - MANY_PARAMETERS, f"functions of more than 8 parameters: {sorted(many - MANY_PARAMETERS)}"
+    assert not MANY_PARAMETERS - many, f"no longer over 8, to leave MANY_PARAMETERS: {sorted(MANY_PARAMETERS - many)}"
+
+
+#: public functions of more than four parameters whose docstrings have no ``Args:`` yet; the list only shrinks
+UNDOCUMENTED_ARGS = {
+    "lcflow.assess.accuracy.run", "lcflow.assess.comparison.write", "lcflow.budget.pruning.share_run",
+    "lcflow.budget.rates.affine", "lcflow.common.metrics.stratified_estimates", "lcflow.common.raster.staged_cog",
+    "lcflow.config.cross_stage.check_all", "lcflow.config.validation.check", "lcflow.labels.alignment.run",
+    "lcflow.labels.cleaning.out_of_fold_proba", "lcflow.labels.cleaning.out_of_fold_probability",
+    "lcflow.labels.cleaning.noisy", "lcflow.labels.sampling.run", "lcflow.labels.vector.read_in_area",
+    "lcflow.maps.blend_maps.run", "lcflow.maps.consistent.run", "lcflow.maps.hmm.viterbi", "lcflow.maps.hmm.marginals",
+    "lcflow.maps.hmm.smooth", "lcflow.maps.hmm.smooth_coded", "lcflow.maps.predict.run",
+    "lcflow.maps.predict.preparing_threads", "lcflow.maps.predict.stored_arrays", "lcflow.maps.predict.publish",
+    "lcflow.maps.quicklook.write", "lcflow.maps.quicklook.change_figure", "lcflow.maps.stac_items.map_item",
+    "lcflow.retrieve.area_copy.copy_area", "lcflow.retrieve.composite.composite", "lcflow.retrieve.resample.bilinear",
+    "lcflow.retrieve.search.from_api", "lcflow.retrieve.search.run", "lcflow.retrieve.stage_in.plan",
+    "lcflow.retrieve.stage_in.budget", "lcflow.retrieve.stage_in.run", "lcflow.synth.demo.write_scenes",
+    "lcflow.synth.demo.write_tile_year", "lcflow.synth.demo.make_demo", "lcflow.synth.reference.label_from_truth",
+    "lcflow.train.batch_augmentation.augment", "lcflow.train.deep.fit", "lcflow.train.models.torch_model.TorchModel.refit",
+    "lcflow.train.optim.make_optimizer", "lcflow.train.run_checkpoint.save", "lcflow.train.training.train",
+    "lcflow.tune.study.open_study", "lcflow.tune.tuning.tune", "lcflow.tune.tuning.summarize",
+}
+
+
+def test_a_public_function_of_more_than_four_parameters_documents_each():
+    """Google style: an ``Args:`` section that names every parameter, one line (or more) each."""
+    missing, partial = set(), {}
+    for name, node in _public_functions().items():
+        params = _parameters(node)
+        if len(params) <= 4 or _compiled(node):
+            continue
+        doc = ast.get_docstring(node) or ""
+        if "Args:" not in doc:
+            missing.add(name)
+            continue
+        section = doc.split("Args:", 1)[1]
+        named = set(re.findall(r"^\s{4}\**(\w+)(?: \([^)]*\))?:", section, re.M))
+        if set(params) - named:
+            partial[name] = sorted(set(params) - named)
+    assert not partial, f"Args: sections that leave parameters out: {partial}"
+    assert not missing - UNDOCUMENTED_ARGS, f"no Args: section: {sorted(missing - UNDOCUMENTED_ARGS)}"
+    assert not UNDOCUMENTED_ARGS - missing, f"documented now, to leave UNDOCUMENTED_ARGS: {sorted(UNDOCUMENTED_ARGS - missing)}"

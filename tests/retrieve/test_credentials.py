@@ -16,6 +16,7 @@ import yaml
 from lcflow.cli import main
 from lcflow.errors import LcflowError
 from lcflow.retrieve import remote, search
+from lcflow.retrieve.cube_settings import CubeSettings
 
 from ..conftest import ROOT, snakemake
 from ..http_server import serve
@@ -130,7 +131,7 @@ def test_credentials_reach_the_catalogue_s_host_alone_and_never_over_plain_http(
         read_before = dict(second.requests)
         with pytest.raises(LcflowError) as refused:
             cube.run(tmp_path / "items.json", "31UFT", 2018, tmp_path / "cube.tif", tmp_path / "valid.tif",
-                     bands=["B04"], bounds=SMALL_AOI["31UFT"], block=64)
+                     CubeSettings(bands=["B04"], block_px=64), bounds=SMALL_AOI["31UFT"])
         assert dict(second.requests) == read_before  # not a byte read
     message = str(refused.value)
     assert re.match(rf"GDAL_HTTP_USERPWD is set, and GDAL sends it with every request: reading item S2\w+ asset \w+ "

@@ -9,6 +9,7 @@ from rasterio.enums import Compression, Interleaving
 
 from lcflow.errors import LcflowError
 from lcflow.retrieve import composite, cube
+from lcflow.retrieve.cube_settings import CubeSettings
 
 from ..conftest import BANDS, SMALL_AOI
 
@@ -108,8 +109,8 @@ def test_fill_time_gaps_interpolates_between_observed_steps():
 def test_cube_with_indices_and_filled_gaps(stages, tmp_path):
     """NDVI follows the bands in each step and equals what the cube's own B08 and B04 give; filled
     gaps leave observed values as they were and no nodata where the year has an observation."""
-    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=BANDS,
-             bounds=SMALL_AOI["31UFT"], block=64, spectral_indices=["NDVI"], fill_gaps=True)
+    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif",
+             CubeSettings(bands=BANDS, block_px=64, indices=["NDVI"], fill_gaps="linear"), bounds=SMALL_AOI["31UFT"])
     layers = [*BANDS, "NDVI"]
     with rasterio.open(tmp_path / "c.tif") as ds:
         assert json.loads(ds.tags()["bands"]) == layers and ds.count == 12 * len(layers)
@@ -152,8 +153,8 @@ def test_assets_read_as_stored_and_resampled_by_lcflow_equal_gdals_warp(stages, 
         i.properties["proj:code"] = "EPSG:32632"
     assert cube.native_grids(other_zone, keys, grid) == {}  # not the tile's CRS: warped
     monkeypatch.setattr(cube, "native_grids", lambda *args: {})
-    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=BANDS,
-             bounds=SMALL_AOI["31UFT"], block=64)
+    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif",
+             CubeSettings(bands=BANDS, block_px=64), bounds=SMALL_AOI["31UFT"])
     with rasterio.open(tmp_path / "c.tif") as a, rasterio.open(stages["cube2018"]) as b:
         assert np.array_equal(a.read(), b.read())
 
@@ -199,18 +200,19 @@ def test_harmonisation_removes_the_offset_once(recorded_in, stages, tmp_path):
             asset["href"] = str(dst)
     manifest = tmp_path / "items.json"
     manifest.write_text(json.dumps(items))
-    cube.run(manifest, "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=BANDS, bounds=SMALL_AOI["31UFT"], block=64)
+    cube.run(manifest, "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", CubeSettings(bands=BANDS, block_px=64),
+             bounds=SMALL_AOI["31UFT"])
     with rasterio.open(tmp_path / "c.tif") as a, rasterio.open(stages["cube2018"]) as b:
         assert np.array_equal(a.read(), b.read())
 
 
 def test_cube_errors(stages, tmp_path):
     with pytest.raises(LcflowError, match="does not exist"):
-        cube.run(tmp_path / "none.json", "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=BANDS)
+        cube.run(tmp_path / "none.json", "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", CubeSettings(bands=BANDS))
     with pytest.raises(LcflowError, match="EPSG:32631"):
-        cube.run(stages["items2018"], "32ULC", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=BANDS)
+        cube.run(stages["items2018"], "32ULC", 2018, tmp_path / "c.tif", tmp_path / "v.tif", CubeSettings(bands=BANDS))
     with pytest.raises(LcflowError, match="B13"):
-        cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", bands=["B13"])
+        cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", CubeSettings(bands=["B13"]))
     assert not list(tmp_path.glob("*.tif"))
 
 
@@ -276,13 +278,14 @@ def test_the_block_cache_is_sized_for_every_scenes_blocks_within_the_limit(stage
     original = cube.composite
     monkeypatch.setattr(cube, "composite", lambda *a, **k: during.append(cube.gdal_cache_bytes()) or original(*a, **k))
     monkeypatch.setattr(cube, "block_cache_bytes", lambda *a: before + 700 * 2**20)
-    run = dict(bands=BANDS, bounds=SMALL_AOI["31UFT"], block=64)
     with caplog.at_level("INFO", logger="lcflow"):
-        cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "a.tif", tmp_path / "av.tif", cache_mb=4096, **run)
+        cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "a.tif", tmp_path / "av.tif",
+                 CubeSettings(bands=BANDS, block_px=64, cache_mb=4096), bounds=SMALL_AOI["31UFT"])
         assert set(during) == {before + 700 * 2**20} and cube.gdal_cache_bytes() == before
         assert "decoded more than once" not in caplog.text
         during.clear()
-        cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "b.tif", tmp_path / "bv.tif", cache_mb=1, **run)
+        cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "b.tif", tmp_path / "bv.tif",
+                 CubeSettings(bands=BANDS, block_px=64, cache_mb=1), bounds=SMALL_AOI["31UFT"])
         assert set(during) == {before}  # never below the process's cache
         assert "need %d MB of block cache, more than cube.cache_mb (1 MB)" % ((before + 700 * 2**20) // 2**20) in caplog.text
     with rasterio.open(tmp_path / "a.tif") as a, rasterio.open(tmp_path / "b.tif") as b, \

@@ -2,6 +2,7 @@
 duplicate acquisitions and the real catalogue responses."""
 
 import copy
+import dataclasses
 import datetime as dt
 import json
 import shutil
@@ -13,20 +14,21 @@ import rasterio
 
 from lcflow.errors import LcflowError
 from lcflow.retrieve import cube, mgrs, remote, search, sentinel2
+from lcflow.retrieve.cube_settings import CubeSettings
 
 from ..conftest import BANDS, SMALL_AOI
 from ..http_server import serve
 
 #: fast retries: the server fails the first requests on purpose
-QUICK = remote.Network(timeout_s=10, retries=4, retry_delay_s=0.05, threads=2)
+QUICK = remote.Network(timeout_s=10, retries=4, retry_delay_s=0.05)
 
 
 def _cube_over_http(catalog_url: str, tmp_path, network=QUICK, signing="auto"):
     items = tmp_path / "items.json"
     search.run("31UFT", 2018, items, catalog=catalog_url)
     out, valid = tmp_path / "cube.tif", tmp_path / "valid.tif"
-    cube.run(items, "31UFT", 2018, out, valid, bands=BANDS, bounds=SMALL_AOI["31UFT"], block=64, network=network,
-             signing=signing)
+    cube.run(items, "31UFT", 2018, out, valid, CubeSettings(bands=BANDS, block_px=64, read_threads=2),
+             bounds=SMALL_AOI["31UFT"], network=dataclasses.replace(network, signing=signing))
     return items, out, valid
 
 

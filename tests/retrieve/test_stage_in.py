@@ -17,6 +17,7 @@ import rasterio
 
 from lcflow.cli import main
 from lcflow.retrieve import cube, download, search, stage_in
+from lcflow.retrieve.cube_settings import CubeSettings
 
 from ..conftest import BANDS, SMALL_AOI
 from ..http_server import serve
@@ -83,8 +84,8 @@ def test_a_served_catalogue_is_staged_and_its_cube_is_made_with_the_server_gone(
     assert fetched >= n
     assert not list((tmp_path / "scenes").rglob(f"*{download.PART_SUFFIX}"))
     # the server is gone: the cube reads the local copies, the same pixels as from the local catalogue
-    cube.run(staged, "31UFT", 2018, tmp_path / "cube.tif", tmp_path / "valid.tif", bands=BANDS,
-             bounds=SMALL_AOI["31UFT"], block=64)
+    cube.run(staged, "31UFT", 2018, tmp_path / "cube.tif", tmp_path / "valid.tif",
+             CubeSettings(bands=BANDS, block_px=64), bounds=SMALL_AOI["31UFT"])
     with rasterio.open(tmp_path / "cube.tif") as a, rasterio.open(stages["cube2018"]) as b:
         np.testing.assert_array_equal(a.read(), b.read())
     # and a rerun, the server still gone, fetches nothing and writes the same manifest
@@ -112,8 +113,8 @@ def test_items_a_stac_api_finds_are_staged_as_the_same_bytes_its_server_sends(de
             served = demo / hrefs[item.id, key].removeprefix(f"{files.url}/")
             assert Path(asset.href).is_relative_to(tmp_path / "scenes"), asset.href
             assert Path(asset.href).read_bytes() == served.read_bytes(), asset.href
-    cube.run(staged, "31UFT", 2018, tmp_path / "cube.tif", tmp_path / "valid.tif", bands=BANDS,
-             bounds=SMALL_AOI["31UFT"], block=64)
+    cube.run(staged, "31UFT", 2018, tmp_path / "cube.tif", tmp_path / "valid.tif",
+             CubeSettings(bands=BANDS, block_px=64), bounds=SMALL_AOI["31UFT"])
     assert (tmp_path / "cube.tif").is_file()
 
 

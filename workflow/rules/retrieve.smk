@@ -67,23 +67,12 @@ rule cube:
     benchmark:
         f"{R}/benchmarks/cube/{{tile}}_{{year}}.tsv"
     params:
-        bands=",".join(CUBE["bands"]),
+        settings=json.dumps(CUBE, sort_keys=True),
         bounds=aoi_args,
-        invalid=",".join(map(str, CUBE["invalid_scl"])),
-        dilation=CUBE["dilation_px"],
-        steps=CUBE["time_steps"],
-        block=CUBE["block_px"],
-        resolution=CUBE["resolution"],
-        min_clear=CUBE["min_clear_fraction"],
-        extra=(f"--fill-gaps {CUBE['fill_gaps']}" + (f" --indices {','.join(CUBE['indices'])}" if CUBE["indices"] else "")),
-        network=(f"--read-threads {CUBE['read_threads']} --cache-mb {CUBE['cache_mb']} {NETWORK}"
-                 + (f" --s3-endpoint {shlex.quote(STAC['s3_endpoint'])}" if STAC["s3_endpoint"] else "")),
+        network=NETWORK + (f" --s3-endpoint {shlex.quote(STAC['s3_endpoint'])}" if STAC["s3_endpoint"] else ""),
         unstage=unstage,
     conda:
         ENV
     shell:
-        "lcflow -v cube --items {input:q} --tile {wildcards.tile} --year {wildcards.year} --bands {params.bands:q}"
-        " --resolution {params.resolution} {params.bounds} --invalid-scl {params.invalid:q}"
-        " --dilation-px {params.dilation} --time-steps {params.steps} --block {params.block}"
-        " --min-clear-fraction {params.min_clear} {params.extra} {params.network} --out {output.cube:q} --valid {output.valid:q}"
-        " {params.unstage} > {log:q} 2>&1"
+        "lcflow -v cube --items {input:q} --tile {wildcards.tile} --year {wildcards.year} --settings {params.settings:q}"
+        " {params.bounds} {params.network} --out {output.cube:q} --valid {output.valid:q} {params.unstage} > {log:q} 2>&1"

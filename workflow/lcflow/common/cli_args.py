@@ -5,6 +5,8 @@ import json
 import math
 import re
 
+from lcflow.common.schema_errors import interval
+
 
 def int_at_least(low: int):
     def parse(text: str) -> int:
@@ -65,19 +67,6 @@ def json_object(text: str) -> dict:
     return value
 
 
-def _plain(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def _interval(node: dict) -> str:
-    """A schema's bounds in interval notation, as check-config writes them: ``[1000, 100000000]``, ``(0, 1440]``."""
-    low = (f"({_plain(node['exclusiveMinimum'])}" if "exclusiveMinimum" in node else
-           f"[{_plain(node['minimum'])}" if "minimum" in node else "(-inf")
-    high = (f"{_plain(node['exclusiveMaximum'])})" if "exclusiveMaximum" in node else
-            f"{_plain(node['maximum'])}]" if "maximum" in node else "inf)")
-    return f"{low}, {high}"
-
-
 def worker_id(text: str) -> str:
     """A study worker's id: letters, digits, '.', '_' and '-', beginning with a letter or digit (the workflow
     numbers its workers 0 .. hpo.workers - 1)."""
@@ -108,7 +97,7 @@ def config_value(key: str, null_as: str | None = None):
                   and value >= spec.get("minimum", -math.inf) and value <= spec.get("maximum", math.inf)
                   and value > spec.get("exclusiveMinimum", -math.inf) and value < spec.get("exclusiveMaximum", math.inf))
         if not inside:
-            raise argparse.ArgumentTypeError(f"{text} is outside {_interval(spec)} ({key}"
+            raise argparse.ArgumentTypeError(f"{text} is outside {interval(spec)} ({key}"
                                              + (f"; {null_as}: none" if null_as is not None else "") + ")")
         return value
 

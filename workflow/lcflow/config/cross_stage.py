@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from lcflow.common.schema_errors import key_path
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.retrieve import indices as spectral_indices
@@ -31,14 +32,6 @@ class BadValue(Exception):
     def __init__(self, path: Sequence[str | int], message: str):
         super().__init__(message)
         self.path, self.message = tuple(path), message
-
-
-def key_path(path: Sequence[str | int]) -> str:
-    """A key path as users write it: ``labels.mapping``, ``years[2]``."""
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
 
 
 def check_all(config: dict[str, Any], schema: dict[str, Any], base: Path, today: dt.date | None,

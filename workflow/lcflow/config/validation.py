@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from lcflow.common import schema_errors
+from lcflow.common.schema_errors import key_path
 from lcflow.config import cross_stage
-from lcflow.config.cross_stage import BadValue, key_path
+from lcflow.config.cross_stage import BadValue
 from lcflow.config.loading import DEFAULT_CONFIG, Origins
 from lcflow.defaults import SafeLoader
 from lcflow.errors import LcflowError
 from lcflow.retrieve.remote import refuse_secrets
-from lcflow.train import hyperparameters
 
 if TYPE_CHECKING:
     import jsonschema
@@ -76,42 +77,5 @@ def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: d
     validator = _validator(schema_path, schema_path.stat().st_mtime_ns)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
-        raise BadValue(errors[0].absolute_path, _message(errors[0]))
+        raise BadValue(errors[0].absolute_path, schema_errors.message(errors[0]))
     cross_stage.check_all(config, validator.schema, base, today, files)
-
-
-def _message(error: jsonschema.ValidationError) -> str:
-    where, value = key_path(error.absolute_path), error.instance
-    if error.validator == "additionalProperties":
-        extra = sorted(set(value) - set(error.schema.get("properties", {})))
-        return f"unknown key {extra[0]!r} in {where}" if extra else error.message
-    if "propertyNames" in error.absolute_schema_path:
-        return f"{where}: key {value!r} is not a valid MGRS tile id"
-    if error.validator == "pattern":
-        kind = "MGRS tile id" if "C-HJ-NP-X" in error.validator_value else "value"
-        return f"{where} = {value!r} is not a valid {kind} (pattern {error.validator_value})"
-    if error.validator == "enum":
-        return f"{where} = {value!r} is not one of {error.validator_value}"
-    if error.validator in ("minItems", "maxItems") and value:  # an empty list: jsonschema's "should be non-empty"
-        bound = "at least" if error.validator == "minItems" else "at most"
-        return f"{where} = {value!r} has {len(value)} item(s): {bound} {error.validator_value}"
-    if error.validator == "required":
-        return f"{where}: {error.message}"
-    if error.validator == "oneOf":
-        return f"{where}: give exactly one of its alternatives ({error.message})"
-    if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        return f"{where} = {value!r} is outside {_range(error.schema)}"
-    return f"{where} = {value!r}: {error.message}"
-
-
-def _range(schema: dict) -> str:
-    """A number's accepted range in interval notation, from its schema: ``[1, 1000]``, ``(0, 3600]``."""
-    def bound(inclusive: str, exclusive: str, infinite: str) -> tuple[str, str]:
-        if exclusive in schema:
-            return "open", hyperparameters.plain_number(schema[exclusive])
-        if inclusive in schema:
-            return "closed", hyperparameters.plain_number(schema[inclusive])
-        return "open", infinite
-
-    (low_kind, low), (high_kind, high) = bound("minimum", "exclusiveMinimum", "-inf"), bound("maximum", "exclusiveMaximum", "inf")
-    return f"{'[' if low_kind == 'closed' else '('}{low}, {high}{']' if high_kind == 'closed' else ')'}"

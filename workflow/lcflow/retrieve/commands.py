@@ -6,6 +6,7 @@ import math
 
 from lcflow.common import cli_args, path_guard
 from lcflow.defaults import default
+from lcflow.retrieve.cube_settings import CubeSettings
 from lcflow.retrieve.remote import SIGNING_CHOICES
 
 log = logging.getLogger("lcflow")
@@ -20,15 +21,12 @@ def cmd_search(a):
 
 
 def cmd_cube(a):
-    from lcflow.retrieve import cube, remote, sentinel2
+    from lcflow.retrieve import cube, remote
 
     network = remote.Network(timeout_s=a.http_timeout, retries=a.http_retries, retry_delay_s=a.http_retry_delay,
-                             threads=a.read_threads, s3_endpoint=a.s3_endpoint)
-    grid = cube.run(a.items, a.tile, a.year, a.out, a.valid, bands=sentinel2.check_bands(a.bands.split(",")),
-                    resolution=a.resolution, bounds=a.bounds, invalid_scl=a.invalid_scl, dilation_px=a.dilation_px,
-                    steps=a.time_steps, block=a.block, min_clear_fraction=a.min_clear_fraction, network=network,
-                    signing=a.signing, spectral_indices=[i for i in a.indices.split(",") if i],
-                    fill_gaps=a.fill_gaps == "linear", cache_mb=a.cache_mb)
+                             s3_endpoint=a.s3_endpoint, signing=a.signing)
+    grid = cube.run(a.items, a.tile, a.year, a.out, a.valid, CubeSettings.from_options(a), bounds=a.bounds,
+                    network=network)
     log.info("%s %s: cube %d x %d px (%s) -> %s", a.tile, a.year, grid.width, grid.height, grid.crs, a.out)
     if a.unstage:
         from lcflow.retrieve import stage_in
@@ -56,17 +54,6 @@ def _network_options(p) -> None:
                    help="retries of a request answered 429 or 5xx or timed out")
     p.add_argument("--http-retry-delay", **cli_args.from_config("stac.http.retry_delay_s"),
                    help="seconds before the first retry; about doubled before each next")
-
-
-def _scl_classes(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",")] if text else []
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected SCL classes 0..11 separated by commas") from None
-    bad = [v for v in values if not 0 <= v <= 11]
-    if bad:
-        raise argparse.ArgumentTypeError(f"SCL class(es) {bad} outside 0..11")
-    return values
 
 
 def _bounds(text: str) -> list[float]:
@@ -114,23 +101,8 @@ def register(command) -> None:
     p.add_argument("--items", required=True, type=path_guard.input_file, help="manifest written by lcflow search")
     p.add_argument("--tile", required=True, help="MGRS tile id")
     p.add_argument("--year", type=int, required=True, help="calendar year of the time grid")
-    p.add_argument("--bands", default=",".join(default("cube.bands")), help="Sentinel-2 bands, comma-separated")
-    p.add_argument("--resolution", **cli_args.from_config("cube.resolution"), help="metres per pixel")
     p.add_argument("--bounds", type=_bounds, help="xmin,ymin,xmax,ymax in the tile's CRS (default: the whole tile)")
-    p.add_argument("--invalid-scl", type=_scl_classes, default=default("cube.invalid_scl"), help="SCL classes masked out")
-    p.add_argument("--dilation-px", **cli_args.from_config("cube.dilation_px"), help="grow the invalid mask by this many pixels")
-    p.add_argument("--time-steps", **cli_args.from_config("cube.time_steps"), help="composites per calendar year")
-    p.add_argument("--block", **cli_args.from_config("cube.block_px"), help="processing window, pixels a side")
-    p.add_argument("--min-clear-fraction", **cli_args.from_config("cube.min_clear_fraction"),
-                   help="refuse a cube whose share of composite cells with a clear observation is lower")
-    p.add_argument("--indices", default=",".join(default("cube.indices")),
-                   help="spectral indices added as bands after the reflectance bands, "
-                                                 "comma-separated (NDVI, EVI, SAVI, NDWI, MNDWI, NDMI, NBR, NDBI, NDRE)")
-    p.add_argument("--fill-gaps", choices=["none", "linear"], default=default("cube.fill_gaps"),
-                   help="steps without a clear observation: left as nodata, or interpolated linearly in time")
-    p.add_argument("--read-threads", **cli_args.from_config("cube.read_threads"), help="scene files read at a time")
-    p.add_argument("--cache-mb", **cli_args.from_config("cube.cache_mb"),
-                   help="the most GDAL's block cache may grow to, to hold a decoded block of every scene's assets")
+    CubeSettings.add_options(p)
     _network_options(p)
     p.add_argument("--s3-endpoint", help="S3 endpoint of s3:// assets (default: AWS; Copernicus Data Space's is "
                                          "set for its items)")

@@ -25,12 +25,13 @@ from lcflow.common.atomic import publish_together
 from lcflow.common.prefetch import prefetched, written_behind
 from lcflow.common.progress import Progress
 from lcflow.common.raster import Grid, staged_cog
-from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.retrieve import indices, mgrs, remote, resample, sentinel2
 from lcflow.retrieve.asset_reader import AssetReader, AssetReadError
 from lcflow.retrieve.block_cache import block_cache_bytes, block_cache_size, gdal_cache_bytes, window_bytes
 from lcflow.retrieve.composite import NODATA, clear_mask, composite, fill_time_gaps, to_int16
+from lcflow.retrieve.cube_settings import CubeSettings
+from lcflow.retrieve.read_failure import first_line, read_failure
 from lcflow.retrieve.search import manifest_source, read_manifest
 
 log = logging.getLogger("lcflow.retrieve.cube")
@@ -101,56 +102,6 @@ def local_assets(items) -> list[path_guard.Named]:
     return found
 
 
-def _read_failure(exc: Exception, items, keys: list[str], tile: str, year: int, window: GeoBox,
-                  sign=None) -> LcflowError:
-    """One line naming the item and asset whose read failed (URLs without credentials or query strings:
-    no signatures, no tokens).
-
-    odc-stac's exception does not say which file failed, so each asset's part of the window is read
-    again, one by one, until one fails.
-    """
-    failed = _failing_asset(items, keys, window, sign)
-    if failed is None:
-        return LcflowError(f"tile {tile} {year}: reading the scenes failed ({type(exc).__name__}: "
-                           f"{_first_line(str(exc))})")
-    item, key, error = failed
-    return LcflowError(f"tile {tile} {year}: reading item {item.id} asset {key} ({remote.redact(item.assets[key].href)}) "
-                       f"failed: {_first_line(_root_cause(error, exc))}")
-
-
-def _root_cause(error: BaseException, handled: BaseException) -> str:
-    """GDAL's own words: rasterio's 'Read failed. See previous exception' wraps them as causes. The
-    chain stops before ``handled``, the load's error that was being handled when this asset was re-read
-    (it may be about another file)."""
-    while (earlier := error.__cause__ or error.__context__) is not None and earlier is not handled:
-        error = earlier
-    return str(error)
-
-
-def _failing_asset(items, keys: list[str], window: GeoBox, sign=None):
-    """(item, asset key, error) of the first asset whose pixels in ``window`` cannot be read, or None."""
-    import rasterio
-    from rasterio.warp import transform_bounds
-    from rasterio.windows import from_bounds
-
-    bounds = window.boundingbox
-    for item in items:
-        for key in keys:
-            href = item.assets[key].href
-            try:
-                with rasterio.open(sign(href) if sign else href) as src:
-                    left, bottom, right, top = transform_bounds(window.crs.to_wkt(), src.crs, *bounds)
-                    win = from_bounds(left, bottom, right, top, src.transform).round_offsets().round_lengths()
-                    src.read(1, window=win, boundless=True)
-            except Exception as error:  # the same errors odc-stac met, now with their file
-                return item, key, error
-    return None
-
-
-def _first_line(text: str) -> str:
-    return remote.redact((text.strip().splitlines() or [""])[0])[:300]
-
-
 def native_grids(items, keys: list[str], grid: Grid) -> dict[str, Affine]:
     """Asset key -> its own pixel grid (transform), for the assets that every item stores on one north-up
     grid in the tile's CRS, as fine as ``grid`` or coarser: those are read as stored, from files kept
@@ -189,26 +140,27 @@ def _halo_geobox(grid: Grid, win, halo: int) -> GeoBox:
     return GeoBox(shape, grid.transform @ grid.transform.translation(c0, r0), grid.crs)
 
 
-def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_valid: str | Path, *,
-        bands: list[str], resolution: float = float(default("cube.resolution")), bounds: list[float] | None = None,
-        invalid_scl: list[int] | None = None, dilation_px: int = default("cube.dilation_px"),
-        steps: int = default("cube.time_steps"), block: int = default("cube.block_px"),
-        min_clear_fraction: float = default("cube.min_clear_fraction"),
-        network: remote.Network | None = None, signing: str = "auto", spectral_indices: list[str] = (),
-        fill_gaps: bool = False, cache_mb: int = default("cube.cache_mb")) -> Grid:
+def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_valid: str | Path,
+        settings: CubeSettings | None = None, *, bounds: list[float] | None = None,
+        network: remote.Network | None = None) -> Grid:
     """Composite the manifest's items of ``tile``/``year`` onto its grid; return the grid.
 
-    Refused, with nothing written, when fewer than ``min_clear_fraction`` of the composite cells
-    (pixel x time step) hold a clear observation: the year is all cloud, or the area has no data.
-    Scenes are read through ``network``'s GDAL settings, ``network.threads`` files at a time, their
-    URLs signed as they are read where ``signing`` (or, for ``auto``, the catalogue) asks for it.
-    ``spectral_indices`` (NDVI, ...) follow the bands in every time step, computed from its composites.
-    ``fill_gaps`` interpolates steps without a clear observation linearly in time (the valid counts
-    still say which steps were observed); ``invalid_scl`` (None: the config's default) are the SCL classes
-    masked out. The next window is read while one is composited and the previous one written; memory holds
-    two windows of every date and one window of the cube, plus GDAL's block cache, sized to hold a decoded
-    block of every asset of every scene (at most ``cache_mb``, at least the process's cache): it grows with
-    ``block`` and the number of scenes, not with the tile.
+    Refused, with nothing written, when fewer than ``settings.min_clear_fraction`` of the composite cells
+    (pixel x time step) hold a clear observation: the year is all cloud, or the area has no data. The next
+    window is read while one is composited and the previous one written; memory holds two windows of every
+    date and one window of the cube, plus GDAL's block cache, sized to hold a decoded block of every asset of
+    every scene (at most ``settings.cache_mb``, at least the process's cache): it grows with
+    ``settings.block_px`` and the number of scenes, not with the tile.
+
+    Args:
+        manifest: the tile-year's items (``lcflow search``'s or ``lcflow stage``'s ItemCollection).
+        tile: the MGRS tile, whose UTM zone is the cube's CRS.
+        year: the calendar year of the time grid.
+        out_cube: the cube to write: every time step's bands, then its spectral indices, int16 reflectance x 10000.
+        out_valid: the count of clear observations of each pixel and time step.
+        settings: the ``cube`` section (bands, grid, time steps, cloud mask, windows); None: the defaults.
+        bounds: xmin, ymin, xmax, ymax in the tile's CRS (None: the whole tile).
+        network: how remote scenes are read: GDAL's timeouts and retries, the signing of their URLs.
     """
     import rasterio
     from rasterio.errors import NotGeoreferencedWarning
@@ -216,28 +168,21 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     # odc-stac warps SCL (and bands without their own grid) into bare arrays, always with an explicit
     # target transform; rasterio still says those arrays have none
     warnings.filterwarnings("ignore", category=NotGeoreferencedWarning, module="rasterio.warp")
-    sentinel2.check_bands(bands)
-    invalid_scl = default("cube.invalid_scl") if invalid_scl is None else list(invalid_scl)
-    spectral_indices = indices.check(list(spectral_indices), bands)
-    items = read_manifest(manifest)
-    if not items:
-        raise LcflowError(f"manifest {manifest} lists no items")
-    path_guard.check([path_guard.Named("--out", str(out_cube), path_guard.OUTPUT_FILE),
-                      path_guard.Named("--valid", str(out_valid), path_guard.OUTPUT_FILE),
-                      *local_assets(items)])
-    grid = tile_grid(tile, items, resolution, bounds)
-    keys, scl_key = check_items(items, tile, year, bands)
-    remote.check_credentials_reach(((f"item {i.id} asset {k}", i.assets[k].href) for i in items for k in [*keys, scl_key]),
-                                   manifest_source(manifest))
-    scenes = _Scenes(manifest, items, tile, year, grid, keys, scl_key, dilation_px, network, signing)
+    settings = settings or CubeSettings()
+    bands = sentinel2.check_bands(list(settings.bands))
+    spectral_indices = indices.check(list(settings.indices), bands)
+    steps, fill_gaps = settings.time_steps, settings.fill_gaps == "linear"
+    scenes = _checked_scenes(manifest, tile, year, (out_cube, out_valid), settings, bounds, network)
+    grid = scenes.grid
     edges, centres = time_grid(year, steps)
     layers = [*bands, *spectral_indices]
     tags = {"tile": tile, "year": str(year), "bands": layers, "indices": spectral_indices,
-            "time_steps": [c.isoformat() for c in centres], "scale": "10000", "invalid_scl": invalid_scl,
+            "time_steps": [c.isoformat() for c in centres], "scale": "10000",
+            "invalid_scl": list(settings.invalid_scl),
             "gaps": "linear in time" if fill_gaps else "none"}
     # Morton order: the windows inside one tile of a source file follow each other, and find its
     # decompressed pixels in GDAL's block cache (the files stay open)
-    windows = list(grid.windows(block, order="z"))
+    windows = list(grid.windows(settings.block_px, order="z"))
     progress = Progress(log, f"cube {tile} {year}", grid.width * grid.height)
     clear_cells = 0
     with staged_cog(out_cube, grid, steps * len(layers), "int16", nodata=NODATA, tags=tags,
@@ -254,20 +199,37 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
             valid.write(counts, window=win)
             progress.add(1, len(windows), int(win.width * win.height))
 
-        cache = scenes.cache_size(block, steps, len(layers), cache_mb)
+        cache = scenes.cache_size(len(layers))
         with rasterio.Env(GDAL_CACHEMAX=cache), written_behind() as write:  # every window written on leaving
             stored = not fill_gaps and not spectral_indices  # int16 straight from the medians: nothing follows
             for win, loaded in prefetched(load, windows, stop=scenes.stopping):
-                comp, counts = scenes.composite(loaded, invalid_scl, edges, stored)
+                comp, counts = scenes.composite(loaded, edges, stored)
                 clear_cells += int((counts > 0).sum())
                 write(write_window, win, _as_stored(comp, fill_gaps, spectral_indices, bands), counts)
                 del comp, counts, loaded
-        _check_clear_share(clear_cells / (steps * grid.width * grid.height), min_clear_fraction, tile, year)
+        _check_clear_share(clear_cells / (steps * grid.width * grid.height), settings.min_clear_fraction, tile, year)
         # tiled GeoTIFFs (256 px tiles, band-interleaved: see raster.STAGING_INTERLEAVE) as written: a COG's
         # overviews of 120 bands would cost a second pass over the largest file of the workflow
         publish_together([(staged_valid.finish(cog=False), staged_valid.final),
                           (staged_cube.finish(cog=False), staged_cube.final)])
     return grid
+
+
+def _checked_scenes(manifest: str | Path, tile: str, year: int, outs: tuple[str | Path, str | Path],
+                    settings: CubeSettings, bounds: list[float] | None, network: remote.Network | None) -> "_Scenes":
+    """The tile-year's scenes on the cube's grid, once its items, their assets and where they are read
+    from are checked, before anything is written (``outs``: the cube and its valid counts)."""
+    items = read_manifest(manifest)
+    if not items:
+        raise LcflowError(f"manifest {manifest} lists no items")
+    path_guard.check([path_guard.Named("--out", str(outs[0]), path_guard.OUTPUT_FILE),
+                      path_guard.Named("--valid", str(outs[1]), path_guard.OUTPUT_FILE),
+                      *local_assets(items)])
+    grid = tile_grid(tile, items, settings.resolution, bounds)
+    keys, scl_key = check_items(items, tile, year, list(settings.bands))
+    remote.check_credentials_reach(((f"item {i.id} asset {k}", i.assets[k].href) for i in items for k in [*keys, scl_key]),
+                                   manifest_source(manifest))
+    return _Scenes(manifest, items, tile, year, grid, (keys, scl_key), settings, network)
 
 
 def _as_stored(comp: np.ndarray, fill_gaps: bool, spectral_indices: list[str], bands: list[str]) -> np.ndarray:
@@ -297,12 +259,13 @@ class _Scenes:
     grid, read by a pool of threads (each with the network's GDAL settings), assets on their own grid in the
     tile's CRS read as stored and resampled here, the others warped by odc-stac; then composited."""
 
-    def __init__(self, manifest, items, tile: str, year: int, grid: Grid, keys: list[str], scl_key: str, halo: int,
-                 network: remote.Network | None, signing: str):
-        self.manifest, self.tile, self.year, self.grid, self.keys, self.scl_key = manifest, tile, year, grid, keys, scl_key
-        self.halo = halo
-        self.sign = remote.signer(signing, items)
+    def __init__(self, manifest, items, tile: str, year: int, grid: Grid, assets: tuple[list[str], str],
+                 settings: CubeSettings, network: remote.Network | None):
+        self.manifest, self.tile, self.year, self.grid, self.settings = manifest, tile, year, grid, settings
+        keys, scl_key = assets
+        self.keys, self.scl_key = keys, scl_key
         network = network or remote.Network()
+        self.sign = remote.signer(network.signing, items)
         if network.s3_endpoint is None:
             network = dataclasses.replace(network, s3_endpoint=remote.s3_endpoint(items))
         self.network, self.options = network, network.gdal_options()
@@ -329,7 +292,7 @@ class _Scenes:
     def reading(self):
         """The asset reader and its threads, open for the block; yields :meth:`load`."""
         with AssetReader(self.sign, shapes=self.shapes) as reader, ThreadPoolExecutor(
-                self.network.threads, thread_name_prefix="lcflow-asset", initializer=self._take_settings) as readers:
+                self.settings.read_threads, thread_name_prefix="lcflow-asset", initializer=self._take_settings) as readers:
             self.reader, self.readers = reader, readers
             try:
                 yield self.load
@@ -353,7 +316,7 @@ class _Scenes:
             try:
                 return action(item.assets[key].href, *args)
             except (AssetReadError, LcflowError) as exc:  # GDAL, HTTP or decoding errors of one asset: name it
-                said = _first_line(str(exc))
+                said = first_line(str(exc))
                 if re.search(r"\b(HTTP response code|answers HTTP): 40[13]\b|\bHTTP 40[13]\b", said):
                     said += ("; the server wants credentials: give them for its host in ~/.netrc (or as "
                              "GDAL_HTTP_USERPWD or GDAL_HTTP_HEADERS where every asset is on the catalogue's host)")
@@ -376,7 +339,7 @@ class _Scenes:
         """One window of every scene: DNs per asset on the cube's grid. The scene classification comes
         grown by the mask's halo (only SCL: a halo on every band would decompress the neighbouring tiles
         of every file again)."""
-        grown, exact = _halo_geobox(self.grid, win, self.halo), _halo_geobox(self.grid, win, 0)
+        grown, exact = _halo_geobox(self.grid, win, self.settings.dilation_px), _halo_geobox(self.grid, win, 0)
         values: dict[str, np.ndarray] = {}
         jobs = []
         for key, (transform, method) in self.native.items():
@@ -398,7 +361,7 @@ class _Scenes:
         with remote.gdal_env(self.network):  # in the reading thread: GDAL's settings are per thread
             try:
                 common = dict(groupby="id", stac_cfg=self.stac_cfg, preserve_original_order=True,
-                              pool=self.network.threads, patch_url=self.sign)
+                              pool=self.settings.read_threads, patch_url=self.sign)
                 loads = [([self.scl_key], grown, "nearest")] if self.scl_key not in self.native else []
                 loads += [(self.warped, exact, "bilinear")] if self.warped else []
                 for group, geobox, method in loads:
@@ -409,35 +372,35 @@ class _Scenes:
             except LcflowError:
                 raise
             except Exception as exc:  # GDAL, HTTP or decoding errors of one asset: name it
-                raise _read_failure(exc, self.by_time, self.keys + [self.scl_key], self.tile, self.year, grown,
+                raise read_failure(exc, self.by_time, self.keys + [self.scl_key], self.tile, self.year, grown,
                                     self.sign) from exc
         return values
 
-    def cache_size(self, block: int, steps: int, layers: int, cache_mb: int) -> int:
+    def cache_size(self, layers: int) -> int:
         """GDAL's block cache for the cube: a decoded block of every asset of every scene, so that z-order
         windows decode each block once (a smaller cache decodes a block again for each window inside it)."""
         cache = gdal_cache_bytes()
         if not self.native:
             return cache
         per_scene = sum(self.on_asset(self.by_time[0], k, self.reader.block_bytes) for k in self.native)
-        need = block_cache_bytes(per_scene, len(self.by_time), window_bytes(block, steps, layers))
-        cache = block_cache_size(need, cache_mb)
+        cube = self.settings
+        need = block_cache_bytes(per_scene, len(self.by_time), window_bytes(cube.block_px, cube.time_steps, layers))
+        cache = block_cache_size(need, cube.cache_mb)
         log.info("tile %s %s: GDAL block cache %d MB for the blocks of %d scenes (%d MB needed)", self.tile, self.year,
                  cache // 2**20, len(self.by_time), need // 2**20)
         if need > cache:
             log.warning("tile %s %s: the source blocks of %d scenes need %d MB of block cache, more than "
                         "cube.cache_mb (%d MB): blocks will be decoded more than once", self.tile, self.year,
-                        len(self.by_time), need // 2**20, cache_mb)
+                        len(self.by_time), need // 2**20, cube.cache_mb)
         return cache
 
-    def composite(self, loaded: dict[str, np.ndarray], invalid_scl: list[int], edges,
-                  stored: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def composite(self, loaded: dict[str, np.ndarray], edges, stored: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """A window's composites (float32, or ``stored`` as int16) and clear-observation counts per time
-        step, from its loaded scenes."""
-        halo = self.halo
+        step, from its loaded scenes (SCL read ``dilation_px`` wider on every side)."""
+        px = self.settings.dilation_px
         scl = loaded.pop(self.scl_key)
         values = [loaded.pop(k) for k in self.keys]
-        clear = clear_mask(scl, invalid_scl, halo)[:, halo:scl.shape[1] - halo, halo:scl.shape[2] - halo]
+        clear = clear_mask(scl, list(self.settings.invalid_scl), px)[:, px:scl.shape[1] - px, px:scl.shape[2] - px]
         for dn in values:
             clear &= dn != 0
         return composite(values, clear, self.times, edges, self.offsets, stored)

@@ -26,14 +26,15 @@ CDSE_API = "dataspace.copernicus.eu"
 @dataclass(frozen=True)
 class Network:
     """How remote assets are read. GDAL retries 429 and 5xx answers and timeouts, waiting
-    ``retry_delay_s`` first and about twice as long after each further failure."""
+    ``retry_delay_s`` first and about twice as long after each further failure; URLs are signed as they
+    are read where ``signing`` (or, for ``auto``, the catalogue) asks for it."""
 
     timeout_s: float = float(default("stac.http.timeout_s"))
     connect_timeout_s: float = 15.0
     retries: int = default("stac.http.retries")
     retry_delay_s: float = float(default("stac.http.retry_delay_s"))
-    threads: int = default("cube.read_threads")
     s3_endpoint: str | None = None
+    signing: str = default("stac.signing")
 
     def gdal_options(self) -> dict[str, str]:
         """GDAL configuration options for every remote read (the raster block cache is bounded for every

@@ -144,7 +144,7 @@ def run(manifest: str | Path, tile: str, year: int, bands: list[str], folder: st
     errors: list[LcflowError] = []
     grids: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
     network = remote.Network(timeout_s=settings.timeout_s, retries=settings.retries,
-                             retry_delay_s=settings.retry_delay_s, threads=connections)
+                             retry_delay_s=settings.retry_delay_s)
 
     def one(s: Staged) -> None:
         try:

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from lcflow.common.schema_errors import plain_number
 from lcflow.errors import LcflowError
 
 
@@ -105,11 +106,6 @@ class Param:
         if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
             raise ValueError
         return value
-
-
-def plain_number(v: float) -> str:
-    """A bound as people write it: 1, not 1.0 (the parameters' ranges and the config schema's)."""
-    return str(int(v)) if float(v).is_integer() else repr(v)
 
 
 def _int(default, help, low=None, high=None, **kw) -> Param:

@@ -1,0 +1,100 @@
+"""lcflow.common.settings: a stage's settings are its config section, one field a key of the same name,
+defaulted and checked by the schema once; the command line and the rules make the same settings."""
+
+import argparse
+import dataclasses
+import json
+
+import pytest
+
+from lcflow.common.settings import ConfigSection
+from lcflow.defaults import node
+from lcflow.errors import LcflowError
+from lcflow.retrieve.cube_settings import CubeSettings
+
+#: every stage's settings class (a new one is added here)
+SETTINGS = [CubeSettings]
+
+
+@pytest.mark.parametrize("cls", SETTINGS, ids=lambda c: c.SECTION)
+def test_a_stage_s_settings_are_its_config_section_key_for_key(cls):
+    """The same names, the schema's defaults: a key has one name from the YAML to the code."""
+    section = node(cls.SECTION)["properties"]
+    assert [f.name for f in dataclasses.fields(cls)] == list(section)
+    assert cls().as_config() == {key: spec["default"] for key, spec in section.items()}
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"dilation_px": 60}, "cube.dilation_px = 60 is outside [0, 50]"),
+    ({"fill_gaps": "cubic"}, "cube.fill_gaps = 'cubic' is not one of ['none', 'linear']"),
+    ({"invalid_scl": [3, 12]}, "cube.invalid_scl[1] = 12 is outside [0, 11]"),
+    ({"indices": ["NDVI", "NDVI"]}, "cube.indices = ['NDVI', 'NDVI']: ['NDVI', 'NDVI'] has non-unique elements"),
+    ({"bands": ["B04", "B04"]}, "band(s) B04 given more than once"),
+    ({"time_steps": "12"}, "cube.time_steps = '12': '12' is not of type 'integer'"),
+])
+def test_a_value_the_schema_refuses_is_refused_naming_its_key(values, message):
+    with pytest.raises(LcflowError) as refused:
+        CubeSettings(**values)
+    assert str(refused.value).startswith(message), str(refused.value)
+
+
+def test_settings_are_frozen_and_their_lists_tuples():
+    settings = CubeSettings(bands=["B04", "B08"])
+    assert settings.bands == ("B04", "B08") and settings.as_config()["bands"] == ["B04", "B08"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.block_px = 64  # type: ignore[misc]
+    assert CubeSettings.from_config(json.loads(settings.to_json())) == settings
+
+
+def test_a_section_key_the_stage_does_not_take_is_refused():
+    with pytest.raises(LcflowError, match=r"unknown key 'dilaton_px' in cube \(its keys: bands, "):
+        CubeSettings.from_config({"dilaton_px": 2})
+
+
+def _parse(*argv: str) -> CubeSettings:
+    parser = argparse.ArgumentParser()
+    CubeSettings.add_options(parser)
+    return CubeSettings.from_options(parser.parse_args(list(argv)))
+
+
+def test_the_command_line_makes_the_settings_the_rule_hands_it():
+    """The rules pass the whole section (--settings); an option overrides its key; neither: the defaults."""
+    section = CubeSettings(bands=["B04", "B08"], block_px=64, indices=["NDVI"], fill_gaps="linear").as_config()
+    assert _parse("--settings", json.dumps(section)) == CubeSettings.from_config(section)
+    assert _parse("--settings", json.dumps(section), "--block-px", "128", "--invalid-scl", "3,8").as_config() == {
+        **section, "block_px": 128, "invalid_scl": [3, 8]}
+    assert _parse() == CubeSettings()
+    assert _parse("--bands", "B02,B03", "--indices", "").as_config() == {
+        **CubeSettings().as_config(), "bands": ["B02", "B03"], "indices": []}
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--block-px", "8"], "argument --block-px: 8 is outside [16, 4096] (cube.block_px)"),
+    (["--invalid-scl", "3,x"], "argument --invalid-scl: '3,x' is not a comma-separated list of integers (cube.invalid_scl)"),
+    (["--fill-gaps", "cubic"], "argument --fill-gaps: invalid choice: 'cubic'"),
+    (["--settings", "[1]"], "argument --settings: '[1]' is not a JSON object"),
+])
+def test_a_bad_option_is_refused_by_the_parser_naming_it(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        _parse(*argv)
+    assert message in capsys.readouterr().err
+
+
+def test_every_option_s_help_is_its_key_s_description_and_default():
+    parser = argparse.ArgumentParser()
+    CubeSettings.add_options(parser)
+    helps = {a.dest: a.help for a in parser._actions}
+    assert helps["setting_dilation_px"] == "cloud and shadow masks grown by this many pixels (at most 50: half a " \
+                                           "kilometre at 10 m) (default: 1)"
+    assert helps["setting_bands"].endswith("(default: B02,B03,B04,B05,B06,B07,B08,B8A,B11,B12)")
+
+
+def test_a_subclass_without_its_section_s_keys_fails_its_own_check():
+    """A settings class whose fields are not its section's keys cannot be made: the schema refuses the key."""
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Misnamed(ConfigSection):
+        SECTION = "cube"
+        dilation: int = 1
+
+    with pytest.raises(LcflowError, match="unknown key 'dilation' in cube"):
+        Misnamed()
