@@ -155,6 +155,21 @@ def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: s
         truth: str | Path | None = None, nomenclature: Nomenclature | None = None,
         figure: str | Path | None = None, reference: str | Path | None = None,
         reference_column: str = "reference", areas: str | Path | None = None) -> dict:
+    """Assess a map: against a labelled reference sample, the truth, and the model's held-out test rows;
+    write the assessment (JSON) and return it.
+
+    Args:
+        model_dir: the model that made the map (its classes, and the test rows' scores).
+        samples: the samples table whose test rows are scored (agreement, not map accuracy).
+        map_path: the class map.
+        out: the assessment to write.
+        truth: a raster of true classes (the demo's); None: none.
+        nomenclature: the map's classes (needed with ``truth`` and to count reference classes it lacks).
+        figure: the confusion matrix's PNG to write (or why there is none); None: none.
+        reference: labelled reference points (``lcflow design-sample``'s, or one's own); None: none.
+        reference_column: the column of the points' labels.
+        areas: the class areas' PNG to write (mapped and area-adjusted); None: none.
+    """
     trained = saved_models.load(model_dir)
     table = samples_table.read(samples, min_classes=1)
     test = table.split("test")

@@ -363,7 +363,15 @@ def figure(rows: dict[str, ModelRow], out: str | Path) -> None:
 
 def write(assessments: list[str | Path], model_dirs: list[str | Path], timings: list[str | Path],
           out: str | Path, figure_out: str | Path | None = None) -> str:
-    """The table (TSV) and, given ``figure_out``, the figure; returns the table."""
+    """The table (TSV) and, given ``figure_out``, the figure; returns the table.
+
+    Args:
+        assessments: every map's assessment (``lcflow assess``'s JSON).
+        model_dirs: every model's directory (training time, parameters).
+        timings: every map's prediction timing (JSON).
+        out: the table to write.
+        figure_out: the figure to write; None: none.
+    """
     rows = collect(assessments, model_dirs, timings)
     text = table(rows)
     if figure_out:

@@ -10,7 +10,16 @@ import logging
 
 def share_run(pruner: str, min_rounds: int, rounds: int, reduction_factor: int, trials: int,
               studies: int = 8) -> float:
-    """Mean share of ``trials`` x ``rounds`` validation rounds run, over ``studies`` replays (seeded)."""
+    """Mean share of ``trials`` x ``rounds`` validation rounds run, over ``studies`` replays (seeded).
+
+    Args:
+        pruner: the study's pruner (``hpo.pruner``).
+        min_rounds: rounds a trial runs before it may be pruned (``hpo.min_rounds``).
+        rounds: validation rounds of a whole trial (its epochs).
+        reduction_factor: successive halving's reduction factor (``hpo.reduction_factor``).
+        trials: trials of a study.
+        studies: replays averaged.
+    """
     if pruner == "none" or rounds <= min_rounds or trials <= 1:
         return 1.0
     import numpy as np

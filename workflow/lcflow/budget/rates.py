@@ -39,10 +39,17 @@ def job_cpu_s(rates: dict, stage: str, units: float = 0.0) -> float:
 
 def affine(demo_cpu_s: float, demo_jobs: int, demo_units: float, startup_cpu_s: float,
            large_cpu_s_per_unit: float | None = None) -> dict[str, float]:
-    """A stage's fixed and per-unit CPU from the demo's jobs (``demo_cpu_s`` over ``demo_jobs`` jobs of
-    ``demo_units`` units in all) and, where a large job was measured, its rate per unit: the fixed part is
-    then what the demo's jobs spent beyond that rate (at least a process's start-up). Without a large job,
-    the fixed part is the start-up and the rest of the demo's CPU is per unit."""
+    """A stage's fixed and per-unit CPU from the demo's jobs and, where a large job was measured, its rate
+    per unit: the fixed part is then what the demo's jobs spent beyond that rate (at least a process's
+    start-up). Without a large job, the fixed part is the start-up and the rest of the demo's CPU is per unit.
+
+    Args:
+        demo_cpu_s: the CPU seconds of the demo's jobs of the stage, all together.
+        demo_jobs: how many jobs those were.
+        demo_units: the units of work they did in all (pixels, rows, ...).
+        startup_cpu_s: a process's start-up: the least a job costs.
+        large_cpu_s_per_unit: the rate per unit of a large job, where one was measured; None: none.
+    """
     if large_cpu_s_per_unit is not None:
         fixed = max((demo_cpu_s - large_cpu_s_per_unit * demo_units) / demo_jobs, startup_cpu_s)
         return {"fixed_cpu_s": fixed, "cpu_s_per_unit": large_cpu_s_per_unit}

@@ -39,11 +39,19 @@ def stratified_estimates(stratum, stratum_pixels: dict[int, float], map_class, r
     """Accuracy and class areas of a map from a stratified random sample of reference points (Stehman 2014,
     Int. J. Remote Sensing 35(13), eq. 2-3 and 25-27: strata need not be the map's classes).
 
-    Per point: its ``stratum``, the map's class and the reference class there; ``stratum_pixels``: pixels per
-    stratum. Each figure is a ratio of stratum-weighted means, its variance the linearised one of the ratio
+    Each figure is a ratio of stratum-weighted means, its variance the linearised one of the ratio
     estimator without finite-population correction (strata hold millions of pixels). With the map's
     classes as strata these are the estimators of Olofsson et al. 2014 (:func:`area_adjusted`). Lists
     follow ``classes``; a stratum needs at least 2 points.
+
+    Args:
+        stratum: each point's stratum.
+        stratum_pixels: the pixels of each stratum.
+        map_class: the map's class at each point.
+        reference: the reference class at each point.
+        classes: the classes, in the order of the lists returned.
+        pixel_area_m2: a pixel's area, for the class areas.
+        z: the normal quantile of the confidence intervals (1.96: 95 %).
     """
     stratum, map_class, reference = (np.asarray(a) for a in (stratum, map_class, reference))
     strata = sorted(stratum_pixels)

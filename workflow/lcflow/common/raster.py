@@ -246,9 +246,17 @@ def staged_cog(
     """A tiled staging GeoTIFF for windowed writes, in a hidden directory beside ``path`` that is removed
     on leaving, success or not (and by the next writer, should a killed job leave it).
 
-    Colour table, tags and band names go along into the COG (with ``names``, the class names of a class
-    map, its legend files beside it: :class:`StagedCog`); non-string tag values are stored as JSON
-    (read them with :func:`read_tag`).
+    Args:
+        path: the file to publish.
+        grid: its grid.
+        count: its bands.
+        dtype: its data type.
+        nodata: its nodata value; None: none.
+        colors: a colour table (class -> RGB) for a class map.
+        names: the class names of a class map: its legend files go beside it (:class:`StagedCog`).
+        tags: dataset tags; non-string values are stored as JSON (read them with :func:`read_tag`).
+        descriptions: a name for each band.
+        resampling: how the COG's overviews are made.
     """
     final = Path(path)
     with staging_dir(final) as tmpdir:

@@ -36,8 +36,15 @@ class BadValue(Exception):
 
 def check_all(config: dict[str, Any], schema: dict[str, Any], base: Path, today: dt.date | None,
               files: bool = True) -> None:
-    """Every check beyond the schema, in the order their messages take precedence (``files`` False: but
-    those of the input files)."""
+    """Every check beyond the schema, in the order their messages take precedence.
+
+    Args:
+        config: the merged configuration, the schema's defaults filled in.
+        schema: the workflow's schema.
+        base: the folder relative paths of the config are taken from.
+        today: the date years are checked against (None: today).
+        files: check the input files too (False: a budget, made before they are fetched).
+    """
     _check_years_samples_models(config, today)
     _check_hpo(config)
     _check_blend(config, schema)

@@ -27,8 +27,16 @@ if TYPE_CHECKING:
 
 def check(config: dict[str, Any], schema_path: str | Path, base: str | Path = ".", today: dt.date | None = None,
           origins: Origins | None = None, files: bool = True) -> None:
-    """Raise :class:`LcflowError` naming the first bad key and value (and, given ``origins``, its file);
-    ``files`` False leaves out whether the input files exist (a budget is made before they are fetched)."""
+    """Raise :class:`LcflowError` naming the first bad key and value (and, given ``origins``, its file).
+
+    Args:
+        config: the merged configuration.
+        schema_path: the workflow's schema.
+        base: the folder relative paths of the config are taken from.
+        today: the date years are checked against (None: today).
+        origins: which file set each key, named in the message; None: none.
+        files: check that the input files exist (False: a budget, made before they are fetched).
+    """
     try:
         _check(config, schema_path, Path(base), today, files)
     except BadValue as bad:

@@ -253,7 +253,17 @@ def run(source: "LabelSource | str | Path", grid_of: str | Path, out: str | Path
 
     Every source code on the grid must be mapped or ignored by the nomenclature (checked before writing);
     pixels of ``change`` (a CLC change layer) are left unlabelled; CORINE leaving more of the tile without
-    a class than ``unlabelled`` allows is refused, or warned about."""
+    a class than ``unlabelled`` allows is refused, or warned about.
+
+    Args:
+        source: CORINE or one's own polygons or points (a raster or a vector layer), any CRS.
+        grid_of: the raster whose grid the classes take (the tile's cube).
+        out: the class raster to write.
+        nomenclature: the classes, and how the source's codes map onto them.
+        change: a CLC change layer (raster or vector) whose changed pixels stay unlabelled; None: none.
+        change_layer: the layer of ``change`` where its file holds several.
+        unlabelled: how much of the tile may stay without a class, with a warning and refused beyond.
+    """
     source = _source(source)
     grid = Grid.of(grid_of)
     codes, record = source_on_grid(source, grid)

@@ -57,12 +57,23 @@ def out_of_fold_proba(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: i
                       n_jobs: int = -1, only: Collection[int] | None = None, max_rows: int | None = None,
                       what: str = "out-of-fold forests") -> tuple[np.ndarray, np.ndarray]:
     """(class probabilities of each sample, the classes of their columns: ``np.unique(y)``) from forests
-    that were trained on the other groups only; a class missing from those has probability 0.
-    x: (samples, features) without NaN. ``only``: the folds to fit (the rows the others hold out stay 0),
-    so that processes can share them out and sum what they found; None: all. ``max_rows``: each tree
-    grows on at most this many of its fold's rows (drawn with replacement; None: a bootstrap sample of
-    them all), which bounds a fold's time and memory however large the table. Each fold's fit is logged
-    (``what`` names them), with the time left."""
+    that were trained on the other groups only; a class missing from those has probability 0. Each
+    fold's fit is logged, with the time left.
+
+    Args:
+        x: (samples, features) without NaN.
+        y: each sample's label.
+        groups: each sample's group (its spatial block): a fold holds out whole groups.
+        folds: how many folds the groups are dealt into.
+        trees: trees of each fold's forest.
+        seed: the folds' and forests' seed.
+        n_jobs: scikit-learn's processes for a forest (-1: every core).
+        only: the folds to fit (the rows the others hold out stay 0), so that processes can share them out
+            and sum what they found; None: all.
+        max_rows: each tree grows on at most this many of its fold's rows (drawn with replacement; None: a
+            bootstrap sample of them all), which bounds a fold's time and memory however large the table.
+        what: names the fits in the log.
+    """
     classes = np.unique(y)
     proba = np.zeros((len(y), classes.size))
     todo = [f for f in range(folds) if only is None or f in only]
@@ -95,14 +106,33 @@ def out_of_fold_probability(x: np.ndarray, y: np.ndarray, groups: np.ndarray, fo
                             seed: int, what: str = "out-of-fold forests",
                             max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(probability of each sample's own label, the most likely class) from forests that were trained
-    on the other groups only (:func:`out_of_fold_proba`, whose ``max_rows`` bounds a tree's rows)."""
+    on the other groups only (:func:`out_of_fold_proba`).
+
+    Args:
+        x: (samples, features) without NaN.
+        y: each sample's label.
+        groups: each sample's spatial block.
+        folds: how many folds the groups are dealt into.
+        trees: trees of each fold's forest.
+        seed: the folds' and forests' seed.
+        what: names the fits in the log.
+        max_rows: the most rows a tree grows on (None: a bootstrap of its fold's).
+    """
     proba, classes = out_of_fold_proba(x, y, groups, folds, trees, seed, what=what, max_rows=max_rows)
     own = proba[np.arange(len(y)), np.searchsorted(classes, y)]
     return own, classes[proba.argmax(axis=1)]
 
 
 def noisy(x: np.ndarray, y: np.ndarray, groups: np.ndarray, cleaning: Cleaning, where: str) -> np.ndarray:
-    """Which samples to drop as mislabelled (boolean mask); x: (samples, features) without NaN."""
+    """Which samples to drop as mislabelled (a boolean mask).
+
+    Args:
+        x: (samples, features) without NaN.
+        y: each sample's label.
+        groups: each sample's spatial block (the out-of-fold forests hold out whole blocks).
+        cleaning: the label probability below which a sample goes, and how much of a class may go.
+        where: the tile-year, named in the log and the warnings.
+    """
     drop = np.zeros(len(y), dtype=bool)
     n_groups = np.unique(groups).size
     if not cleaning.enabled or len(y) == 0:

@@ -106,6 +106,14 @@ def read_in_area(layer: Layer, crs, bounds, where: str, column: str | None, mend
     polygon that is not a valid geometry (a ring crossing itself) is mended (``shapely.make_valid``, with
     a warning) where ``mend`` (a published product's layer: CORINE, its changes), else refused naming it:
     what a person drew is theirs to mend.
+
+    Args:
+        layer: the vector file and its layer.
+        crs: the CRS of ``bounds`` and of the features returned.
+        bounds: xmin, ymin, xmax, ymax in ``crs``.
+        where: the tile, named in the messages.
+        column: the column of codes; None: geometries alone.
+        mend: mend invalid polygons rather than refuse them.
     """
     import geopandas as gpd
     import shapely

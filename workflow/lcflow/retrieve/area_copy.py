@@ -42,7 +42,16 @@ def estimate_bytes(asset: dict, bounds: tuple[float, float, float, float]) -> in
 def copy_area(href: str, dest: Path, bounds: tuple[float, float, float, float], network: remote.Network,
               sign: Callable[[str], str] | None, what: str) -> tuple[list[int], list[float]]:
     """Write the internal tiles of ``href`` over ``bounds`` to ``dest`` (atomically, checked whole);
-    its ``proj:shape`` and ``proj:transform``."""
+    its ``proj:shape`` and ``proj:transform``.
+
+    Args:
+        href: the remote raster (a cloud-optimised GeoTIFF), read through GDAL's /vsicurl/.
+        dest: the local tiled GeoTIFF to write, on the source's grid.
+        bounds: xmin, ymin, xmax, ymax in the source's CRS: the area whose internal tiles are copied.
+        network: GDAL's timeouts and retries for the reads.
+        sign: signs ``href`` before it is opened (None: read as it is).
+        what: the item and asset, named in every message.
+    """
     import rasterio
     from rasterio.windows import Window
 

@@ -82,13 +82,19 @@ def composite(values: list[np.ndarray], clear: np.ndarray, times: np.ndarray, ed
               offsets: np.ndarray | None = None, stored: bool = False):
     """Median of clear observations per time window.
 
-    values: per band, (obs, rows, cols) digital numbers as read (any numeric dtype); clear (obs, rows, cols);
-    offsets: per observation, the DN offset to subtract (processing baseline), or None.
     Returns (steps, bands, rows, cols) float32 with NaN where no clear observation (``stored``: int16 as
     :func:`to_int16` stores them, without a float32 copy of the window), and counts (steps, rows, cols).
     Compiled, a pixel at a time: a pixel's observations of a step are converted to float32 (offset taken
     off) and ordered in a small buffer, so the year stays in its compact integer type and no array-wide
     temporary is made. The median is ``np.nanmedian``'s, in float32: the mean of the two middle values.
+
+    Args:
+        values: per band, (obs, rows, cols) digital numbers as read (any numeric dtype).
+        clear: (obs, rows, cols), True where an observation is clear.
+        times: the observations' times (datetime64), in the order of ``values``.
+        edges: the time windows' ``steps + 1`` edges.
+        offsets: per observation, the DN offset to subtract (processing baseline), or None.
+        stored: return the composites as int16, as the cube stores them.
     """
     steps = len(edges) - 1
     n_obs, h, w = clear.shape

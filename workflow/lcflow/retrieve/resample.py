@@ -52,8 +52,16 @@ def nearest(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int, 
 
 
 def bilinear(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int, int], nodata: float = 0) -> np.ndarray:
-    """``values`` (..., rows, cols) on the grid ``src`` (as :func:`source_window` gives it), interpolated
-    onto ``dst``; integer types are rounded half up, as GDAL does."""
+    """``values`` on the grid ``src``, interpolated onto ``dst``; integer types are rounded half up, as
+    GDAL does.
+
+    Args:
+        values: (..., rows, cols) on ``src``.
+        src: the transform of ``values`` (as :func:`source_window` gives it).
+        dst: the target grid's transform.
+        dst_shape: the target's rows and columns.
+        nodata: the value that is no data in ``values``, left out of the interpolation.
+    """
     h, w = dst_shape
     rows = _axis(dst.f, dst.e, h, src.f, src.e, values.shape[-2])
     cols = _axis(dst.c, dst.a, w, src.c, src.a, values.shape[-1])

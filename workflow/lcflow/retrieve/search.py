@@ -231,7 +231,15 @@ def tile_footprint(tile: str) -> dict[str, Any]:
 
 def from_api(url: str, collection: str, tile: str, year: int, max_cloud_cover: float) -> Iterable[pystac.Item]:
     """Items from a STAC API search (Earth Search v1, Planetary Computer, Copernicus Data Space, any
-    other STAC API by the tile's footprint)."""
+    other STAC API by the tile's footprint).
+
+    Args:
+        url: the API's root.
+        collection: the Sentinel-2 L2A collection's id at that API.
+        tile: the MGRS tile, searched by its property where the API has one, else by footprint.
+        year: the UTC calendar year of acquisitions.
+        max_cloud_cover: items of more cloud (``eo:cloud_cover``, percent) are not asked for.
+    """
     from pystac_client import Client
 
     client = Client.open(url)
@@ -245,7 +253,17 @@ def from_api(url: str, collection: str, tile: str, year: int, max_cloud_cover: f
 
 def run(tile: str, year: int, out: str | Path, *, catalog: str | None = None, api: str | None = None,
         collection: str = "sentinel-2-l2a", max_cloud_cover: float = 100.0) -> int:
-    """Write the manifest of ``tile``/``year`` to ``out``; return the number of items."""
+    """Write the manifest of ``tile``/``year`` to ``out``; return the number of items.
+
+    Args:
+        tile: the MGRS tile.
+        year: the UTC calendar year.
+        out: the manifest to write, an ItemCollection.
+        catalog: a static STAC catalogue (a path or URL); or
+        api: a STAC API's root.
+        collection: the collection's id at the API.
+        max_cloud_cover: items of more cloud (percent) are left out.
+    """
     mgrs.check_tile(tile)
     if bool(catalog) == bool(api):
         raise LcflowError("give exactly one of a local STAC catalog (stac.catalog) or a STAC API URL (stac.api)")

@@ -57,7 +57,16 @@ class Staged(NamedTuple):
 
 def plan(items, tile: str, year: int, bands: list[str], folder: Path, copy_local: bool = False) -> list[Staged]:
     """The assets of ``items`` a cube of ``bands`` reads (their bands and SCL), with the local copy of each
-    under ``folder/tile/year/item``; local assets (unless ``copy_local``) are left out."""
+    under ``folder/tile/year/item``.
+
+    Args:
+        items: the tile-year's items.
+        tile: the MGRS tile.
+        year: the year.
+        bands: the cube's bands (their assets and SCL are staged, no other).
+        folder: the stage-in's folder (``stage.dir``).
+        copy_local: copy local assets too (else they are left out, and read where they are).
+    """
     from lcflow.retrieve.cube import check_items
 
     keys, scl_key = check_items(items, tile, year, bands)
@@ -96,8 +105,16 @@ def _free_bytes(folder: Path) -> int:
 
 
 def budget(assets: list[Asset], size: Callable[[Asset], int], folder: Path, what: str, connections: int) -> int:
-    """The bytes the stage-in stores (``size`` of each asset not staged yet); refused in one line, before any
-    download, where the file system holding ``folder`` has not that much free (beyond MARGIN_BYTES)."""
+    """The bytes the stage-in stores; refused in one line, before any download, where the file system
+    holding ``folder`` has not that much free (beyond MARGIN_BYTES).
+
+    Args:
+        assets: the files to stage; those there already count nothing.
+        size: an asset's size in bytes (STAC's ``file:size``, else a HEAD request).
+        folder: where they go.
+        what: the tile-year, named in the messages.
+        connections: how many sizes are asked for at a time.
+    """
     def stored(asset: Asset) -> int:  # a staged file is whole: no request for it (the server may be gone)
         return asset.dest.stat().st_size if asset.dest.exists() else size(asset)
 
@@ -120,9 +137,22 @@ def run(manifest: str | Path, tile: str, year: int, bands: list[str], folder: st
         bounds: tuple[float, float, float, float] | None = None, dry_run: bool = False) -> int:
     """Fetch what the cube of ``tile``/``year`` reads into ``folder`` and write the manifest ``out`` whose
     hrefs are the local copies; the number of files staged. Files already staged are kept as they are.
-    With ``bounds`` (the configured area, in the tile's CRS) only each file's internal tiles over it are
-    fetched (area_copy). A ``dry_run`` says what would be stored and checks the disk budget, and fetches
-    and writes nothing."""
+
+    Args:
+        manifest: the tile-year's items (``lcflow search``'s manifest).
+        tile: the MGRS tile.
+        year: the year.
+        bands: the cube's bands.
+        folder: where the files go, under ``TILE/YEAR/ITEM`` (``stage.dir``).
+        out: the manifest of the local copies to write.
+        connections: files fetched at a time.
+        settings: timeouts and retries of the transfers.
+        signing: how URLs are signed at download time (``auto``: Planetary Computer's items are).
+        copy_local: copy local assets too.
+        bounds: the configured area in the tile's CRS: only each file's internal tiles over it are
+            fetched (area_copy). None: whole files.
+        dry_run: say what would be stored and check the disk budget; fetch and write nothing.
+    """
     folder = Path(folder).absolute()
     what = f"stage {tile} {year}"
     items = read_manifest(manifest)

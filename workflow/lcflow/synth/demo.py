@@ -65,7 +65,17 @@ def _item(tile: str, grid: Grid, day: dt.datetime, satellite: str, cover: float,
 
 def write_scenes(out: Path, tile: str, grid: Grid, years: list[int], truths: dict[int, np.ndarray],
                  parcels: np.ndarray, acquisitions: tuple[int, int]) -> list[pystac.Item]:
-    """All acquisitions of a tile: one STAC item per date with a COG per band and SCL."""
+    """All acquisitions of a tile: one STAC item per date with a COG per band and SCL.
+
+    Args:
+        out: the demo's folder.
+        tile: the MGRS tile.
+        grid: the tile area's grid.
+        years: the years of acquisitions.
+        truths: each year's true classes on ``grid``.
+        parcels: the parcel id of each pixel (fields, forest stands), for variation between parcels.
+        acquisitions: the least and most acquisitions a year.
+    """
     items = []
     for year in years:
         rng = np.random.default_rng(_seed("scenes", tile, year))
@@ -143,7 +153,15 @@ def tile_year_catalog(out: Path, tile: str, year: int) -> Path:
 
 def write_tile_year(out: str | Path, tile: str, bounds: list[float], year: int, scenery: Scenery) -> Path:
     """The scenes (a STAC catalogue of their own) and the truth of one tile-year; the same bytes whatever
-    other tiles and years the demo has. Returns the catalogue."""
+    other tiles and years the demo has. Returns the catalogue.
+
+    Args:
+        out: the demo's folder.
+        tile: the MGRS tile.
+        bounds: the tile area in the tile's CRS.
+        year: the year.
+        scenery: the resolution, acquisitions and landscape parameters the demo is made with.
+    """
     check_aoi(tile, bounds)
     out = Path(out)
     grid, land = scenery.landscape(tile, bounds)
@@ -203,7 +221,17 @@ def make_demo(out: str | Path, aoi: dict[str, list[float]], years: list[int], re
               acquisitions: tuple[int, int] = tuple(default("demo.acquisitions")), mmu_cells: int = default("demo.mmu_cells"),
               change_fraction: float = default("demo.change_fraction")) -> None:
     """Write catalog/ (a catalogue of every tile-year's), corine/clc_demo_3035.tif and truth/{tile}_{year}.tif
-    under ``out``."""
+    under ``out``.
+
+    Args:
+        out: the demo's folder.
+        aoi: each tile's area, xmin, ymin, xmax, ymax in its CRS.
+        years: the years.
+        resolution: metres per pixel.
+        acquisitions: the least and most acquisitions a year.
+        mmu_cells: the demo CORINE's minimum mapping unit, in 100 m cells.
+        change_fraction: the share of the area that changes class between the first and last year.
+    """
     out = Path(out)
     for tile, bounds in aoi.items():
         check_aoi(tile, bounds)

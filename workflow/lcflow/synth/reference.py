@@ -16,8 +16,15 @@ from lcflow.labels.nomenclature import Nomenclature
 
 def label_from_truth(points_path: str | Path, truth: str | Path, out: str | Path, nomenclature: Nomenclature,
                      column: str = "reference") -> int:
-    """Write the points with ``column`` set to the truth's class there (in ``nomenclature``); return how many
-    got a class."""
+    """Write the points with ``column`` set to the truth's class there; return how many got a class.
+
+    Args:
+        points_path: the design's points (``lcflow design-sample``'s layer).
+        truth: the demo's true classes (CLC codes).
+        out: the labelled copy to write.
+        nomenclature: the map's classes the truth's codes are given in.
+        column: the column of labels.
+    """
     import geopandas as gpd
     import pandas as pd
 
