@@ -82,8 +82,17 @@ def run(model_dir: str | Path, member_probabilities: list[str | Path], out_map: 
         block: int = default("predict.block_px")) -> None:
     """Write the blend's class map, confidence and (if asked) probabilities from its members' stored
     probabilities of one tile-year, published together as ``lcflow predict`` publishes them.
-    ``out_timing`` gets the members' mapping time (``member_timings``) plus the blend's own: what the
-    blend's map costs."""
+
+    Args:
+        model_dir: the blend (its members and their weights).
+        member_probabilities: each member's stored probabilities of the tile-year, in the blend's order.
+        out_map: the class map to write.
+        out_confidence: the confidence map to write.
+        out_probabilities: the blend's probabilities to write; None: none.
+        member_timings: each member's mapping time (JSON), added to the blend's own in ``out_timing``.
+        out_timing: the timing to write (what the blend's map costs, its members' maps included).
+        block: the window, pixels a side.
+    """
     model_dir = Path(model_dir)
     trained = blend.described(model_dir)
     members = trained.model.params["members"]

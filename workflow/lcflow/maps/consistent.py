@@ -111,7 +111,21 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
         min_change_ha: float = default("consistency.min_change_ha"), block: int = default("predict.block_px"),
         truths: list[str | Path] | None = None,
         nomenclature: Nomenclature | None = None) -> dict:
-    """Write the consistent maps, their confidence, the change maps and the summary JSON (see module)."""
+    """Write the consistent maps, their confidence, the change maps and the summary JSON (see module).
+
+    Args:
+        probabilities: each year's stored class probabilities of one tile and model.
+        years: their years, in the same order.
+        maps: the consistent class maps to write, one a year.
+        confidences: their confidence maps to write.
+        changes: the change maps to write, one for each pair of consecutive years.
+        summary: the summary (JSON) to write.
+        evidence_ratio: how much likelier a change must make the years' evidence (``consistency.evidence_ratio``).
+        min_change_ha: changes in smaller patches are refused (``consistency.min_change_ha``).
+        block: the window, pixels a side.
+        truths: each year's true classes (the demo's), to score the maps; None: none.
+        nomenclature: the classes, written with the maps (their colours and names).
+    """
     probabilities = [Path(p) for p in probabilities]
     n = len(years)
     _check_series(probabilities, years, len(maps), len(confidences), len(changes), truths, nomenclature)

@@ -31,6 +31,7 @@ import numpy as np
 from scipy import ndimage
 
 from lcflow.errors import LcflowError
+from lcflow.maps.forward_backward import forward_backward
 
 #: probabilities below this are raised to it: a classifier's "impossible" is not evidence to trust,
 #: and it keeps one confident year from vetoing every other year's evidence
@@ -94,9 +95,15 @@ def viterbi(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: Chang
             frozen: np.ndarray | None = None) -> np.ndarray:
     """The most likely class index of every pixel in every year: (years, pixels) from (years, pixels, classes).
 
-    ``frozen`` (years - 1, pixels) forbids a change between year t and t + 1 where it is set.
     O(years x pixels x classes): with one stay and one move probability, the best predecessor of class
     j is either j itself or the best of the others (the best overall, or the second best where j is it).
+
+    Args:
+        proba: (years, pixels, classes) class probabilities.
+        empty: (years, pixels), True where a year has no data at a pixel (it says nothing there).
+        years: the years, whose gaps the prior on change spans.
+        prior: the probability of a change in one year.
+        frozen: (years - 1, pixels), True where a change between year t and t + 1 is forbidden.
     """
     evidence = CodedEvidence.of(proba, empty)
     return _viterbi(evidence, evidence.log_levels(), years, prior, frozen)
@@ -215,8 +222,15 @@ def _steady_best(codes, empty, log_levels, p):  # pragma: no cover - compiled
 
 def marginals(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: ChangePrior,
               frozen: np.ndarray | None = None) -> np.ndarray:
-    """P(class in year t | every year's evidence), (years, pixels, classes), by scaled forward-backward;
-    ``frozen`` as in :func:`viterbi`."""
+    """P(class in year t | every year's evidence), (years, pixels, classes), by scaled forward-backward.
+
+    Args:
+        proba: (years, pixels, classes) class probabilities.
+        empty: (years, pixels), True where a year has no data at a pixel.
+        years: the years.
+        prior: the probability of a change in one year.
+        frozen: (years - 1, pixels), True where a change between year t and t + 1 is forbidden.
+    """
     evidence = CodedEvidence.of(proba, empty)
     return _marginals(evidence, np.exp(evidence.log_levels()), years, prior, frozen, None)
 
@@ -230,142 +244,8 @@ def _marginals(evidence: CodedEvidence, levels: np.ndarray, years: list[int], pr
     move = np.array([m for _, m in steps])
     gain = np.array([s - m for s, m in steps])  # stay - move, as a Python float each
     along = path is not None
-    return _forward_backward(evidence.codes, evidence.empty, levels, float(k), move, gain, *_frozen_arg(frozen, t_n, p_n),
+    return forward_backward(evidence.codes, evidence.empty, levels, float(k), move, gain, *_frozen_arg(frozen, t_n, p_n),
                              np.ascontiguousarray(path) if along else np.zeros((t_n, p_n), np.int64), along)
-
-
-#: pixels the forward-backward takes side by side: its loops run over them innermost, so the compiler
-#: does each step for several pixels in one vector instruction (divisions included: ``error_model``
-#: "numpy" drops the zero check that kept them scalar; the sums divided by are never zero)
-LANES = 64
-_VECTOR = dict(cache=True, nogil=True, error_model="numpy")
-
-
-@numba.njit(**_VECTOR)
-def _pairwise_columns(a, m, out):  # pragma: no cover - compiled
-    """``out[q]`` = the sum of ``a[:, q]`` for q < m, in numpy's order (pairwise, eight accumulators),
-    so that every sum equals numpy's ``sum`` over the classes to the bit."""
-    n = a.shape[0]
-    if n < 8:
-        for q in range(m):
-            out[q] = 0.0
-        for i in range(n):
-            row = a[i]
-            for q in range(m):
-                out[q] += row[q]
-        return
-    if n > 128:  # numpy halves the run at a multiple of eight
-        half = n // 2
-        half -= half % 8
-        rest = np.empty(out.shape[0])
-        _pairwise_columns(a[:half], m, out)
-        _pairwise_columns(a[half:], m, rest)
-        for q in range(m):
-            out[q] += rest[q]
-        return
-    r = np.empty((8, a.shape[1]))
-    for c in range(8):
-        for q in range(m):
-            r[c, q] = a[c, q]
-    i = 8
-    while i < n - (n % 8):
-        for c in range(8):
-            row, acc = a[i + c], r[c]
-            for q in range(m):
-                acc[q] += row[q]
-        i += 8
-    for q in range(m):
-        out[q] = ((r[0, q] + r[1, q]) + (r[2, q] + r[3, q])) + ((r[4, q] + r[5, q]) + (r[6, q] + r[7, q]))
-    while i < n:
-        row = a[i]
-        for q in range(m):
-            out[q] += row[q]
-        i += 1
-
-
-@numba.njit(**_VECTOR)
-def _divide(a, s, out, m):  # pragma: no cover - compiled
-    for q in range(m):
-        out[q] = a[q] / s[q]
-
-
-@numba.njit(**_VECTOR)
-def _step(v, total, keep, move, gain, out, m):  # pragma: no cover - compiled
-    """One transition of ``v`` (a class's row): ``move * sum + gain * v``, or ``v`` where refused."""
-    for q in range(m):
-        moved = move * total[q] + gain * v[q]
-        out[q] = v[q] if keep[q] else moved
-
-
-@numba.njit(**_VECTOR)
-def _forward_backward(codes, empty, levels, k, move, gain, frozen, has_frozen, path, along):  # pragma: no cover
-    """Scaled forward-backward, ``LANES`` pixels side by side: a step moves ``v`` to ``move * sum(v) +
-    gain * v`` (the transition matrix is symmetric: the same step serves both directions), or keeps it
-    where refused. ``along``: only the marginal of ``path``'s class is kept."""
-    t_n, p_n, n = codes.shape
-    post = np.empty((t_n, p_n, 1 if along else n))
-    e = np.empty((t_n, n, LANES))  # the evidence of LANES pixels
-    alpha = np.empty((t_n, n, LANES))
-    beta = np.empty((t_n, n, LANES))
-    a = np.empty((n, LANES))
-    moved = np.empty((n, LANES))  # apart from a: a step in place would keep the compiler's loops scalar
-    s = np.empty(LANES)
-    total = np.empty(LANES)
-    keep = np.zeros(LANES, dtype=np.bool_)
-    for p0 in range(0, p_n, LANES):
-        m = min(LANES, p_n - p0)
-        for t in range(t_n):
-            for q in range(m):
-                no = empty[t, p0 + q]
-                for j in range(n):
-                    e[t, j, q] = 1.0 if no else levels[codes[t, p0 + q, j]]
-        for j in range(n):
-            row, first = a[j], e[0, j]
-            for q in range(m):
-                row[q] = first[q] / k
-        _pairwise_columns(a, m, s)
-        for j in range(n):
-            _divide(a[j], s, alpha[0, j], m)
-        for t in range(1, t_n):
-            _pairwise_columns(alpha[t - 1], m, total)
-            for q in range(m):
-                keep[q] = has_frozen and frozen[t - 1, p0 + q]
-            for j in range(n):
-                _step(alpha[t - 1, j], total, keep, move[t], gain[t], a[j], m)
-                row, et = a[j], e[t, j]
-                for q in range(m):
-                    row[q] *= et[q]
-            _pairwise_columns(a, m, s)
-            for j in range(n):
-                _divide(a[j], s, alpha[t, j], m)
-        beta[t_n - 1] = 1.0
-        for t in range(t_n - 2, -1, -1):
-            for j in range(n):
-                row, b, et = a[j], beta[t + 1, j], e[t + 1, j]
-                for q in range(m):
-                    row[q] = b[q] * et[q]
-            _pairwise_columns(a, m, total)
-            for q in range(m):
-                keep[q] = has_frozen and frozen[t, p0 + q]
-            for j in range(n):
-                _step(a[j], total, keep, move[t + 1], gain[t + 1], moved[j], m)
-            _pairwise_columns(moved, m, s)
-            for j in range(n):
-                _divide(moved[j], s, beta[t, j], m)
-        for t in range(t_n):
-            for j in range(n):
-                row, f, b = a[j], alpha[t, j], beta[t, j]
-                for q in range(m):
-                    row[q] = f[q] * b[q]
-            _pairwise_columns(a, m, s)
-            if along:
-                for q in range(m):
-                    post[t, p0 + q, 0] = a[path[t, p0 + q], q] / s[q]
-            else:
-                for j in range(n):
-                    for q in range(m):
-                        post[t, p0 + q, j] = a[j, q] / s[q]
-    return post
 
 
 def change_prior(evidence_ratio: float, n_classes: int) -> ChangePrior:
@@ -395,10 +275,17 @@ def smooth(proba: np.ndarray, empty: np.ndarray, years: list[int], evidence_rati
            rounds: int = 3) -> tuple[np.ndarray, np.ndarray]:
     """Consistent class indices (years, pixels) and their confidence 0..1 given all years.
 
-    ``proba`` is (years, pixels, classes), ``empty`` (years, pixels) marks years without data there.
-    Where ``min_change_px`` > 1, changes in patches smaller than that (pixels in a ``shape`` = (rows,
-    cols) window) are refused and the pixels' sequences found again without them, for up to ``rounds``
-    rounds (a refused change can move a sequence's change to another pair of years).
+    Args:
+        proba: (years, pixels, classes) class probabilities.
+        empty: (years, pixels), True where a year has no data at a pixel.
+        years: the years.
+        evidence_ratio: how much likelier a change must make the years' evidence than no change.
+        min_change_px: changes in patches of fewer pixels are refused, and the pixels' sequences found
+            again without them.
+        shape: (rows, cols) of the window the pixels fill, for the patches (needed when
+            ``min_change_px`` > 1).
+        rounds: at most this many rounds of refusals (a refused change can move a sequence's change to
+            another pair of years).
     """
     if proba.ndim != 3 or empty.shape != proba.shape[:2] or len(years) != proba.shape[0]:
         raise LcflowError(f"probabilities {proba.shape}, no-data mask {empty.shape} and {len(years)} years disagree")
@@ -407,7 +294,16 @@ def smooth(proba: np.ndarray, empty: np.ndarray, years: list[int], evidence_rati
 
 def smooth_coded(evidence: CodedEvidence, years: list[int], evidence_ratio: float, min_change_px: int = 1,
                  shape: tuple[int, int] | None = None, rounds: int = 3) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`smooth` of coded probabilities (a stored probability raster's uint8 levels, say)."""
+    """:func:`smooth` of coded probabilities (a stored probability raster's uint8 levels, say).
+
+    Args:
+        evidence: the coded probabilities, their levels and the years without data.
+        years: the years.
+        evidence_ratio: how much likelier a change must make the years' evidence than no change.
+        min_change_px: changes in patches of fewer pixels are refused.
+        shape: (rows, cols) of the window the pixels fill.
+        rounds: at most this many rounds of refusals.
+    """
     t_n, p_n, k = evidence.codes.shape
     if evidence.empty.shape != (t_n, p_n) or len(years) != t_n:
         raise LcflowError(f"probabilities {evidence.codes.shape}, no-data mask {evidence.empty.shape} and "

@@ -69,8 +69,18 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
         block: int = default("predict.block_px"), out_probabilities: str | Path | None = None,
         backend: str = default("distributed.backend"), out_timing: str | Path | None = None) -> None:
     """Write the class map and the confidence map of ``cube`` (and, if asked, the class probabilities,
-    one band per class), published together when all are done; on several ranks (of ``backend``), each
-    maps its share. ``out_timing`` (JSON) gets the mapping's wall time and pixels per second."""
+    one band per class), published together when all are done; on several ranks, each maps its share.
+
+    Args:
+        model_dir: the trained model.
+        cube: the tile-year's cube.
+        out_map: the class map to write.
+        out_confidence: the confidence map to write.
+        block: the window, pixels a side.
+        out_probabilities: the probabilities to write, one band a class; None: none.
+        backend: the distributed backend the ranks were started with (horovod, torch).
+        out_timing: the mapping's wall time and pixels per second (JSON) to write; None: none.
+    """
     named = {"map": out_map, "confidence map": out_confidence, "probabilities": out_probabilities,
              "timing file": out_timing}
     seen: dict[Path, str] = {}
@@ -160,7 +170,15 @@ PREPARED_AHEAD_BYTES = 2 << 30
 def preparing_threads(on_gpu: bool, window_px: int, steps: int, bands: int, cpus: int | None = None) -> int:
     """Threads that read and prepare windows ahead of the model: one beside a model that computes on
     the CPU (it takes the cores itself); on a GPU, which waits for the CPU's part, one per core of the
-    process (at most 8), as many as :data:`PREPARED_AHEAD_BYTES` of prepared windows allow."""
+    process (at most 8), as many as :data:`PREPARED_AHEAD_BYTES` of prepared windows allow.
+
+    Args:
+        on_gpu: the model computes on a GPU.
+        window_px: a window's pixels.
+        steps: the cube's time steps.
+        bands: the cube's bands a step.
+        cpus: the cores of the process (None: those it may run on).
+    """
     if not on_gpu:
         return 1
     cpus = cpus or len(os.sched_getaffinity(0))
@@ -224,8 +242,15 @@ class _Mapper:
 
 def stored_arrays(proba: np.ndarray, empty: np.ndarray, shape: tuple[int, int], classes: list[int],
                   probabilities: bool) -> dict[str, np.ndarray]:
-    """A window's class probabilities (pixels, classes) and no-data mask -> the map, confidence and (if
-    asked) probability arrays as the published files store them."""
+    """A window's map, confidence and (if asked) probability arrays as the published files store them.
+
+    Args:
+        proba: (pixels, classes) class probabilities.
+        empty: (pixels,), True where the cube has no data.
+        shape: the window's rows and columns.
+        classes: the class codes of ``proba``'s columns.
+        probabilities: make the probability array too.
+    """
     dtype, nodata = map_type(classes)
     codes, confidence = np.asarray(classes)[proba.argmax(axis=1)], proba.max(axis=1)
     arrays = {"map": np.where(empty, nodata, codes).astype(dtype).reshape(shape),
@@ -245,7 +270,16 @@ def _from_parts(parts: Path, windows: list) -> Iterator[tuple[int, object, dict[
 
 def publish(trained: TrainedModel, grid: Grid, mapped: Iterable[tuple[int, object, dict[str, np.ndarray]]],
             out_map: str | Path, out_confidence: str | Path, out_probabilities: str | Path | None) -> None:
-    """The mapped windows written into staging COGs, published together once every window is in."""
+    """The mapped windows written into staging COGs, published together once every window is in.
+
+    Args:
+        trained: the model (its classes, names and colours go into the maps).
+        grid: the cube's grid.
+        mapped: (index, window, arrays) of every window, arrays as :func:`stored_arrays` makes them.
+        out_map: the class map to publish.
+        out_confidence: the confidence map to publish.
+        out_probabilities: the probabilities to publish; None: none.
+    """
     dtype, nodata = map_type(trained.classes)
     tags = {"model": trained.model.name, "class_names": {str(k): v for k, v in trained.class_names.items()},
             "class_codes": trained.classes}
