@@ -31,7 +31,15 @@ def _reduced(path: str | Path, max_px: int, resampling: Resampling) -> tuple[np.
 
 
 def write(map_path: str | Path, confidence_path: str | Path, out: str | Path, title: str, max_px: int = 1024) -> None:
-    """One PNG: the class map with a legend of the classes present, and the confidence (0-100 %)."""
+    """One PNG: the class map with a legend of the classes present, and the confidence (0-100 %).
+
+    Args:
+        map_path: the class map.
+        confidence_path: its confidence map.
+        out: the PNG to write.
+        title: the figure's title.
+        max_px: the longest side drawn, in pixels (a larger map is read at a coarser overview).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -70,7 +78,16 @@ def write(map_path: str | Path, confidence_path: str | Path, out: str | Path, ti
 def change_figure(change_path: str | Path, summary_path: str | Path, out: str | Path, title: str,
                   max_px: int = 1024, legend_rows: int = 12) -> None:
     """One PNG of a pair of years: the change map (no change in light grey, changes in the colour of
-    the class changed to, the largest from-to classes in the legend) beside the change matrix (ha)."""
+    the class changed to, the largest from-to classes in the legend) beside the change matrix (ha).
+
+    Args:
+        change_path: the change map of the pair.
+        summary_path: the consistent maps' summary (JSON), whose change matrix is drawn.
+        out: the PNG to write.
+        title: the figure's title.
+        max_px: the longest side drawn, in pixels.
+        legend_rows: the most from-to classes in the legend (the largest).
+    """
     import matplotlib
 
     matplotlib.use("Agg")

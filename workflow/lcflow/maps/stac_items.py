@@ -89,7 +89,18 @@ def _item(item_id: str, path: Path, years: list[int], properties: dict) -> pysta
 
 def map_item(map_path: Path, confidence: Path, tile: str, year: int, model_dir: Path, manifest: Path,
              assessment: Path | None = None, quicklook: Path | None = None) -> pystac.Item:
-    """The Item of a class map and its confidence map."""
+    """The Item of a class map and its confidence map.
+
+    Args:
+        map_path: the class map.
+        confidence: its confidence map.
+        tile: the MGRS tile.
+        year: the year mapped.
+        model_dir: the model that made it (its name, classes and training).
+        manifest: the tile-year's scenes, the map's sources.
+        assessment: its assessment (``lcflow assess``'s JSON), whose figures the item quotes; None: none.
+        quicklook: its PNG, an asset of the item; None: none.
+    """
     model = json.loads((model_dir / "model.json").read_text())
     props = {"lcflow:tile": tile, "lcflow:year": year, "lcflow:model": model["model"],
              "lcflow:model_weights_sha256": model["weights"]["sha256"]}

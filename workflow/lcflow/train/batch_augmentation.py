@@ -29,8 +29,16 @@ class Batch:
 
 def augment(xb: torch.Tensor, yb: torch.Tensor, drop: float, noise: float, alpha: float,
             observed_flag: int | None) -> Batch:
-    """``drop_observations``, ``input_noise`` and ``mixup`` (``alpha``) of the training recipe applied to
-    one batch; ``observed_flag`` is the input feature that flags observed steps (pixel series)."""
+    """``drop_observations``, ``input_noise`` and ``mixup`` of the training recipe applied to one batch.
+
+    Args:
+        xb: the batch's inputs.
+        yb: its labels.
+        drop: the probability that an observed step is hidden (``drop_observations``).
+        noise: the standard deviation of the Gaussian noise added to the inputs (``input_noise``).
+        alpha: mixup's Beta parameter (0: no mixup).
+        observed_flag: the input feature that flags observed steps (pixel series); None: none.
+    """
     if drop > 0:
         xb = drop_observations(xb, drop, observed_flag)
     if noise > 0:

@@ -45,6 +45,15 @@ class Lamb(torch.optim.Optimizer):
 
 
 def make_optimizer(name: str, params, lr: float, weight_decay: float, momentum: float) -> torch.optim.Optimizer:
+    """The training recipe's optimiser.
+
+    Args:
+        name: sgd (Nesterov where ``momentum`` > 0), adamw or lamb.
+        params: the parameters (or parameter groups) to optimise.
+        lr: the learning rate.
+        weight_decay: decoupled weight decay (SGD: L2).
+        momentum: SGD's momentum (the others ignore it).
+    """
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=momentum, nesterov=momentum > 0, weight_decay=weight_decay)
     if name == "adamw":

@@ -34,6 +34,17 @@ def read(checkpoint: Path | None, fingerprint: str, world_size: int, elastic: bo
 
 def save(path: Path, net, optimizer, progress, fingerprint: str, size: int,
                      averaged: AveragedModel | None = None) -> None:
+    """Write the run's checkpoint (atomically: a kill leaves the last whole one).
+
+    Args:
+        path: the checkpoint file.
+        net: the network, whose weights are saved.
+        optimizer: its optimiser, whose state is saved.
+        progress: how far the run is (rounds, the best so far), plain values.
+        fingerprint: what the run is: :func:`read` resumes only the same run.
+        size: the world size it ran at.
+        averaged: the weights' moving average (``weight_ema``), where the recipe keeps one.
+    """
     state = {"net": net.state_dict(), "optimizer": optimizer.state_dict(), "progress": progress,
              "fingerprint": fingerprint, "world_size": size}
     if averaged is not None:

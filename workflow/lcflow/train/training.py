@@ -50,9 +50,16 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
 
     Under a parallel launcher every rank trains its shard of the data (deep models) and rank 0 alone
     writes; a Random Forest is trained by rank 0 alone. Everything is checked before the model
-    directory is touched; the directory is published as a set (see :func:`publish`). ``tuned`` (a
-    study's best parameters, :func:`lcflow.train.hyperparameters.read_best`) goes over ``overrides`` and is recorded;
-    ``backend`` (horovod or torch) is how the ranks talk, when a launcher started several.
+    directory is touched; the directory is published as a set (see :func:`publish`).
+
+    Args:
+        model_name: the model (rf, lstm, ...).
+        sample_paths: the samples tables.
+        out: the model directory to write.
+        overrides: parameters over the model's defaults (the config's ``model_params``).
+        tuned: a study's best parameters (:func:`lcflow.train.hyperparameters.read_best`), over
+            ``overrides``, and recorded.
+        backend: how the ranks talk (horovod or torch), when a launcher started several.
     """
     out = Path(out)
     with removed_if_left_empty(out):  # Ctrl-C or an error before anything is written leaves no empty folder

@@ -107,7 +107,15 @@ def make_pruner(name: str, min_rounds: int, max_rounds: int, reduction_factor: i
 
 
 def open_study(study_dir: Path, name: str, sampler, pruner, url: str | None = None) -> optuna.Study:
-    """Create the study, or load it to go on (a rerun continues, never starts over)."""
+    """Create the study, or load it to go on (a rerun continues, never starts over).
+
+    Args:
+        study_dir: the study's folder (its journal, unless ``url``).
+        name: the study's name.
+        sampler: Optuna's sampler.
+        pruner: Optuna's pruner.
+        url: an RDB storage URL; None: the journal file in ``study_dir``.
+    """
     study_dir.mkdir(parents=True, exist_ok=True)
     (study_dir / HEARTBEAT_DIR).mkdir(exist_ok=True)
     return optuna.create_study(storage=storage(study_dir, url), study_name=name, direction="maximize",

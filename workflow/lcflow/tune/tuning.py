@@ -263,8 +263,17 @@ def _run_trial(cls, model: str, base: dict, order: dict, trial, data, comm, stud
 
 def summarize(study_dir: str | Path, out: str | Path, storage_url: str | None = None, figures: bool = True,
               model: str | None = None) -> dict[str, Any]:
-    """``lcflow tune-summary``: the best trial's parameters as YAML (``out``), every trial as CSV beside
-    it, and Optuna's figures of the search (history, importances, intermediate values)."""
+    """``lcflow tune-summary``: the best trial's parameters as YAML, every trial as CSV beside it, and
+    Optuna's figures of the search (history, importances, intermediate values).
+
+    Args:
+        study_dir: the study's folder.
+        out: the best parameters' YAML to write.
+        storage_url: an RDB storage URL; None: the study's journal.
+        figures: draw the figures.
+        model: the model whose study to read, where the storage holds several (its name's prefix); None:
+            the only one.
+    """
     study_dir, out = Path(study_dir), Path(out)
     study = studies.load_study(study_dir, storage_url, prefix=f"{model}-" if model else None)
     complete = study.get_trials(deepcopy=False, states=(studies.TrialState.COMPLETE,))

@@ -43,9 +43,16 @@ class TorchModel(Model):
                            on_round=self.on_round)
 
     def refit(self, x, y, steps: int, checkpoint: Path | None, fingerprint: str) -> list[dict]:
-        """Train afresh on ``x`` (training and validation rows together) for ``steps`` steps, with the
-        same initial weights and recipe as :meth:`fit`; the last weights are the model's (nothing is left
-        to select on)."""
+        """Train afresh on training and validation rows together, with the same initial weights and
+        recipe as :meth:`fit`; the last weights are the model's (nothing is left to select on).
+
+        Args:
+            x: the training and validation rows' inputs.
+            y: their labels.
+            steps: optimiser steps to train for.
+            checkpoint: where the run's checkpoint goes (a killed refit resumes from it); None: none.
+            fingerprint: what the run is (samples, parameters): a checkpoint of another is not resumed.
+        """
         self.refit_status = {}
         return self._train(x, y, None, None, checkpoint, fingerprint, self.refit_status, steps=steps)
 
