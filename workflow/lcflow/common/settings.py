@@ -107,16 +107,16 @@ def _summary(description: str) -> str:
     return description
 
 
-def _parser(key: str, spec: dict[str, Any]) -> Callable[[str], Any] | None:
-    """The argparse type of a key's option: numbers bounded as the schema bounds them, lists comma-separated;
-    None for text and choices (argparse's own)."""
+def _parser(key: str, spec: dict[str, Any]) -> Callable[[str], Any]:
+    """The argparse type of a key's option: numbers bounded as the schema bounds them, lists comma-separated,
+    text as it is."""
     kinds = spec["type"] if isinstance(spec.get("type"), list) else [spec.get("type")]
     if "integer" in kinds or "number" in kinds:
         return cli_args.config_value(key)
     if "array" in kinds:
         item = spec.get("items", {})
         return functools.partial(_items, key, int if item.get("type") == "integer" else str)
-    return None
+    return str
 
 
 def _items(key: str, kind: type, text: str) -> list[Any]:

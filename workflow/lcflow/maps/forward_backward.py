@@ -2,6 +2,8 @@
 compiled: scaled, several pixels side by side, its sums in numpy's order so that its results equal a numpy
 implementation's to the bit."""
 
+from typing import Any
+
 import numba
 import numpy as np
 
@@ -9,7 +11,7 @@ import numpy as np
 #: does each step for several pixels in one vector instruction (divisions included: ``error_model``
 #: "numpy" drops the zero check that kept them scalar; the sums divided by are never zero)
 LANES = 64
-_VECTOR = dict(cache=True, nogil=True, error_model="numpy")
+_VECTOR: dict[str, Any] = dict(cache=True, nogil=True, error_model="numpy")
 
 
 @numba.njit(**_VECTOR)

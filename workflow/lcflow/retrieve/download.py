@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lcflow.common.progress import duration
 from lcflow.errors import LcflowError
@@ -35,7 +36,7 @@ PART_SUFFIX = ".lcflow-part"
 #: the first bytes of the rasters a scene asset may be: TIFF (classic and BigTIFF, both byte orders), JPEG 2000
 RASTER_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+", b"\x00\x00\x00\x0cjP  \r\n\x87\n", b"\xffO\xffQ")
 #: multihash function codes (multiformats' table) -> hashlib constructor
-MULTIHASH: dict[int, Callable[[], "hashlib._Hash"]] = {
+MULTIHASH: dict[int, Callable[[], Any]] = {
     0x11: hashlib.sha1, 0x12: hashlib.sha256, 0x13: hashlib.sha512, 0x14: hashlib.sha3_512,
     0x15: hashlib.sha3_384, 0x16: hashlib.sha3_256, 0x17: hashlib.sha3_224, 0xD5: hashlib.md5,
     0xB220: lambda: hashlib.blake2b(digest_size=32), 0xB240: hashlib.blake2b,

@@ -59,7 +59,7 @@ def _failing_asset(items, keys: list[str], window: GeoBox, sign=None):
             href = item.assets[key].href
             try:
                 with rasterio.open(sign(href) if sign else href) as src:
-                    left, bottom, right, top = transform_bounds(window.crs.to_wkt(), src.crs, *bounds)
+                    left, bottom, right, top = transform_bounds(str(window.crs), src.crs, *bounds)
                     win = from_bounds(left, bottom, right, top, src.transform).round_offsets().round_lengths()
                     src.read(1, window=win, boundless=True)
             except Exception as error:  # the same errors odc-stac met, now with their file

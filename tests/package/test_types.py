@@ -1,0 +1,55 @@
+"""mypy on the package (pyproject.toml's [tool.mypy]): no module gains a type error, and the modules that
+still have some are listed with how many, a list that only shrinks until it is empty."""
+
+import subprocess
+import sys
+from collections import Counter
+
+from ..conftest import ROOT
+
+#: type errors mypy still finds, by module; a module fixed leaves the list, none joins it
+KNOWN_ERRORS = {
+    "lcflow/assess/comparison.py": 1,
+    "lcflow/assess/design.py": 10,
+    "lcflow/common/raster.py": 4,
+    "lcflow/job_resources.py": 1,
+    "lcflow/labels/alignment.py": 4,
+    "lcflow/labels/nomenclature.py": 4,
+    "lcflow/labels/samples_table.py": 2,
+    "lcflow/labels/sampling.py": 3,
+    "lcflow/maps/consistent.py": 26,
+    "lcflow/maps/predict.py": 4,
+    "lcflow/maps/quicklook.py": 12,
+    "lcflow/maps/stac_items.py": 1,
+    "lcflow/retrieve/asset_reader.py": 9,
+    "lcflow/retrieve/cube.py": 21,
+    "lcflow/retrieve/remote.py": 11,
+    "lcflow/retrieve/search.py": 13,
+    "lcflow/synth/demo.py": 3,
+    "lcflow/train/batch_augmentation.py": 1,
+    "lcflow/train/blend.py": 7,
+    "lcflow/train/launch.py": 3,
+    "lcflow/train/model_dir.py": 3,
+    "lcflow/train/models/compiled_forest.py": 1,
+    "lcflow/train/models/lstm.py": 1,
+    "lcflow/train/models/presto.py": 3,
+    "lcflow/train/models/resnet.py": 1,
+    "lcflow/train/models/tensor_forest.py": 5,
+    "lcflow/train/saved_models.py": 1,
+    "lcflow/train/training.py": 13,
+    "lcflow/train/training_data.py": 1,
+    "lcflow/tune/space.py": 2,
+    "lcflow/tune/tuning.py": 9,
+}
+
+
+def test_mypy_finds_no_type_error_beyond_the_known_ones(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"), "--no-error-summary"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    errors = [line for line in done.stdout.splitlines() if ": error: " in line]
+    assert done.returncode in (0, 1) and not done.stderr.strip(), done.stderr[-2000:]
+    found = Counter(line.split(":", 1)[0].removeprefix("workflow/") for line in errors)
+    more = {m: n for m, n in found.items() if n > KNOWN_ERRORS.get(m, 0)}
+    assert not more, "new type errors:\n" + "\n".join(e for e in errors if e.split(":", 1)[0].removeprefix("workflow/") in more)
+    fewer = {m: (found.get(m, 0), n) for m, n in KNOWN_ERRORS.items() if found.get(m, 0) < n}
+    assert not fewer, f"fewer type errors than KNOWN_ERRORS says (found, listed): lower the list: {fewer}"
