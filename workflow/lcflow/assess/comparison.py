@@ -317,7 +317,7 @@ def figure(rows: dict[str, ModelRow], out: str | Path) -> None:
     choices = choose(rows)
     best = next((c for c in choices if c.figure == "overall accuracy"), None)
     shaded = ""
-    if best is not None and best.estimate.low is not None and best.estimate.maps > 1:
+    if best is not None and best.estimate.low is not None and best.estimate.high is not None and best.estimate.maps > 1:
         ax.axvspan(best.estimate.low, best.estimate.high, color="#fdae6b", alpha=0.25, zorder=0)
         shaded = f"; shaded: {best.model}'s mean, 95 % interval"
     ax.set_yticks(range(len(models)), models)

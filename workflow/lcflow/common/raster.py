@@ -159,14 +159,14 @@ class StagedCog:
             check_complete(stage, self.final)
             return stage
         check_complete(stage, self.final)
-        cog = self.tmpdir / "cog.tif"
+        published = self.tmpdir / "cog.tif"
         rasterio.shutil.copy(
-            stage, cog, driver="COG", compress="DEFLATE", overview_resampling=self._resampling, blocksize=256,
+            stage, published, driver="COG", compress="DEFLATE", overview_resampling=self._resampling, blocksize=256,
             BIGTIFF="IF_SAFER", **({"interleave": "PIXEL"} if self._count > 1 and _COG_INTERLEAVE else {}),
         )
         stage.unlink()
-        check_complete(cog, self.final)
-        return cog
+        check_complete(published, self.final)
+        return published
 
 
 def check_complete(path: Path, final: Path) -> None:
@@ -229,6 +229,12 @@ def staging_profile(grid: Grid, count: int, dtype: str, nodata: float | None = N
     )
 
 
+
+def _rgb(color) -> tuple[int, int, int]:
+    red, green, blue = color
+    return int(red), int(green), int(blue)
+
+
 @contextlib.contextmanager
 def staged_cog(
     path: str | Path,
@@ -268,7 +274,7 @@ def staged_cog(
                 dst.update_tags(**{k: v if isinstance(v, str) else json.dumps(v) for k, v in tags.items()})
             for i, d in enumerate(descriptions or [], start=1):
                 dst.set_band_description(i, d)
-            legend = {int(c): (names[c], tuple(colors.get(c, (0, 0, 0)))) for c in names} if names and colors else None
+            legend = {int(c): (names[c], _rgb(colors.get(c, (0, 0, 0)))) for c in names} if names and colors else None
             yield StagedCog(final, tmpdir, dst, count, resampling, legend)
         finally:
             if not dst.closed:

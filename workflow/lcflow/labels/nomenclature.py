@@ -7,6 +7,7 @@ import csv
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -198,7 +199,11 @@ def from_mapping_file(path: str | Path, clc_codes: bool = True) -> Nomenclature:
     if not rows:
         raise LcflowError(f"{path}: no rows")
     known = {e.clc_code for e in clc_legend()}
-    mapping, names, colors, ignored, first = {}, {}, {}, set(), {}
+    mapping: dict[int, int] = {}
+    names: dict[int, str] = {}
+    colors: dict[int, tuple[int, int, int]] = {}
+    ignored: set[int] = set()
+    first: dict[int, Any] = {}
     for r in rows:
         if clc_codes and r.code not in known:
             raise LcflowError(f"{r.at}: clc_code {r.code} is not a CLC level-3 code")
@@ -291,7 +296,8 @@ def _color(value, at: str) -> tuple[int, int, int] | None:
         return None
     if isinstance(value, str) and len(value) == 7 and value.startswith("#"):
         try:
-            return tuple(int(value[i:i + 2], 16) for i in (1, 3, 5))
+            r, g, b = (int(value[i:i + 2], 16) for i in (1, 3, 5))
+            return r, g, b
         except ValueError:
             pass
     elif isinstance(value, list) and len(value) == 3 and all(_is_int(v) and 0 <= v <= 255 for v in value):

@@ -14,6 +14,7 @@ band columns named in the metadata's ``patch.bands`` and missing values as ``pat
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,18 +185,21 @@ def check(frame: pd.DataFrame, where: str, meta: dict[str, Any] | None = None, m
         if lengths != {expected}:
             raise LcflowError(f"{where}: patches of {sorted(lengths)} values; {len(info['bands'])} band columns x "
                               f"{info['size']}^2 pixels = {expected} expected")
-    if (meta or {}).get("time_steps") is not None:
+    if meta and meta.get("time_steps") is not None:
         time_steps.parse(meta["time_steps"], steps, where)
     return SampleTable(frame.reset_index(drop=True), bands, steps, meta or {})
 
 
-def read(paths: str | Path | list[str | Path], min_classes: int = 2) -> SampleTable:
+def read(paths: str | Path | Sequence[str | Path], min_classes: int = 2) -> SampleTable:
     """Read and check one or more tables (e.g. several tiles and years) as one."""
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     twice = [p for i, p in enumerate(paths) if Path(p).resolve() in {Path(q).resolve() for q in paths[:i]}]
     if twice:
         raise LcflowError(f"samples table {twice[0]} is given twice: its rows would count double; name each table once")
-    frames, meta, patch_layouts, layouts = [], {}, set(), []
+    frames: list[pd.DataFrame] = []
+    meta: dict[str, Any] = {}
+    patch_layouts: set[Any] = set()
+    layouts: list[Any] = []
     for p in paths:
         p = Path(p)
         if not p.exists():

@@ -141,7 +141,8 @@ class Scenery:
     change_fraction: float = default("demo.change_fraction")
 
     def landscape(self, tile: str, bounds: list[float]) -> tuple[Grid, landscape.Landscape]:
-        grid = Grid.from_bounds(mgrs.tile_epsg(tile), tuple(bounds), self.resolution)
+        xmin, ymin, xmax, ymax = bounds
+        grid = Grid.from_bounds(mgrs.tile_epsg(tile), (xmin, ymin, xmax, ymax), self.resolution)
         return grid, landscape.generate(np.random.default_rng(_seed("landscape", tile)), grid.width, self.change_fraction)
 
 
@@ -175,7 +176,7 @@ def write_tile_year(out: str | Path, tile: str, bounds: list[float], year: int, 
         catalog = pystac.Catalog(f"lcflow-demo-{tile}-{year}", f"Synthetic Sentinel-2 L2A scenes of {tile} in {year}")
         collection = pystac.Collection(
             COLLECTION, "Synthetic Sentinel-2 L2A (Earth Search v1 layout)",
-            pystac.Extent(pystac.SpatialExtent([[-180, -90, 180, 90]]),
+            pystac.Extent(pystac.SpatialExtent([[-180.0, -90.0, 180.0, 90.0]]),
                           pystac.TemporalExtent([[dt.datetime(year, 1, 1, tzinfo=dt.timezone.utc),
                                                   dt.datetime(year, 12, 31, tzinfo=dt.timezone.utc)]])))
         catalog.add_child(collection)
@@ -237,7 +238,7 @@ def make_demo(out: str | Path, aoi: dict[str, list[float]], years: list[int], re
         check_aoi(tile, bounds)
     for sub in ("catalog", "truth", "corine"):
         shutil.rmtree(out / sub, ignore_errors=True)
-    scenery = Scenery(years[0], resolution, tuple(acquisitions), change_fraction)
+    scenery = Scenery(years[0], resolution, (acquisitions[0], acquisitions[1]), change_fraction)
     children = [write_tile_year(out, tile, bounds, year, scenery) for tile, bounds in aoi.items() for year in years]
     write_root_catalog(out, children)
     write_corine(out, aoi, scenery, mmu_cells)

@@ -39,7 +39,7 @@ def augment(xb: torch.Tensor, yb: torch.Tensor, drop: float, noise: float, alpha
         alpha: mixup's Beta parameter (0: no mixup).
         observed_flag: the input feature that flags observed steps (pixel series); None: none.
     """
-    if drop > 0:
+    if drop > 0 and observed_flag is not None:
         xb = drop_observations(xb, drop, observed_flag)
     if noise > 0:
         xb = xb + noise * torch.randn_like(xb)

@@ -45,7 +45,7 @@ def command(resources: Mapping[str, Any], rule: str = "train", backend: str = "h
         parts.append("--kill-on-bad-exit=1")  # a rank that fails ends the step: the others never wait for it
     if resources.get("nodes"):
         parts.append(f"--nodes={int(resources['nodes'])}")
-    parts.append(f"--ntasks-per-node={int(per_node)}" if per_node else f"--ntasks={int(tasks)}")
+    parts.append(f"--ntasks-per-node={int(per_node)}" if per_node else f"--ntasks={int(tasks or 0)}")
     if resources.get("cpus_per_task"):
         parts.append(f"--cpus-per-task={int(resources['cpus_per_task'])}")
     if container:
@@ -84,11 +84,11 @@ def configured_launchers(resources_by_rule: Mapping[str, Any], backend: str = "h
     """The launcher command lines a profile's set-resources gives any rule (``launcher`` and ``mpi``
     resources, and the ``backend``'s launcher where ``ranks`` is over 1); values may be Snakemake's
     parsed resources, whose ``raw`` is the text the profile gave."""
-    found = []
+    found: list[str] = []
     for values in resources_by_rule.values():
         given = {key: getattr(values.get(key), "raw", values.get(key)) if hasattr(values, "get") else None
                  for key in ("launcher", "mpi", "ranks")}
-        named = [given[key] for key in ("launcher", "mpi") if isinstance(given[key], str)]
+        named = [value for key in ("launcher", "mpi") if isinstance(value := given[key], str)]
         ranks = given["ranks"]
         if not named and ranks is not None and str(ranks).isdigit() and int(ranks) > 1:
             named.append(LOCAL_LAUNCHERS[backend].format(n=int(ranks)))
