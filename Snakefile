@@ -34,14 +34,14 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/demo.smk"
+include: "workflow/rules/synth.smk"
 include: "workflow/rules/retrieve.smk"
 include: "workflow/rules/labels.smk"
 include: "workflow/rules/tune.smk"
 include: "workflow/rules/train.smk"
-include: "workflow/rules/map.smk"
+include: "workflow/rules/maps.smk"
 include: "workflow/rules/assess.smk"
-include: "workflow/rules/report.smk"
+include: "workflow/rules/job_resources.smk"
 include: "workflow/rules/targets.smk"
 
 

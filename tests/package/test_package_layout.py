@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[2] / "workflow" / "lcflow"
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "workflow" / "lcflow"
 
 #: lowest first; a module may import its own layer and the layers below it, never one above
 LAYERS = [
@@ -255,3 +256,33 @@ def test_a_public_function_of_more_than_four_parameters_documents_each():
     assert not partial, f"Args: sections that leave parameters out: {partial}"
     assert not missing - UNDOCUMENTED_ARGS, f"no Args: section: {sorted(missing - UNDOCUMENTED_ARGS)}"
     assert not UNDOCUMENTED_ARGS - missing, f"documented now, to leave UNDOCUMENTED_ARGS: {sorted(UNDOCUMENTED_ARGS - missing)}"
+
+
+def _stage_map() -> list[dict[str, str]]:
+    """README's stage map: one row a numbered stage."""
+    text = (ROOT / "README.md").read_text().split("## Stage map", 1)[1]
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in text.splitlines()
+            if line.startswith("| ") and line[2:3].isdigit()]
+    return [dict(zip(("number", "stage", "rules", "commands", "package", "tests"), row)) for row in rows]
+
+
+def test_one_numbering_of_stages_names_each_rules_file_after_its_package():
+    """README's stage map numbers the stages; each stage's package says its number first and registers the
+    commands listed, its rules file is named after it and runs no other, and every rules file but the
+    shared ones is a stage's."""
+    rows = _stage_map()
+    assert [r["number"] for r in rows] == [str(n) for n in range(len(rows))]
+    rules_dir = ROOT / "workflow" / "rules"
+    for row in rows:
+        package = row["package"].strip("`")
+        module = MODULES[package]
+        assert ast.get_docstring(ast.parse(module.read_text())).startswith(f"Stage {row['number']}"), package
+        rules = ROOT / row["rules"].strip("`")
+        assert rules.stem == package.removeprefix("lcflow."), (rules, package)
+        listed = {c.strip("` ") for c in row["commands"].split(",")}
+        run = set(re.findall(r"lcflow -v ([a-z-]+)", rules.read_text()))
+        assert run <= listed, (rules.name, run - listed)
+        source = MODULES.get(f"{package}.commands", module).read_text()
+        assert listed == set(re.findall(r'command\(\s*"([a-z-]+)"', source)), (package, listed)
+    stages = {ROOT / r["rules"].strip("`") for r in rows}
+    assert set(rules_dir.glob("*.smk")) - stages == {rules_dir / "common.smk", rules_dir / "targets.smk"}

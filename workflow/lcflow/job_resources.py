@@ -1,4 +1,4 @@
-"""What each job of a run took, from Snakemake's benchmark files: wall time, CPU time and peak memory per job
+"""Stage 7: what each job of a run took, from Snakemake's benchmark files: wall time, CPU time and peak memory per job
 and per stage, as a table and a figure for the report, so that Slurm requests (``runtime``, ``mem_mb``) are
 sized from measured jobs rather than guessed.
 

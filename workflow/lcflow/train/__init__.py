@@ -1,2 +1,2 @@
-"""Stages 3 and 4: the models, their hyperparameters, and training (Random Forest in one process, deep
+"""Stage 4: the models, their hyperparameters, and training (Random Forest in one process, deep
 models data-parallel over Horovod ranks)."""

@@ -1,1 +1,1 @@
-"""Stage 5: hyperparameter optimisation, workers sharing one Optuna study."""
+"""Stage 3: hyperparameter optimisation, workers sharing one Optuna study."""
