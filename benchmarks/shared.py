@@ -20,6 +20,7 @@ import rasterio
 from lcflow.common.raster import Grid, staged_cog
 from lcflow.labels import alignment as labels
 from lcflow.labels import nomenclature, sampling
+from lcflow.labels.sample_settings import SampleSettings
 from lcflow.retrieve import cube, search
 from lcflow.retrieve.composite import NODATA
 from lcflow.retrieve.cube_settings import CubeSettings
@@ -91,7 +92,8 @@ def demo_cube(work: Path, **draw) -> tuple[Path, Path]:
     """31UFT 2018's cube and its samples table (sampling's defaults, or ``draw``: per_class ...) under ``work``."""
     (one,) = demo_tiles(work, ("31UFT",), (2018,))
     table = one.dir / "samples.parquet"
-    sampling.run(one.cube, one.valid, one.labels, table, tile="31UFT", year=2018, **draw)
+    settings = SampleSettings(**{"min_per_class": 0, "clean": {"min_label_probability": 0}, **draw})
+    sampling.run(one.cube, one.valid, one.labels, table, settings, tile="31UFT", year=2018)
     return one.cube, table
 
 

@@ -1,5 +1,6 @@
 """Shared fixtures: real catalogue responses and CORINE, and a small synthetic demo built once."""
 
+import dataclasses
 import json
 import os
 import pickle
@@ -27,6 +28,7 @@ from hypothesis import settings
 
 from lcflow.labels import alignment as labels
 from lcflow.labels import nomenclature, sampling
+from lcflow.labels.sample_settings import SampleSettings
 from lcflow.retrieve import cube, search
 from lcflow.retrieve.cube_settings import CubeSettings
 from lcflow.synth.demo import make_demo
@@ -42,6 +44,9 @@ DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parents[1]
 SMALL_AOI = {"31UFT": [640000, 5760000, 641280, 5761280], "32ULC": [330000, 5700000, 331280, 5701280]}
 BANDS = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
+#: the session's samples: drawn as the small demo needs them, no label checks (tests of the checks add them)
+UNCHECKED_SAMPLES = SampleSettings(per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16, min_per_class=0,
+                                   clean={"min_label_probability": 0})
 #: tools a run requires (.ci/run installs them and sets LCFLOW_TESTS_REQUIRE=slurm,gdal,chromium): a test
 #: that needs one of them fails where it is missing instead of skipping
 REQUIRED = frozenset(filter(None, os.environ.get("LCFLOW_TESTS_REQUIRE", "").split(",")))
@@ -150,8 +155,8 @@ def stages(demo, tmp_path_factory) -> dict[str, Path]:
         paths["labels"] = r / "31UFT" / "labels.tif"
         for year in (2018, 2019):
             out = r / "31UFT" / str(year) / "samples.parquet"
-            sampling.run(paths[f"cube{year}"], paths[f"valid{year}"], paths["labels"], out, tile="31UFT", year=year,
-                         per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16)
+            sampling.run(paths[f"cube{year}"], paths[f"valid{year}"], paths["labels"], out, UNCHECKED_SAMPLES,
+                         tile="31UFT", year=year)
             paths[f"samples{year}"] = out
         paths["root"] = r
         return paths
@@ -166,8 +171,8 @@ def patch_samples(stages, tmp_path_factory) -> dict[int, Path]:
         out = {}
         for year in (2018, 2019):
             path = directory / str(year) / "patches.parquet"
-            sampling.run(stages[f"cube{year}"], stages[f"valid{year}"], stages["labels"], path, tile="31UFT",
-                         year=year, per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16, patch_px=11)
+            sampling.run(stages[f"cube{year}"], stages[f"valid{year}"], stages["labels"], path,
+                         dataclasses.replace(UNCHECKED_SAMPLES, patch_px=11), tile="31UFT", year=year)
             out[year] = path
         return out
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from lcflow.common.features import fill_gaps  # noqa: E402
 from lcflow.labels import alignment as labels  # noqa: E402
 from lcflow.labels import nomenclature, sampling  # noqa: E402
-from lcflow.labels.cleaning import Cleaning  # noqa: E402
+from lcflow.labels.sample_settings import SampleSettings  # noqa: E402
 from lcflow.labels.samples_table import read as read_samples  # noqa: E402
 from tests import real_tables  # noqa: E402
 
@@ -64,10 +64,11 @@ def main() -> None:
         cube, valid, labels_tif = build(work)
         for seed in seeds:
             out = {}
-            for name, cleaning in (("cleaned", Cleaning(seed=seed, reference_data=True)), ("as drawn", Cleaning(min_label_probability=0))):
+            for name, clean in (("cleaned", {"reference_data": True}), ("as drawn", {"min_label_probability": 0})):
                 path = work / f"{name}_{seed}.parquet"
-                frame = sampling.run(cube, valid, labels_tif, path, tile="33TVM", year=2016, per_class=500,
-                                     min_valid_fraction=0.3, block_px=20, seed=seed, cleaning=cleaning, min_per_class=0)
+                settings = SampleSettings(per_class=500, min_valid_fraction=0.3, block_px=20, seed=seed, min_per_class=0,
+                                          clean=clean)
+                frame = sampling.run(cube, valid, labels_tif, path, settings, tile="33TVM", year=2016)
                 out[name] = score(path)
                 if name == "cleaned":
                     checks = read_samples(path).meta["label_checks"]["per_class"]

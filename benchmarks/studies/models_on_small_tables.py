@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from lcflow.common.metrics import scores  # noqa: E402
 from lcflow.labels import samples_table as samples  # noqa: E402
+from lcflow.labels.sample_settings import SampleSettings  # noqa: E402
 from lcflow.train import blend, hyperparameters, saved_models, training  # noqa: E402
 from lcflow.train.model_dir import TrainedModel  # noqa: E402
 from tests import real_tables  # noqa: E402
@@ -63,8 +64,9 @@ def demo_samples(work: Path) -> list[pd.DataFrame]:
     out = []
     for one in demo_tiles(work):
         table = one.dir / "s.parquet"
-        sampling.run(one.cube, one.valid, one.labels, table, tile=one.tile, year=one.year, per_class=600,
-                     min_valid_fraction=0.4, boundary_px=2, block_px=32)
+        sampling.run(one.cube, one.valid, one.labels, table, SampleSettings(
+            per_class=600, min_valid_fraction=0.4, boundary_px=2, block_px=32, min_per_class=0,
+            clean={"min_label_probability": 0}), tile=one.tile, year=one.year)
         out.append(pd.read_parquet(table))
     return out
 

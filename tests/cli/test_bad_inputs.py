@@ -678,8 +678,16 @@ COMMAND_CASES = [
         "labels.tif has other bands or steps than the cube of tile 31UFT 2019"),
     Case("sample: cleaning threshold over 1", lambda x: x.lcflow(
         "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
-        "--tile", "31UFT", "--year", 2018, "--min-label-probability", "1.5", "--out", x.out / "s.parquet"),
-        "argument --min-label-probability: 1.5 is outside [0, 1]"),
+        "--tile", "31UFT", "--year", 2018, "--clean-min-label-probability", "1.5", "--out", x.out / "s.parquet"),
+        "argument --clean-min-label-probability: 1.5 is outside [0, 1]"),
+    Case("sample: settings with a nested value out of bounds", lambda x: x.lcflow(
+        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
+        "--tile", "31UFT", "--year", 2018, "--settings", '{"clean": {"folds": 1}}', "--out", x.out / "s.parquet"),
+        "lcflow sample: error: sample.clean.folds = 1 is outside [2, 50]"),
+    Case("sample: settings with a nested key misspelt", lambda x: x.lcflow(
+        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
+        "--tile", "31UFT", "--year", 2018, "--settings", '{"transfer": {"mad": 2}}', "--out", x.out / "s.parquet"),
+        "lcflow sample: error: unknown key 'mad' in sample.transfer"),
     Case("sample: fractions not JSON", lambda x: x.lcflow(
         "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
         "--tile", "31UFT", "--year", 2018, "--fractions", "train=0.6", "--out", x.out / "s.parquet"),

@@ -10,10 +10,17 @@ import pytest
 from lcflow.common.settings import ConfigSection
 from lcflow.defaults import node
 from lcflow.errors import LcflowError
+from lcflow.labels.sample_settings import CleanSettings, SampleSettings, TransferSettings
 from lcflow.retrieve.cube_settings import CubeSettings
 
-#: every stage's settings class (a new one is added here)
-SETTINGS = [CubeSettings]
+#: every stage's settings class, and the sections nested in them (a new one is added here)
+SETTINGS = [CubeSettings, SampleSettings, CleanSettings, TransferSettings]
+
+
+def _defaults(section: dict) -> dict:
+    """A section's defaults as the schema writes them, a nested section's its own keys' defaults."""
+    return {key: _defaults(spec["properties"]) if "properties" in spec and spec.get("default") == {} else spec["default"]
+            for key, spec in section.items()}
 
 
 @pytest.mark.parametrize("cls", SETTINGS, ids=lambda c: c.SECTION)
@@ -21,7 +28,33 @@ def test_a_stage_s_settings_are_its_config_section_key_for_key(cls):
     """The same names, the schema's defaults: a key has one name from the YAML to the code."""
     section = node(cls.SECTION)["properties"]
     assert [f.name for f in dataclasses.fields(cls)] == list(section)
-    assert cls().as_config() == {key: spec["default"] for key, spec in section.items()}
+    assert cls().as_config() == _defaults(section)
+
+
+def test_a_nested_section_is_made_from_a_mapping_and_named_in_its_errors():
+    settings = SampleSettings(clean={"trees": 50}, transfer={"mad_k": 0})
+    assert isinstance(settings.clean, CleanSettings) and settings.clean.trees == 50 and settings.transfer.mad_k == 0
+    assert settings.clean.folds == node("sample.clean.folds")["default"]
+    assert SampleSettings.from_config(json.loads(settings.to_json())) == settings
+    with pytest.raises(LcflowError, match=r"^sample\.clean\.folds = 1 is outside \[2, 50\]"):
+        SampleSettings(clean={"folds": 1})
+    with pytest.raises(LcflowError, match=r"^unknown key 'fold' in sample\.clean"):
+        SampleSettings(clean={"fold": 3})
+    with pytest.raises(LcflowError, match=r"^sample\.fractions: 'test' is a required property"):
+        SampleSettings(fractions={"train": 0.8, "val": 0.2})
+
+
+def test_nested_keys_have_options_of_their_path_and_null_and_booleans_can_be_given():
+    parser = argparse.ArgumentParser()
+    SampleSettings.add_options(parser)
+    given = SampleSettings.from_options(parser.parse_args(
+        ["--settings", '{"clean": {"trees": 50}}', "--clean-tree-rows", "none", "--clean-reference-data",
+         "--transfer-mad-k", "2.5", "--fractions", '{"train": 0.5, "val": 0.25, "test": 0.25}']))
+    assert (given.clean.trees, given.clean.tree_rows, given.clean.reference_data) == (50, None, True)
+    assert given.transfer.mad_k == 2.5 and given.fractions == {"train": 0.5, "val": 0.25, "test": 0.25}
+    off = SampleSettings.from_options(parser.parse_args(["--settings", '{"clean": {"reference_data": true}}',
+                                                         "--no-clean-reference-data"]))
+    assert off.clean.reference_data is False
 
 
 @pytest.mark.parametrize(("values", "message"), [

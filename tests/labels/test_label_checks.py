@@ -12,6 +12,7 @@ from lcflow.labels import cleaning as label_noise
 from lcflow.labels import nomenclature, sampling
 from lcflow.labels import transfer as label_transfer
 from lcflow.labels.cleaning import Cleaning
+from lcflow.labels.sample_settings import SampleSettings
 from lcflow.labels.transfer import ChangeTest
 
 
@@ -78,18 +79,23 @@ def test_cleanings_trees_grow_on_at_most_tree_rows_and_still_find_the_mislabelle
 
 
 def test_the_sample_command_gives_cleaning_its_tree_row_cap(monkeypatch, tmp_path):
-    """``--clean-tree-rows`` reaches the cleaning (0: no cap); without it the schema's default."""
+    """``--clean-tree-rows`` reaches the cleaning (``none``: no cap), over the rule's ``--settings``; without
+    either, the schema's default."""
     from lcflow import cli
     from lcflow.defaults import default
 
     seen = []
-    monkeypatch.setattr(sampling, "run", lambda *a, **kw: seen.append(kw["cleaning"]) or pd.DataFrame({"split": []}))
+    monkeypatch.setattr(sampling, "run", lambda *a, **kw: seen.append(a[4].clean) or pd.DataFrame({"split": []}))
     base = ["sample", "--cube", "c.tif", "--valid", "v.tif", "--labels", "l.tif", "--tile", "31UFT", "--year", "2018",
             "--out", str(tmp_path / "s.parquet")]
     assert cli.main(base) == 0 and seen[-1].tree_rows == default("sample.clean.tree_rows") == 25000
-    assert cli.main(base + ["--clean-tree-rows", "0"]) == 0 and seen[-1].tree_rows is None
+    assert cli.main(base + ["--clean-tree-rows", "none"]) == 0 and seen[-1].tree_rows is None
     assert cli.main(base + ["--clean-tree-rows", "4000"]) == 0 and seen[-1].tree_rows == 4000
-    assert cli.main(base + ["--clean-tree-rows", "-1"]) == 2 and len(seen) == 3
+    assert cli.main(base + ["--settings", '{"clean": {"tree_rows": 5000, "trees": 50}}']) == 0
+    assert (seen[-1].tree_rows, seen[-1].trees) == (5000, 50)
+    assert cli.main(base + ["--settings", '{"clean": {"tree_rows": 5000}}', "--clean-tree-rows", "6000"]) == 0
+    assert seen[-1].tree_rows == 6000 and seen[-1].trees == default("sample.clean.trees")
+    assert cli.main(base + ["--clean-tree-rows", "-1"]) == 2 and len(seen) == 5
 
 
 def test_cleaning_is_skipped_with_one_block(caplog):
@@ -130,10 +136,10 @@ def test_demo_samples_get_truer_labels_and_lose_the_changed_pixels(stages, demo,
     figures = {}
     for year in (2018, 2019):
         out = tmp_path / f"{year}.parquet"
-        frame = sampling.run(stages[f"cube{year}"], stages[f"valid{year}"], stages["labels"], out, tile="31UFT",
-                             year=year, per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16,
-                             cleaning=Cleaning(0.4, trees=100), change_test=ChangeTest(3),
-                             reference_cube=stages["cube2018"] if year == 2019 else None)
+        settings = SampleSettings(per_class=300, min_valid_fraction=0.4, boundary_px=1, block_px=16, min_per_class=0,
+                                  clean={"min_label_probability": 0.4, "trees": 100}, transfer={"mad_k": 3})
+        frame = sampling.run(stages[f"cube{year}"], stages[f"valid{year}"], stages["labels"], out, settings,
+                             tile="31UFT", year=year, reference_cube=stages["cube2018"] if year == 2019 else None)
         before = pd.read_parquet(stages[f"samples{year}"])
         judged = [f[f["split"].isin(["train", "val"])] for f in (before, frame)]
         true_share = [float((f["label"].to_numpy() == truth[year][f["row"], f["col"]]).mean()) for f in judged]

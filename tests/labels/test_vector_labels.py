@@ -16,6 +16,7 @@ from lcflow.errors import LcflowError
 from lcflow.labels import alignment as labels
 from lcflow.labels import nomenclature, sampling
 from lcflow.labels import vector as vector_labels
+from lcflow.labels.sample_settings import SampleSettings
 
 from ..conftest import DATA, corine_polygons
 from ..real_tables import slovenia_cube, slovenia_grid
@@ -122,8 +123,9 @@ def test_slovenia_polygons_become_samples_with_the_right_classes(tmp_path):
     assert float((classes == np.where(eolearn == 0, 255, eolearn)).mean()) >= 0.99
     assert read_tag(tmp_path / "labels.tif", "class_names") == {"1": "cultivated land", "2": "forest", "3": "grassland",
                                                                   "4": "shrubland", "8": "artificial surface"}
-    frame = sampling.run(cube, valid, tmp_path / "labels.tif", tmp_path / "s.parquet", tile="33TVM", year=2016,
-                         per_class=300, min_valid_fraction=0.3, block_px=20, min_per_class=0)
+    frame = sampling.run(cube, valid, tmp_path / "labels.tif", tmp_path / "s.parquet", SampleSettings(
+        per_class=300, min_valid_fraction=0.3, block_px=20, min_per_class=0, clean={"min_label_probability": 0}),
+        tile="33TVM", year=2016)
     assert set(frame["label"]) == {2, 3, 4, 8}  # cultivated land: 11 pixels, none 1 px inside its polygon
     assert (frame["label"].to_numpy() == eolearn[frame["row"], frame["col"]]).mean() >= 0.99
     polygons = gpd.read_file(SLOVENIA / "LULC.gpkg")
@@ -163,8 +165,9 @@ def test_points_become_samples_as_they_are(tmp_path):
     expected = per_pixel[per_pixel["min"] == per_pixel["max"]]["min"].to_dict()
     assert record["geometry"] == "points" and record["conflicting_pixels"] == len(per_pixel) - len(expected) >= 1
     assert record["pixels"] == len(expected) and record["points"] - record["outside"] == len(placed)
-    frame = sampling.run(cube, valid, tmp_path / "labels.tif", tmp_path / "s.parquet", tile="33TVM", year=2016,
-                         per_class=1000, min_valid_fraction=0.0, block_px=20, min_per_class=0)
+    frame = sampling.run(cube, valid, tmp_path / "labels.tif", tmp_path / "s.parquet", SampleSettings(
+        per_class=1000, min_valid_fraction=0.0, block_px=20, min_per_class=0, clean={"min_label_probability": 0}),
+        tile="33TVM", year=2016)
     assert len(frame) == len(expected) == int((classes != 255).sum())  # no point lost to boundary erosion
     got = {(r, c): code for r, c, code in zip(frame["row"], frame["col"], frame["label"])}
     assert got == expected
@@ -285,7 +288,6 @@ def test_reference_data_without_a_code_column_lists_the_columns(tmp_path):
 
 def test_reference_labels_are_not_cleaned_unless_asked(tmp_path):
     """Label-noise cleaning is for CORINE; the user's surveyed labels are kept unless reference_data is set."""
-    from lcflow.labels.cleaning import Cleaning
     from lcflow.labels.samples_table import read
 
     cube, valid = slovenia_cube(tmp_path)
@@ -293,10 +295,11 @@ def test_reference_labels_are_not_cleaned_unless_asked(tmp_path):
     nomen = nomenclature.from_mapping_file(tmp_path / "map.yaml", clc_codes=False)
     labels.run(labels.LabelSource(SLOVENIA / "LULC.gpkg", corine=False, code_column="LULC_ID"), cube,
                tmp_path / "labels.tif", nomen)
-    common = dict(tile="33TVM", year=2016, per_class=100, min_valid_fraction=0.3, block_px=20, min_per_class=0)
-    sampling.run(cube, valid, tmp_path / "labels.tif", tmp_path / "kept.parquet", cleaning=Cleaning(), **common)
+    common = dict(per_class=100, min_valid_fraction=0.3, block_px=20, min_per_class=0)
+    sampling.run(cube, valid, tmp_path / "labels.tif", tmp_path / "kept.parquet", SampleSettings(**common),
+                 tile="33TVM", year=2016)
     sampling.run(cube, valid, tmp_path / "labels.tif", tmp_path / "cleaned.parquet",
-                 cleaning=Cleaning(reference_data=True), **common)
+                 SampleSettings(**common, clean={"reference_data": True}), tile="33TVM", year=2016)
     kept, cleaned = (read(tmp_path / f"{n}.parquet").meta["label_checks"] for n in ("kept", "cleaned"))
     assert kept["applied"] == [] and [c["check"] for c in cleaned["applied"]] == ["out-of-fold label probability"]
     assert sum(v["noisy"] for v in cleaned["per_class"].values()) > 0

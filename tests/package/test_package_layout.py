@@ -215,8 +215,8 @@ def _public_functions() -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
 #: (lcflow.common.settings) or a smaller set of arguments; the list only shrinks
 MANY_PARAMETERS = {
     "lcflow.labels.cleaning.out_of_fold_proba", "lcflow.retrieve.stage_in.run", "lcflow.assess.accuracy.run",
-    "lcflow.budget.projection.add", "lcflow.common.raster.staged_cog", "lcflow.labels.sampling.run",
-    "lcflow.labels.sampling._check_labels", "lcflow.maps.consistent.run", "lcflow.maps.consistent._staged_outputs",
+    "lcflow.budget.projection.add", "lcflow.common.raster.staged_cog", "lcflow.labels.sampling._check_labels",
+    "lcflow.maps.consistent.run", "lcflow.maps.consistent._staged_outputs",
     "lcflow.maps.consistent._score_against_truth", "lcflow.train.deep.fit", "lcflow.train.deep._train_round",
     "lcflow.train.deep._validate", "lcflow.train.models.ltae.__init__", "lcflow.tune.tuning.tune",
     "lcflow.tune.tuning._run_trial",
@@ -234,7 +234,7 @@ def test_no_function_takes_more_than_8_parameters():
 
 #: public functions of more than four parameters whose docstrings have no ``Args:`` yet; the list only shrinks
 UNDOCUMENTED_ARGS = {
-    "lcflow.labels.sampling.run", "lcflow.train.deep.fit", "lcflow.tune.tuning.tune",
+    "lcflow.train.deep.fit", "lcflow.tune.tuning.tune",
 }
 
 

@@ -10,6 +10,7 @@ from sklearn.metrics import cohen_kappa_score
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table as samples
 from lcflow.labels import sampling
+from lcflow.labels.sample_settings import SampleSettings
 from lcflow.maps import predict
 from lcflow.retrieve.composite import NODATA
 from lcflow.train import saved_models, training
@@ -37,8 +38,9 @@ def test_patch_centres_are_the_samples_own_values(patch_samples, stages):
 
 def test_patches_beyond_the_tile_edge_are_missing(stages, tmp_path):
     path = tmp_path / "edge.parquet"
-    sampling.run(stages["cube2018"], stages["valid2018"], stages["labels"], path, tile="31UFT", year=2018,
-                 per_class=100_000, min_valid_fraction=0.4, boundary_px=0, block_px=16, patch_px=5)
+    sampling.run(stages["cube2018"], stages["valid2018"], stages["labels"], path, SampleSettings(
+        per_class=100_000, min_valid_fraction=0.4, boundary_px=0, block_px=16, patch_px=5, min_per_class=0,
+        clean={"min_label_probability": 0}), tile="31UFT", year=2018)
     table = samples.read(path)
     patches = table.patches()
     top = int(table.frame["row"].min())
@@ -49,8 +51,8 @@ def test_patches_beyond_the_tile_edge_are_missing(stages, tmp_path):
 
 def test_even_patch_size_is_refused(stages, tmp_path):
     with pytest.raises(LcflowError, match="patch_px 4"):
-        sampling.run(stages["cube2018"], stages["valid2018"], stages["labels"], tmp_path / "x.parquet", tile="31UFT",
-                     year=2018, patch_px=4)
+        sampling.run(stages["cube2018"], stages["valid2018"], stages["labels"], tmp_path / "x.parquet",
+                     SampleSettings(patch_px=4, clean={"min_label_probability": 0}), tile="31UFT", year=2018)
     assert not (tmp_path / "x.parquet").exists()
 
 

@@ -205,21 +205,6 @@ def reference_cube(wildcards):
     return {"reference": f"{R}/{wildcards.tile}/{LABEL_YEAR}/cube.tif"}
 
 
-def label_check_args(wildcards, input):
-    """Options of the label checks (values filled in by the schema): cleaning, and the change test for
-    other years."""
-    sample = config["sample"]
-    clean = sample["clean"]
-    args = (f"--min-label-probability {clean['min_label_probability']} --clean-folds {clean['folds']}"
-            f" --max-drop-fraction {clean['max_drop_fraction']} --clean-tree-rows {clean['tree_rows'] or 0}"
-            f" --min-per-class {sample['min_per_class']}")
-    if clean["reference_data"]:
-        args += " --clean-reference-data"
-    if "reference" in input.keys():
-        args += f" --reference-cube {shlex.quote(input.reference)} --change-mad-k {sample['transfer']['mad_k']}"
-    return args
-
-
 # Everything a run delivers (rule all); the job_resources table, made last, reads every job's benchmark file.
 PRODUCTS = [
     f"{R}/accuracy.tsv",

@@ -37,18 +37,13 @@ rule sample:
     benchmark:
         f"{R}/benchmarks/sample/{{tile}}_{{year}}.tsv"
     params:
-        per_class=SAMPLE["per_class"],
-        min_valid=SAMPLE["min_valid_fraction"],
-        boundary=SAMPLE["boundary_px"],
-        block=SAMPLE["block_px"],
-        fractions=json.dumps(SAMPLE["fractions"]),
-        seed=SAMPLE["seed"],
-        patch=SAMPLE["patch_px"],
-        checks=label_check_args,
+        settings=json.dumps(SAMPLE, sort_keys=True),
+        reference=lambda wildcards, input: (
+            f"--reference-cube {shlex.quote(input.reference)}" if "reference" in input.keys() else ""
+        ),
     conda:
         ENV
     shell:
         "lcflow -v sample --cube {input.cube:q} --valid {input.valid:q} --labels {input.labels:q}"
-        " --tile {wildcards.tile} --year {wildcards.year} --per-class {params.per_class}"
-        " --min-valid-fraction {params.min_valid} --boundary-px {params.boundary} --block-px {params.block}"
-        " --fractions {params.fractions:q} --seed {params.seed} --patch-px {params.patch} {params.checks} --out {output:q} > {log:q} 2>&1"
+        " --tile {wildcards.tile} --year {wildcards.year} --settings {params.settings:q} {params.reference}"
+        " --out {output:q} > {log:q} 2>&1"

@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self
 
@@ -20,22 +21,28 @@ from lcflow.errors import LcflowError
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ConfigSection:
     """Base of a stage's settings: a subclass names its section (``SECTION = "cube"``) and declares each of
-    the keys it uses as a field, with the schema's default (``dilation_px: int = default("cube.dilation_px")``).
-    Lists are held as tuples: settings cannot change once checked."""
+    the keys it uses as a field, with the schema's default (``dilation_px: int = default("cube.dilation_px")``);
+    a nested section (``sample.clean``) is a field whose type is another ConfigSection, and may be given as
+    a mapping. Lists are held as tuples: settings cannot change once checked."""
 
     SECTION: ClassVar[str]
 
     def __post_init__(self) -> None:
+        nested = _nested(type(self))
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if isinstance(value, list):
+            if field.name in nested and not isinstance(value, nested[field.name]):
+                object.__setattr__(self, field.name, nested[field.name].from_config(value))
+            elif isinstance(value, list):
                 object.__setattr__(self, field.name, tuple(value))
+            elif isinstance(value, Mapping):
+                object.__setattr__(self, field.name, dict(value))
         errors = sorted(_validator(self.SECTION).iter_errors(self.as_config()), key=lambda e: list(map(str, e.path)))
         if errors:
-            raise LcflowError(schema_errors.message(errors[0], [self.SECTION]))
+            raise LcflowError(schema_errors.message(errors[0], self.SECTION.split(".")))
 
     def as_config(self) -> dict[str, Any]:
-        """The settings as the config section writes them (lists, not tuples)."""
+        """The settings as the config section writes them (lists, not tuples; nested sections as mappings)."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def to_json(self) -> str:
@@ -56,53 +63,87 @@ class ConfigSection:
     @classmethod
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
         """``--settings JSON`` (a whole section, as the rules pass it) and an option for each key
-        (``dilation_px``: ``--dilation-px``), typed, bounded and described by the schema; an option given
-        overrides ``--settings``."""
+        (``dilation_px``: ``--dilation-px``; ``clean.folds``: ``--clean-folds``), typed, bounded and described
+        by the schema; an option given overrides ``--settings``."""
         group = parser.add_argument_group(f"{cls.SECTION} settings (config section {cls.SECTION!r}; each "
                                           "default is the config's)")
         group.add_argument("--settings", type=cli_args.json_object, default=None, metavar="JSON",
                            help=f"the whole {cls.SECTION} section of a config as a JSON object; the options below "
                                 "override its keys")
-        for field in dataclasses.fields(cls):
-            key = f"{cls.SECTION}.{field.name}"
-            spec = node(key)
+        for path, key, spec in cls._leaves():
             value = spec.get("default")
-            shown = (",".join(map(str, value)) or "empty") if isinstance(value, list) else value
-            group.add_argument(_option(field.name), dest=_dest(field.name), default=None,
-                               metavar=None if "enum" in spec else field.name.upper(),
-                               type=_parser(key, spec), choices=spec.get("enum"),
-                               help=f"{_summary(spec.get('description', ''))} (default: {shown})")
+            shown = ((",".join(map(str, value)) or "empty") if isinstance(value, list) else
+                     json.dumps(value) if isinstance(value, dict) else "none" if value is None else value)
+            help_text = f"{_summary(spec.get('description', ''))} (default: {shown})"
+            if spec.get("type") == "boolean":
+                group.add_argument(_option(path), dest=_dest(path), default=argparse.SUPPRESS, help=help_text,
+                                   action=argparse.BooleanOptionalAction)
+                continue
+            group.add_argument(_option(path), dest=_dest(path), default=argparse.SUPPRESS,
+                               metavar=None if "enum" in spec else "_".join(path).upper(),
+                               type=_parser(key, spec), choices=spec.get("enum"), help=help_text)
 
     @classmethod
     def from_options(cls, args: argparse.Namespace) -> Self:
         """The settings a command line gives (:meth:`add_options`)."""
-        section = dict(args.settings or {})
-        for field in dataclasses.fields(cls):
-            given = getattr(args, _dest(field.name))
-            if given is not None:
-                section[field.name] = given
+        section = json.loads(json.dumps(getattr(args, "settings", None) or {}))  # a copy, nested mappings too
+        for path, _, _ in cls._leaves():
+            if hasattr(args, _dest(path)):  # given (an option not given leaves no attribute: None is a value)
+                given = getattr(args, _dest(path))
+                place = section
+                for part in path[:-1]:
+                    place = place.setdefault(part, {})
+                place[path[-1]] = given
         return cls.from_config(section)
+
+    @classmethod
+    def _leaves(cls, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
+        """(key path below the section, dotted config key, its schema) of every key, nested ones included."""
+        nested, found = _nested(cls), []
+        for field in dataclasses.fields(cls):
+            if field.name in nested:
+                found += nested[field.name]._leaves((*path, field.name))
+            else:
+                key = ".".join([cls.SECTION, field.name])
+                found.append(((*path, field.name), key, node(key)))
+        return found
+
+
+_NESTED: dict[type, dict[str, type[ConfigSection]]] = {}
+
+
+def _nested(cls: type) -> dict[str, type[ConfigSection]]:
+    """The fields of ``cls`` that are sections of their own, by name (found once a class)."""
+    if cls not in _NESTED:
+        hints = typing.get_type_hints(cls)
+        _NESTED[cls] = {f.name: hint for f in dataclasses.fields(cls)
+                        if isinstance(hint := hints[f.name], type) and issubclass(hint, ConfigSection)}
+    return _NESTED[cls]
 
 
 def _plain(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
+    if isinstance(value, ConfigSection):
+        return value.as_config()
+    if isinstance(value, tuple):
+        return list(value)
+    return dict(value) if isinstance(value, Mapping) else value
 
 
-def _option(name: str) -> str:
-    return "--" + name.replace("_", "-")
+def _option(path: tuple[str, ...]) -> str:
+    return "--" + "-".join(path).replace("_", "-")
 
 
-def _dest(name: str) -> str:
-    return f"setting_{name}"
+def _dest(path: tuple[str, ...]) -> str:
+    return "setting_" + "__".join(path)
 
 
 def _summary(description: str) -> str:
-    """A schema description's first clause (up to its first '.', ';' or ':' outside brackets): an option's
+    """A schema description's first sentence (up to its first '.' or ';' outside brackets): an option's
     help (docs/reference/config.md has the whole)."""
     depth = 0
     for i, char in enumerate(description):
         depth += (char in "([") - (char in ")]")
-        if depth == 0 and char in ".;:" and description[i + 1:i + 2] in (" ", ""):
+        if depth == 0 and char in ".;" and description[i + 1:i + 2] in (" ", ""):
             return description[:i]
     return description
 
@@ -112,11 +153,24 @@ def _parser(key: str, spec: dict[str, Any]) -> Callable[[str], Any]:
     text as it is."""
     kinds = spec["type"] if isinstance(spec.get("type"), list) else [spec.get("type")]
     if "integer" in kinds or "number" in kinds:
-        return cli_args.config_value(key)
+        parse = cli_args.config_value(key)
+        return _or_none(parse) if "null" in kinds else parse
+    if "object" in kinds:
+        return cli_args.json_object
     if "array" in kinds:
         item = spec.get("items", {})
         return functools.partial(_items, key, int if item.get("type") == "integer" else str)
     return str
+
+
+def _or_none(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse``, with ``none`` for the config's null."""
+    def parse_or_none(text: str) -> Any:
+        return None if text.strip().lower() in ("none", "null") else parse(text)
+
+    parse_or_none.config_key = parse.config_key  # type: ignore[attr-defined]
+    parse_or_none.__name__ = parse.__name__
+    return parse_or_none
 
 
 def _items(key: str, kind: type, text: str) -> list[Any]:

@@ -11,10 +11,13 @@ at most ``tree_rows`` of its fold's rows, so a tile-year of a country-wide study
 80,000 judged rows) is judged in bounded time and memory (benchmarks/cleaning_at_scale.py).
 """
 
+from __future__ import annotations
+
 import logging
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
@@ -23,6 +26,9 @@ from sklearn.tree._tree import NODE_DTYPE
 
 from lcflow.common.features import fill_gaps
 from lcflow.defaults import default
+
+if TYPE_CHECKING:
+    from lcflow.labels.sample_settings import CleanSettings
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +40,19 @@ class Cleaning:
     generalisation: on the real Slovenia field polygons cleaning gained nothing and took half of the rare
     classes, see benchmarks/studies/label_cleaning_on_real_polygons.py)."""
 
-    min_label_probability: float = 0.4
-    folds: int = 5
-    max_drop_fraction: float = 0.5
-    trees: int = 200
-    seed: int = 0
-    reference_data: bool = False
+    min_label_probability: float = default("sample.clean.min_label_probability")
+    folds: int = default("sample.clean.folds")
+    max_drop_fraction: float = default("sample.clean.max_drop_fraction")
+    trees: int = default("sample.clean.trees")
+    seed: int = default("sample.seed")
+    reference_data: bool = default("sample.clean.reference_data")
     tree_rows: int | None = default("sample.clean.tree_rows")  # None: each tree on a bootstrap of all its fold's rows
+
+    @classmethod
+    def of(cls, settings: CleanSettings, seed: int) -> Cleaning:
+        """The cleaning ``sample.clean`` asks for, its forests seeded by ``sample.seed``."""
+        return cls(settings.min_label_probability, settings.folds, settings.max_drop_fraction, settings.trees,
+                   seed, settings.reference_data, settings.tree_rows)
 
     @property
     def enabled(self) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 from lcflow.common import cli_args, path_guard
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
+from lcflow.labels.sample_settings import SampleSettings
 
 log = logging.getLogger("lcflow")
 
@@ -42,17 +43,9 @@ def cmd_labels(a):
 
 def cmd_sample(a):
     from lcflow.labels import sampling
-    from lcflow.labels.cleaning import Cleaning
-    from lcflow.labels.transfer import ChangeTest
 
-    frame = sampling.run(a.cube, a.valid, a.labels, a.out, tile=a.tile, year=a.year, per_class=a.per_class,
-                         min_valid_fraction=a.min_valid_fraction, boundary_px=a.boundary_px, block_px=a.block_px,
-                         fractions=a.fractions, seed=a.seed, patch_px=a.patch_px,
-                         cleaning=Cleaning(a.min_label_probability, a.clean_folds, a.max_drop_fraction, seed=a.seed,
-                                           reference_data=a.clean_reference_data,
-                                           tree_rows=a.clean_tree_rows or None),
-                         reference_cube=a.reference_cube, change_test=ChangeTest(a.change_mad_k),
-                         min_per_class=a.min_per_class)
+    frame = sampling.run(a.cube, a.valid, a.labels, a.out, SampleSettings.from_options(a), tile=a.tile, year=a.year,
+                         reference_cube=a.reference_cube)
     log.info("%d samples (%s) -> %s", len(frame), frame["split"].value_counts().to_dict(), a.out)
 
 
@@ -89,30 +82,9 @@ def register(command) -> None:
     p.add_argument("--labels", required=True, type=path_guard.input_file, help="class raster written by lcflow labels")
     p.add_argument("--tile", required=True, help="MGRS tile id")
     p.add_argument("--year", type=int, required=True, help="year of the cube")
-    p.add_argument("--per-class", **cli_args.from_config("sample.per_class"), help="samples per class at most")
-    p.add_argument("--min-valid-fraction", **cli_args.from_config("sample.min_valid_fraction"),
-                   help="share of time steps with a clear composite a pixel needs")
-    p.add_argument("--boundary-px", **cli_args.from_config("sample.boundary_px"), help="skip pixels this close to another label")
-    p.add_argument("--block-px", **cli_args.from_config("sample.block_px"), help="side of the blocks splits are drawn by")
-    p.add_argument("--fractions", type=cli_args.json_object, help='JSON {"train": 0.6, "val": 0.2, "test": 0.2}, summing to 1')
-    p.add_argument("--seed", **cli_args.from_config("sample.seed"), help="sampling and split seed")
-    p.add_argument("--patch-px", **cli_args.from_config("sample.patch_px"), help="also store a patch of this (odd) size around each sample")
-    p.add_argument("--min-per-class", **cli_args.from_config("sample.min_per_class"),
-                   help="warn about a class with fewer samples (it is kept)")
-    p.add_argument("--min-label-probability", **cli_args.from_config("sample.clean.min_label_probability"),
-                   help="drop train/val samples whose label gets a lower out-of-fold probability while another class "
-                        "is likelier (0: no cleaning)")
-    p.add_argument("--clean-folds", **cli_args.from_config("sample.clean.folds"), help="folds (by spatial block) of the cleaning")
-    p.add_argument("--max-drop-fraction", **cli_args.from_config("sample.clean.max_drop_fraction"),
-                   help="cleaning drops at most this share of a class")
-    p.add_argument("--clean-tree-rows", **cli_args.from_config("sample.clean.tree_rows", null_as="0"),
-                   help="each judging tree grows on at most this many of its fold's rows (0: a bootstrap of them all)")
-    p.add_argument("--clean-reference-data", action="store_true",
-                   help="clean labels from your own reference data too (by default only CORINE labels are cleaned)")
     p.add_argument("--reference-cube", type=path_guard.input_file, help="cube of the year the labels show, when --year is another: samples "
                                             "whose series changed since then are dropped from train/val")
-    p.add_argument("--change-mad-k", **cli_args.from_config("sample.transfer.mad_k"),
-                   help="changed: distance between years above the class median + K robust standard deviations")
+    SampleSettings.add_options(p)
     p.add_argument("--out", required=True, type=path_guard.output_file, help="samples table (parquet) to write")
     p.set_defaults(func=cmd_sample)
 

@@ -21,12 +21,12 @@ from rasterio.windows import Window
 from scipy import ndimage
 
 from lcflow.common.raster import Grid, read_tag, read_with_halo
-from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels import cleaning as label_noise
 from lcflow.labels import samples_table
 from lcflow.labels import transfer as label_transfer
 from lcflow.labels.cleaning import Cleaning
+from lcflow.labels.sample_settings import SampleSettings
 from lcflow.labels.transfer import ChangeTest
 from lcflow.retrieve.composite import NODATA
 
@@ -60,33 +60,43 @@ def block_splits(shape: tuple[int, int], block_px: int, fractions: dict[str, flo
     return np.array(names)[full]
 
 
-def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path, *, tile: str, year: int,
-        per_class: int = default("sample.per_class"),
-        min_valid_fraction: float = default("sample.min_valid_fraction"), boundary_px: int = default("sample.boundary_px"),
-        block_px: int = default("sample.block_px"),
-        fractions: dict[str, float] | None = None, seed: int = 0, patch_px: int = 0,
-        cleaning: Cleaning | None = None, reference_cube: str | Path | None = None,
-        change_test: ChangeTest | None = None, min_per_class: int = 0) -> pd.DataFrame:
+def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path,
+        settings: SampleSettings | None = None, *, tile: str, year: int,
+        reference_cube: str | Path | None = None) -> pd.DataFrame:
     """Write the samples table of one tile-year and return it.
 
-    With ``cleaning`` the train and val rows whose series contradicts their label are dropped
-    (:mod:`lcflow.labels.cleaning`); with ``reference_cube`` (the cube of the year the labels show, when
-    ``year`` is another) those whose series changed since then (:mod:`lcflow.labels.transfer`). Test
-    rows are kept as drawn, so no classifier chooses what the models are scored on. More candidates
-    than ``per_class`` are drawn so that the checks still leave ``per_class`` where the class allows.
+    With ``settings.clean`` the train and val rows whose series contradicts their label are dropped
+    (:mod:`lcflow.labels.cleaning`); with ``reference_cube`` those whose series changed since then
+    (:mod:`lcflow.labels.transfer`). Test rows are kept as drawn, so no classifier chooses what the models
+    are scored on. More candidates than ``per_class`` are drawn so that the checks still leave
+    ``per_class`` where the class allows.
+
+    Args:
+        cube: the tile-year's cube.
+        valid: its clear-observation counts.
+        labels: the tile's class raster (``lcflow labels``).
+        out: the samples table to write (Parquet, its metadata under ``lcflow``).
+        settings: the ``sample`` section (draw, split, label checks); None: the defaults.
+        tile: the MGRS tile, a column of the table and part of the draw's seed.
+        year: the cube's year, a column and part of the seed.
+        reference_cube: the cube of the year the labels show, where ``year`` is another; None: none.
     """
-    fractions = _checked_fractions(fractions, patch_px)
-    cleaning = cleaning or Cleaning(min_label_probability=0)
-    change_test = change_test or ChangeTest()
+    settings = settings or SampleSettings()
+    per_class, min_valid_fraction, block_px = settings.per_class, settings.min_valid_fraction, settings.block_px
+    patch_px = settings.patch_px
+    fractions = _checked_fractions(dict(settings.fractions), patch_px)
+    cleaning = Cleaning.of(settings.clean, settings.seed)
+    change_test = ChangeTest(settings.transfer.mad_k)
     grid = _common_grid(cube, valid, labels, reference_cube, f"tile {tile} {year}")
     with rasterio.open(labels) as ds:
         lab = ds.read(1)
         nodata = int(ds.nodata)
-    boundary_px, cleaning = _for_source(read_tag(labels, "label_source") or {}, boundary_px, cleaning, tile, year)
+    boundary_px, cleaning = _for_source(read_tag(labels, "label_source") or {}, settings.boundary_px, cleaning, tile,
+                                        year)
     with rasterio.open(valid) as ds:
         valid_fraction = (ds.read() > 0).mean(axis=0)
     ok = eligible(lab, nodata, boundary_px) & (valid_fraction >= min_valid_fraction)
-    rng = np.random.default_rng(zlib.crc32(f"{seed}/{tile}/{year}".encode()))
+    rng = np.random.default_rng(zlib.crc32(f"{settings.seed}/{tile}/{year}".encode()))
     checking = cleaning.enabled or (reference_cube is not None and change_test.enabled)
     draw = int(np.ceil(per_class * (CANDIDATES_PER_SAMPLE if checking else 1)))
     picked = [rng.choice(idx, size=min(draw, idx.size), replace=False)
@@ -96,7 +106,7 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
     rows, cols = np.unravel_index(np.sort(np.concatenate(picked)), lab.shape)
     names, values, patches = _read_at(cube, grid, rows, cols, patch_px)
     xs, ys = rasterio.transform.xy(grid.transform, rows, cols)
-    split = block_splits(lab.shape, block_px, fractions, zlib.crc32(f"{seed}/{tile}".encode()))[rows, cols]
+    split = block_splits(lab.shape, block_px, fractions, zlib.crc32(f"{settings.seed}/{tile}".encode()))[rows, cols]
     frame = pd.DataFrame({"label": lab[rows, cols].astype(np.int32), "split": split, "tile": tile,
                           "year": np.int32(year), "row": rows.astype(np.int32), "col": cols.astype(np.int32),
                           "x": np.asarray(xs), "y": np.asarray(ys)})
@@ -106,7 +116,7 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
     keep &= _cap(frame["label"].to_numpy(), keep, per_class, rng)
     frame = frame[keep].reset_index(drop=True)
     patches = patches[keep] if patches is not None else None
-    _log_kept(frame["label"].value_counts(), len(keep), checks, where, min_per_class)
+    _log_kept(frame["label"].value_counts(), len(keep), checks, where, settings.min_per_class)
     meta = {"time_steps": read_tag(cube, "time_steps"), "bands": read_tag(cube, "bands"),
             "class_names": read_tag(labels, "class_names"), "class_colors": read_tag(labels, "class_colors"),
             "crs": grid.crs.to_string(), "scale": 10000, "label_checks": checks}
