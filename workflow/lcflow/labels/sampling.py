@@ -217,14 +217,15 @@ def _check_labels(frame: pd.DataFrame, names: list[str], values: np.ndarray, ref
     judged = frame["split"].isin(["train", "val"]).to_numpy()
     keep = np.ones(len(frame), dtype=bool)
     per_class = {str(c): {"candidates": int((labels == c).sum())} for c in np.unique(labels)}
-    checks = {"applied": [], "judged_splits": ["train", "val"], "per_class": per_class}
+    applied: list[dict] = []
+    checks = {"applied": applied, "judged_splits": ["train", "val"], "per_class": per_class}
     series = _series(values, names, where)
     if reference_cube is not None and change_test.enabled:
         ref_names, ref_values, _ = _read_at(reference_cube, grid, frame["row"].to_numpy(), frame["col"].to_numpy(), 0)
         distance = label_transfer.series_distance(series, _series(ref_values, ref_names, str(reference_cube)))
         moved = label_transfer.changed(distance, labels, change_test) & judged
         keep &= ~moved
-        checks["applied"].append({"check": "change since the reference year", "reference_cube": str(reference_cube),
+        applied.append({"check": "change since the reference year", "reference_cube": str(reference_cube),
                                   "mad_k": change_test.mad_k})
         for c in per_class:
             per_class[c]["changed"] = int(moved[labels == int(c)].sum())
@@ -234,7 +235,7 @@ def _check_labels(frame: pd.DataFrame, names: list[str], values: np.ndarray, ref
         groups = (frame["row"].to_numpy()[rows] // block_px) * 1_000_003 + frame["col"].to_numpy()[rows] // block_px
         drop = label_noise.noisy(x, labels[rows], groups, cleaning, where)
         keep[rows[drop]] = False
-        checks["applied"].append({"check": "out-of-fold label probability", **asdict(cleaning)})
+        applied.append({"check": "out-of-fold label probability", **asdict(cleaning)})
         for c in per_class:
             per_class[c]["noisy"] = int(drop[labels[rows] == int(c)].sum())
     return keep, checks

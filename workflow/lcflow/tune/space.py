@@ -95,6 +95,8 @@ class Dimension:
         """Draw this parameter's value for an Optuna trial."""
         if self.choices is not None:
             return trial.suggest_categorical(self.name, list(self.choices))
+        if self.low is None or self.high is None:
+            raise ValueError(f"{self.name}: a numeric dimension needs low and high")
         if self.kind == "int":
             return trial.suggest_int(self.name, int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
         return trial.suggest_float(self.name, float(self.low), float(self.high), log=self.log, step=self.step)

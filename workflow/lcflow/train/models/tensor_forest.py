@@ -34,18 +34,18 @@ class TensorForest:
         n = len(compiled.feature)
         self.n_trees = len(compiled.roots)
         self.depth = max(1, max(e.tree_.max_depth for e in compiled.forest.estimators_))
-        on = {"device": self.device}
-        self.feature = torch.as_tensor(compiled.feature.astype(np.int64), **on)
-        self.threshold = torch.as_tensor(compiled.threshold, **on)
-        self.child = torch.as_tensor(compiled.child.astype(np.int64), **on)
-        self.roots = torch.as_tensor(compiled.roots.astype(np.int64), **on)
+        on = self.device
+        self.feature = torch.as_tensor(compiled.feature.astype(np.int64), device=on)
+        self.threshold = torch.as_tensor(compiled.threshold, device=on)
+        self.child = torch.as_tensor(compiled.child.astype(np.int64), device=on)
+        self.roots = torch.as_tensor(compiled.roots.astype(np.int64), device=on)
         # per node, its row in ``values``: a leaf's class fractions (a pure leaf's: 1.0 for its class);
         # an inner node's row is never read
         k = compiled.impure.shape[1]
         pure = compiled.leaf_class >= 0
         row = np.where(pure, compiled.leaf_class, k - 1 - compiled.leaf_class).astype(np.int64)
-        self.value_row = torch.as_tensor(row, **on)
-        self.values = torch.as_tensor(np.concatenate([np.eye(k), compiled.impure]), dtype=torch.float64, **on)
+        self.value_row = torch.as_tensor(row, device=on)
+        self.values = torch.as_tensor(np.concatenate([np.eye(k), compiled.impure]), dtype=torch.float64, device=on)
         assert row.max(initial=0) < len(self.values) and n == len(row)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
