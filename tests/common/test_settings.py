@@ -131,3 +131,13 @@ def test_a_subclass_without_its_section_s_keys_fails_its_own_check():
 
     with pytest.raises(LcflowError, match="unknown key 'dilation' in cube"):
         Misnamed()
+
+
+def test_a_number_key_holds_a_float_however_the_yaml_spelled_it():
+    """``mad_k: 3`` and ``--transfer-mad-k 3`` make one setting, 3.0: what a table records of it (and the
+    study fingerprints made from the table's bytes) does not hang on the spelling. Integers stay integers."""
+    settings = SampleSettings.from_config({"transfer": {"mad_k": 3}, "min_valid_fraction": 1, "per_class": 5})
+    assert settings.transfer.mad_k == 3.0 and isinstance(settings.transfer.mad_k, float)
+    assert isinstance(settings.min_valid_fraction, float) and isinstance(settings.per_class, int)
+    assert json.loads(settings.to_json())["transfer"]["mad_k"] == 3.0 and '"mad_k":3.0' in settings.to_json()
+    assert isinstance(CubeSettings(resolution=20).resolution, float) and isinstance(CubeSettings().block_px, int)

@@ -35,6 +35,8 @@ class ConfigSection:
                 object.__setattr__(self, field.name, nested[field.name].from_config(value))
             elif isinstance(value, list):
                 object.__setattr__(self, field.name, tuple(value))
+            elif isinstance(value, int) and not isinstance(value, bool) and _is_number(self.SECTION, field.name):
+                object.__setattr__(self, field.name, float(value))  # a number key holds a float, as the CLI parses it
             elif isinstance(value, Mapping):
                 object.__setattr__(self, field.name, dict(value))
         errors = sorted(_validator(self.SECTION).iter_errors(self.as_config()), key=lambda e: list(map(str, e.path)))
@@ -107,6 +109,13 @@ class ConfigSection:
                 key = ".".join([cls.SECTION, field.name])
                 found.append(((*path, field.name), key, node(key)))
         return found
+
+
+def _is_number(section: str, name: str) -> bool:
+    """The schema types the key as a number, not an integer (``3`` in a YAML file is then ``3.0``)."""
+    spec = node(section).get("properties", {}).get(name, {})  # a key the schema lacks is refused after this
+    kinds = spec.get("type")
+    return "number" in (kinds if isinstance(kinds, list) else [kinds])
 
 
 _NESTED: dict[type, dict[str, type[ConfigSection]]] = {}
