@@ -1,8 +1,10 @@
-"""mypy on the package (pyproject.toml's [tool.mypy]): no module gains a type error, and the modules that
-still have some are listed with how many, a list that only shrinks until it is empty."""
+"""mypy on the package (pyproject.toml's [tool.mypy], the mypy release the test extra pins): no module gains
+a type error, and the modules that still have some are listed with how many, a list that only shrinks until
+it is empty (a module with fewer is a warning to lower it)."""
 
 import subprocess
 import sys
+import warnings
 from collections import Counter
 
 from ..conftest import ROOT
@@ -15,21 +17,17 @@ KNOWN_ERRORS = {
     "lcflow/labels/sampling.py": 1,
     "lcflow/maps/consistent.py": 26,
     "lcflow/maps/predict.py": 4,
-    "lcflow/maps/quicklook.py": 12,
-    "lcflow/maps/stac_items.py": 1,
+    "lcflow/maps/quicklook.py": 9,
     "lcflow/retrieve/asset_reader.py": 9,
-    "lcflow/retrieve/cube.py": 21,
-    "lcflow/retrieve/remote.py": 11,
-    "lcflow/retrieve/search.py": 13,
+    "lcflow/retrieve/cube.py": 6,
+    "lcflow/retrieve/remote.py": 9,
+    "lcflow/retrieve/search.py": 4,
     "lcflow/train/blend.py": 6,
     "lcflow/train/launch.py": 1,
     "lcflow/train/model_dir.py": 3,
-    "lcflow/train/models/compiled_forest.py": 1,
     "lcflow/train/models/lstm.py": 1,
-    "lcflow/train/models/presto.py": 3,
-    "lcflow/train/models/resnet.py": 1,
     "lcflow/train/training.py": 13,
-    "lcflow/tune/tuning.py": 9,
+    "lcflow/tune/tuning.py": 5,
 }
 
 
@@ -42,4 +40,5 @@ def test_mypy_finds_no_type_error_beyond_the_known_ones(tmp_path):
     more = {m: n for m, n in found.items() if n > KNOWN_ERRORS.get(m, 0)}
     assert not more, "new type errors:\n" + "\n".join(e for e in errors if e.split(":", 1)[0].removeprefix("workflow/") in more)
     fewer = {m: (found.get(m, 0), n) for m, n in KNOWN_ERRORS.items() if found.get(m, 0) < n}
-    assert not fewer, f"fewer type errors than KNOWN_ERRORS says (found, listed): lower the list: {fewer}"
+    if fewer:  # fixed ones (or another release's stubs): the list is lowered by hand, a red suite would not help
+        warnings.warn(f"fewer type errors than KNOWN_ERRORS says (found, listed): lower the list: {fewer}", stacklevel=1)

@@ -75,7 +75,8 @@ class ConfigSection:
         for path, key, spec in cls._leaves():
             value = spec.get("default")
             shown = ((",".join(map(str, value)) or "empty") if isinstance(value, list) else
-                     json.dumps(value) if isinstance(value, dict) else "none" if value is None else value)
+                     json.dumps(value) if isinstance(value, dict) else "none" if value is None else
+                     ("yes" if value else "no") if isinstance(value, bool) else value)
             help_text = f"{_summary(spec.get('description', ''))} (default: {shown})"
             if spec.get("type") == "boolean":
                 group.add_argument(_option(path), dest=_dest(path), default=argparse.SUPPRESS, help=help_text,
