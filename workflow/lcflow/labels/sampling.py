@@ -126,9 +126,8 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
     return frame
 
 
-def _checked_fractions(fractions: dict[str, float] | None, patch_px: int) -> dict[str, float]:
-    """The split's shares (train, val, test; 0.6, 0.2, 0.2 by default), summing to 1; a patch size odd or 0."""
-    fractions = fractions or {"train": 0.6, "val": 0.2, "test": 0.2}
+def _checked_fractions(fractions: dict[str, float], patch_px: int) -> dict[str, float]:
+    """The split's shares (train, val, test; ``sample.fractions``), summing to 1; a patch size odd or 0."""
     unknown = sorted(set(fractions) - {"train", "val", "test"})
     if unknown or any(not isinstance(v, (int, float)) or v < 0 for v in fractions.values()) or not fractions.get("train"):
         raise LcflowError(f"sample fractions {fractions}: give train (> 0), val and test shares (>= 0)"

@@ -169,7 +169,7 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     # target transform; rasterio still says those arrays have none
     warnings.filterwarnings("ignore", category=NotGeoreferencedWarning, module="rasterio.warp")
     settings = settings or CubeSettings()
-    bands = sentinel2.check_bands(list(settings.bands))
+    bands = list(settings.bands)  # checked when the settings were made (CubeSettings)
     spectral_indices = indices.check(list(settings.indices), bands)
     steps, fill_gaps = settings.time_steps, settings.fill_gaps == "linear"
     scenes = _checked_scenes(manifest, tile, year, (out_cube, out_valid), settings, bounds, network)
