@@ -120,7 +120,13 @@ def child(paths: list[str], years: list[int], out: str, profile: bool) -> None:
     started, wall = cpu(), time.perf_counter()
     if profiler:
         profiler.enable()
-    summary = consistent.run(paths, years, summary=out / "summary.json", block=default("predict.block_px"), **outputs)
+    if hasattr(consistent, "SeriesOutputs"):
+        series_out = consistent.SeriesOutputs.of(outputs["maps"], outputs["confidences"], outputs["changes"],
+                                                 out / "summary.json")
+        summary = consistent.run(paths, years, series_out, block=default("predict.block_px"))
+    else:  # an lcflow from before SeriesOutputs (--against)
+        summary = consistent.run(paths, years, summary=out / "summary.json", block=default("predict.block_px"),
+                                 **outputs)
     if profiler:
         profiler.disable()
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(12)

@@ -822,6 +822,11 @@ COMMAND_CASES = [
         "--out", x.out / "m18.tif", x.out / "m19.tif", "--confidence", x.out / "c18.tif", x.out / "c19.tif",
         "--changes", x.out / "ch.tif", "--summary", x.out / "s.json"),
         "probabilities {tmp}/p2018.tif do not exist (lcflow predict --probabilities writes them)"),
+    Case("consistent-maps: settings that let any change through", lambda x: x.lcflow(
+        "consistent-maps", "--probabilities", x.tmp / "p2018.tif", x.tmp / "p2019.tif", "--years", 2018, 2019,
+        "--out", x.out / "m18.tif", x.out / "m19.tif", "--confidence", x.out / "c18.tif", x.out / "c19.tif",
+        "--changes", x.out / "ch.tif", "--summary", x.out / "s.json", "--settings", '{"evidence_ratio": 1}'),
+        "lcflow consistent-maps: error: consistency.evidence_ratio = 1 is outside (1, 1000000]"),
     Case("stac-item: a class map without its model and scenes", lambda x: x.lcflow(
         "stac-item", "--map", x.out / "m.tif", "--confidence", x.out / "c.tif", "--year", 2018, "--tile", "31UFT",
         "--catalog", x.out / "catalog.json", "--out", x.out / "m.stac.json"),

@@ -11,10 +11,11 @@ from lcflow.common.settings import ConfigSection
 from lcflow.defaults import node
 from lcflow.errors import LcflowError
 from lcflow.labels.sample_settings import CleanSettings, SampleSettings, TransferSettings
+from lcflow.maps.consistency_settings import ConsistencySettings
 from lcflow.retrieve.cube_settings import CubeSettings
 
 #: every stage's settings class, and the sections nested in them (a new one is added here)
-SETTINGS = [CubeSettings, SampleSettings, CleanSettings, TransferSettings]
+SETTINGS = [CubeSettings, SampleSettings, CleanSettings, TransferSettings, ConsistencySettings]
 
 
 def _defaults(section: dict) -> dict:

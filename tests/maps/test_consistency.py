@@ -13,6 +13,7 @@ from lcflow.errors import LcflowError
 from lcflow.labels import nomenclature
 from lcflow.maps import change
 from lcflow.maps import consistent as consistent_maps
+from lcflow.maps.consistency_settings import ConsistencySettings
 from lcflow.maps.hmm import PROBABILITY_FLOOR, ChangePrior, change_prior, marginals, small_changes, smooth, viterbi
 from lcflow.maps.predict import PROBABILITY_NODATA, PROBABILITY_SCALE
 
@@ -285,8 +286,10 @@ def _series(tmp_path, size=64):
 
 def _run(tmp_path, paths, block=64, name="out", **kw):
     d = tmp_path / name
-    return consistent_maps.run(paths, [2018, 2019], [d / "m18.tif", d / "m19.tif"], [d / "c18.tif", d / "c19.tif"],
-                               [d / "change.tif"], d / "summary.json", block=block, **kw), d
+    settings = {k: kw.pop(k) for k in ("evidence_ratio", "min_change_ha") if k in kw}
+    out = consistent_maps.SeriesOutputs.of([d / "m18.tif", d / "m19.tif"], [d / "c18.tif", d / "c19.tif"],
+                                           [d / "change.tif"], d / "summary.json")
+    return consistent_maps.run(paths, [2018, 2019], out, ConsistencySettings(**settings), block=block, **kw), d
 
 
 def test_consistent_maps_keep_stable_land_and_find_the_change(tmp_path):
@@ -383,7 +386,8 @@ def test_change_codes_name_every_ordered_pair():
 def test_a_single_year_series_is_that_year_s_map(tmp_path):
     paths, truth, grid, classes = _series(tmp_path)
     d = tmp_path / "single"
-    result = consistent_maps.run(paths[:1], [2018], [d / "m.tif"], [d / "c.tif"], [], d / "s.json")
+    result = consistent_maps.run(paths[:1], [2018], consistent_maps.SeriesOutputs.of([d / "m.tif"], [d / "c.tif"], [],
+                                                                                     d / "s.json"))
     assert result["pairs"] == []
     with rasterio.open(d / "m.tif") as m, rasterio.open(paths[0]) as p:
         proba = p.read()

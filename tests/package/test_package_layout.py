@@ -216,8 +216,7 @@ def _public_functions() -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
 MANY_PARAMETERS = {
     "lcflow.labels.cleaning.out_of_fold_proba", "lcflow.retrieve.stage_in.run", "lcflow.assess.accuracy.run",
     "lcflow.budget.projection.add", "lcflow.common.raster.staged_cog", "lcflow.labels.sampling._check_labels",
-    "lcflow.maps.consistent.run", "lcflow.maps.consistent._staged_outputs",
-    "lcflow.maps.consistent._score_against_truth", "lcflow.train.deep.fit", "lcflow.train.deep._train_round",
+    "lcflow.train.deep.fit", "lcflow.train.deep._train_round",
     "lcflow.train.deep._validate", "lcflow.train.models.ltae.__init__", "lcflow.tune.tuning.tune",
     "lcflow.tune.tuning._run_trial",
 }

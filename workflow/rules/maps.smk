@@ -87,8 +87,7 @@ rule consistent_maps:
         years=SERIES,
         changes=lambda wc, output: f"--changes {' '.join(shlex.quote(c) for c in output.changes)}" if PAIRS else "",
         truth=lambda wc, input: f"--truth {' '.join(shlex.quote(t) for t in input.truth)}" if input.truth else "",
-        evidence_ratio=CONSISTENCY["evidence_ratio"],
-        min_change_ha=CONSISTENCY["min_change_ha"],
+        settings=json.dumps(CONSISTENCY, sort_keys=True),
         nomenclature=nomenclature_args(),
         block=config["predict"]["block_px"],
     conda:
@@ -96,7 +95,7 @@ rule consistent_maps:
     shell:
         "lcflow -v consistent-maps --probabilities {input.probabilities:q} --years {params.years}"
         " --out {output.maps:q} --confidence {output.confidence:q} {params.changes} --summary {output.summary:q}"
-        " --evidence-ratio {params.evidence_ratio} --min-change-ha {params.min_change_ha} {params.truth}"
+        " --settings {params.settings:q} {params.truth}"
         " {params.nomenclature} --block {params.block} > {log:q} 2>&1"
 
 

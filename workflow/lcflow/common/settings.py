@@ -35,13 +35,15 @@ class ConfigSection:
                 object.__setattr__(self, field.name, nested[field.name].from_config(value))
             elif isinstance(value, list):
                 object.__setattr__(self, field.name, tuple(value))
-            elif isinstance(value, int) and not isinstance(value, bool) and _is_number(self.SECTION, field.name):
-                object.__setattr__(self, field.name, float(value))  # a number key holds a float, as the CLI parses it
             elif isinstance(value, Mapping):
                 object.__setattr__(self, field.name, dict(value))
         errors = sorted(_validator(self.SECTION).iter_errors(self.as_config()), key=lambda e: list(map(str, e.path)))
-        if errors:
+        if errors:  # checked as given: a refusal quotes the value as it was written
             raise LcflowError(schema_errors.message(errors[0], self.SECTION.split(".")))
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, int) and not isinstance(value, bool) and _is_number(self.SECTION, field.name):
+                object.__setattr__(self, field.name, float(value))  # a number key holds a float, as the CLI parses it
 
     def as_config(self) -> dict[str, Any]:
         """The settings as the config section writes them (lists, not tuples; nested sections as mappings)."""

@@ -6,6 +6,7 @@ from pathlib import Path
 from lcflow.common import cli_args, path_guard
 from lcflow.errors import LcflowError
 from lcflow.labels.commands import nomenclature_of, nomenclature_options
+from lcflow.maps.consistency_settings import ConsistencySettings
 from lcflow.train.commands import backend_of, backend_option
 
 log = logging.getLogger("lcflow")
@@ -35,9 +36,9 @@ def cmd_consistent_maps(a):
     if len(a.years) != len(a.probabilities):
         raise LcflowError(f"--years names {len(a.years)} years for {len(a.probabilities)} --probabilities")
     nomen = nomenclature_of(a) if a.truth else None
-    consistent.run(a.probabilities, a.years, a.out, a.confidence, a.changes or [], a.summary,
-                        evidence_ratio=a.evidence_ratio, min_change_ha=a.min_change_ha, block=a.block,
-                        truths=a.truth, nomenclature=nomen)
+    out = consistent.SeriesOutputs.of(a.out, a.confidence, a.changes or [], a.summary)
+    consistent.run(a.probabilities, a.years, out, ConsistencySettings.from_options(a), block=a.block,
+                   truths=a.truth, nomenclature=nomen)
 
 
 def cmd_quicklook(a):
@@ -130,10 +131,7 @@ def _consistent_maps(command) -> None:
     p.add_argument("--changes", nargs="*", type=path_guard.output_file, help="change maps (COG, from-to codes) to write, one per pair of "
                                                 "consecutive years")
     p.add_argument("--summary", required=True, type=path_guard.output_file, help="JSON to write: agreement, change matrices, truth scores")
-    p.add_argument("--evidence-ratio", **cli_args.from_config("consistency.evidence_ratio"),
-                   help="how many times more likely a class change must be than keeping the class")
-    p.add_argument("--min-change-ha", **cli_args.from_config("consistency.min_change_ha"),
-                   help="smallest patch of change kept, hectares (0: every changed pixel)")
+    ConsistencySettings.add_options(p)
     p.add_argument("--truth", nargs="*", type=path_guard.input_file, help="truth rasters of CLC level-3 codes, one a year (the demo)")
     nomenclature_options(p)
     p.add_argument("--block", **cli_args.from_config("predict.block_px"), help="window, pixels a side")

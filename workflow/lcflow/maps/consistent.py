@@ -9,10 +9,13 @@ rasters where given (the demo), overall accuracy per year, the share of stable p
 class and the precision, recall and F1 of the change found.
 """
 
+from __future__ import annotations
+
 import contextlib
 import json
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numba
@@ -27,6 +30,7 @@ from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels.nomenclature import Nomenclature
 from lcflow.maps import change
+from lcflow.maps.consistency_settings import ConsistencySettings
 from lcflow.maps.hmm import CodedEvidence, smooth_coded
 from lcflow.maps.predict import PROBABILITY_NODATA, PROBABILITY_SCALE
 
@@ -106,29 +110,41 @@ def _crop(a: np.ndarray, shape: tuple[int, int], halo: int) -> np.ndarray:
     return full[..., halo:halo + rows, halo:halo + cols].reshape(*a.shape[:-1], rows * cols)
 
 
-def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path], confidences: list[str | Path],
-        changes: list[str | Path], summary: str | Path, evidence_ratio: float = float(default("consistency.evidence_ratio")),
-        min_change_ha: float = default("consistency.min_change_ha"), block: int = default("predict.block_px"),
-        truths: list[str | Path] | None = None,
-        nomenclature: Nomenclature | None = None) -> dict:
+@dataclass(frozen=True)
+class SeriesOutputs:
+    """The files a consistent series writes: per year its class map and confidence map (COGs), per pair of
+    consecutive years its change map (COG), and the summary (JSON)."""
+
+    maps: list[Path]
+    confidences: list[Path]
+    changes: list[Path]
+    summary: Path
+
+    @classmethod
+    def of(cls, maps: list[str | Path], confidences: list[str | Path], changes: list[str | Path],
+           summary: str | Path) -> SeriesOutputs:
+        return cls([Path(m) for m in maps], [Path(c) for c in confidences], [Path(c) for c in changes], Path(summary))
+
+
+def run(probabilities: list[str | Path], years: list[int], out: SeriesOutputs,
+        settings: ConsistencySettings | None = None, *, block: int = default("predict.block_px"),
+        truths: list[str | Path] | None = None, nomenclature: Nomenclature | None = None) -> dict:
     """Write the consistent maps, their confidence, the change maps and the summary JSON (see module).
 
     Args:
         probabilities: each year's stored class probabilities of one tile and model.
         years: their years, in the same order.
-        maps: the consistent class maps to write, one a year.
-        confidences: their confidence maps to write.
-        changes: the change maps to write, one for each pair of consecutive years.
-        summary: the summary (JSON) to write.
-        evidence_ratio: how much likelier a change must make the years' evidence (``consistency.evidence_ratio``).
-        min_change_ha: changes in smaller patches are refused (``consistency.min_change_ha``).
-        block: the window, pixels a side.
+        out: the files to write.
+        settings: how sure and how large a change must be (the config's ``consistency``); None: the
+            schema's defaults.
+        block: the window, pixels a side (``predict.block_px``).
         truths: each year's true classes (the demo's), to score the maps; None: none.
-        nomenclature: the classes, written with the maps (their colours and names).
+        nomenclature: the classes of the truths (their codes mapped to the map's).
     """
+    settings = settings or ConsistencySettings()
     probabilities = [Path(p) for p in probabilities]
     n = len(years)
-    _check_series(probabilities, years, len(maps), len(confidences), len(changes), truths, nomenclature)
+    _check_series(probabilities, years, out, truths, nomenclature)
     info = _classes_of(probabilities)
     grid, classes = info["grid"], info["classes"]
     k = len(classes)
@@ -136,25 +152,23 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
         if Grid.of(t) != grid:
             raise LcflowError(f"truth raster {t} is not on the grid of {probabilities[0]}")
     pixel_area_m2 = grid.resolution * abs(grid.transform.e)
-    min_px, halo = change_patch_px(min_change_ha, pixel_area_m2, n)
+    min_px, halo = change_patch_px(settings.min_change_ha, pixel_area_m2, n)
     if min_px > MAX_HALO_PX:
         log.warning("a minimum change patch of %d px is judged on a halo of %d px around each window",
                     min_px, MAX_HALO_PX)
     codes = np.asarray(classes)
-    dtype, nodata = ("uint8", 255) if max(classes) < 255 else ("uint16", 65535)
+    dtype, nodata = _map_pixels(classes)
     table = change.change_table(classes, {int(c): v for c, v in info["class_names"].items()},
                                 {int(c): tuple(v) for c, v in info["class_colors"].items()})
     tags = {"model": info["model"], "class_names": info["class_names"], "class_codes": classes,
-            "consistency": {"method": METHOD, "years": list(years), "evidence_ratio": evidence_ratio,
+            "consistency": {"method": METHOD, "years": list(years), "evidence_ratio": settings.evidence_ratio,
                             "min_change_px": min_px}}
     raw_tally, tally = [change.PairTally(k) for _ in range(n - 1)], [change.PairTally(k) for _ in range(n - 1)]
-    correct = np.zeros((2, n), dtype=np.int64)  # raw, consistent pixels right against truth, per year
-    assessed = np.zeros(n, dtype=np.int64)
+    score = _TruthScore.of(n)
     windows = list(grid.windows(block))
     progress = Progress(log, f"consistent maps of {len(years)} years", grid.width * grid.height)
     with contextlib.ExitStack() as stack:
-        out_maps, out_conf, out_change = _staged_outputs(stack, grid, maps, confidences, changes, years, info, tags,
-                                                         table, dtype, nodata)
+        out_maps, out_conf, out_change = _staged_outputs(stack, grid, out, years, info, tags, table)
         sources = [stack.enter_context(rasterio.open(p)) for p in probabilities]
         truth_sources = [stack.enter_context(rasterio.open(t)) for t in truths or []]
         for win in windows:
@@ -162,7 +176,8 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
             wide = (shape[0] + 2 * halo, shape[1] + 2 * halo)
             read = [_read(src, win, halo) for src in sources]
             levels, empty = np.stack([r[0] for r in read]), np.stack([r[1] for r in read])
-            path, confidence = smooth_coded(CodedEvidence(levels, LEVELS, empty), years, evidence_ratio, min_px, wide)
+            path, confidence = smooth_coded(CodedEvidence(levels, LEVELS, empty), years, settings.evidence_ratio,
+                                            min_px, wide)
             path, confidence, empty = _crop(path, shape, halo), _crop(confidence, shape, halo), _crop(empty, shape, halo)
             raw = _crop(first_max(levels), shape, halo)  # the levels rise with the probabilities
             valid = ~empty
@@ -179,50 +194,57 @@ def run(probabilities: list[str | Path], years: list[int], maps: list[str | Path
                 tally[t].add(path[t], path[t + 1], both)
             if truth_sources:
                 truth = np.stack([nomenclature.apply(src.read(1, window=win)).ravel() for src in truth_sources])
-                _score_against_truth(truth, (truth != nomenclature.nodata) & valid, codes, raw, path, assessed, correct,
-                                     raw_tally, tally)
+                known = (truth != nomenclature.nodata) & valid
+                score.add(truth, known, codes[raw], codes[path])
+                _tally_truth(truth, known, (raw, raw_tally), (path, tally))
             progress.add(1, len(windows), shape[0] * shape[1])
         staged = [pair for s in out_conf + out_change + out_maps for pair in s.finished()]
         publish_together(staged)
     result = {
-        "model": info["model"], "years": list(years), "method": METHOD, "evidence_ratio": evidence_ratio,
-        "min_change_ha": min_change_ha, "min_change_px": min_px, "classes": classes,
+        "model": info["model"], "years": list(years), "method": METHOD, "evidence_ratio": settings.evidence_ratio,
+        "min_change_ha": settings.min_change_ha, "min_change_px": min_px, "classes": classes,
         "class_names": info["class_names"], "change_classes": table,
-        "pairs": [{"years": [years[i], years[i + 1]], "change_map": str(changes[i]),
+        "pairs": [{"years": [years[i], years[i + 1]], "change_map": str(out.changes[i]),
                    "raw": raw_tally[i].summary(pixel_area_m2, bool(truths)),
                    "consistent": tally[i].summary(pixel_area_m2, bool(truths))} for i in range(n - 1)],
     }
     if truths:  # each year's share of the pixels of known truth the raw and the consistent maps got right
-        result["truth_overall_accuracy"] = {"raw": (correct[0] / np.maximum(assessed, 1)).tolist(),
-                                            "consistent": (correct[1] / np.maximum(assessed, 1)).tolist()}
-    write_text(summary, json.dumps(result, indent=1))
+        result["truth_overall_accuracy"] = score.shares()
+    write_text(out.summary, json.dumps(result, indent=1))
     _log_pairs(result["pairs"])
     return result
 
 
-def _staged_outputs(stack: contextlib.ExitStack, grid: Grid, maps: list, confidences: list, changes: list,
-                    years: list[int], info: dict, tags: dict, table: list, dtype: str, nodata: int) -> tuple[list, list, list]:
+def _map_pixels(classes: list[int]) -> tuple[str, int]:
+    """The class maps' data type and no-data value: bytes where every code fits in one."""
+    return ("uint8", 255) if max(classes) < 255 else ("uint16", 65535)
+
+
+def _staged_outputs(stack: contextlib.ExitStack, grid: Grid, out: SeriesOutputs, years: list[int], info: dict,
+                    tags: dict, table: list) -> tuple[list, list, list]:
     """The staging COGs of the series: each year's map (with its legend) and confidence, each pair's change map."""
+    dtype, nodata = _map_pixels(info["classes"])
     colors = {int(c): tuple(v) for c, v in info["class_colors"].items()}
     names = {int(c): v for c, v in info["class_names"].items()}
     out_maps = [stack.enter_context(staged_cog(
         m, grid, 1, dtype, nodata=nodata, colors=colors, names=names, tags={**tags, "year": y}, descriptions=["class"],
-        resampling="mode")) for m, y in zip(maps, years)]
+        resampling="mode")) for m, y in zip(out.maps, years)]
     out_conf = [stack.enter_context(staged_cog(
         c, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": info["model"], "year": y},
-        descriptions=["confidence"], resampling="average")) for c, y in zip(confidences, years)]
+        descriptions=["confidence"], resampling="average")) for c, y in zip(out.confidences, years)]
     out_change = [stack.enter_context(staged_cog(
         c, grid, 1, "uint16", nodata=change.CHANGE_NODATA, colors={r["code"]: tuple(r["color"]) for r in table},
         tags={**tags, "years": [years[i], years[i + 1]], "change_classes": table}, descriptions=["from-to"],
-        resampling="mode")) for i, c in enumerate(changes)]
+        resampling="mode")) for i, c in enumerate(out.changes)]
     return out_maps, out_conf, out_change
 
 
-def _check_series(probabilities: list[Path], years: list[int], n_maps: int, n_confidences: int, n_changes: int,
-                  truths: list | None, nomenclature: Nomenclature | None) -> None:
+def _check_series(probabilities: list[Path], years: list[int], out: SeriesOutputs, truths: list | None,
+                  nomenclature: Nomenclature | None) -> None:
     """One probability raster (each its own), map and confidence map a year, a change map a pair, years in
     order."""
     n, n_probabilities = len(years), len(probabilities)
+    n_maps, n_confidences, n_changes = len(out.maps), len(out.confidences), len(out.changes)
     if not (n_probabilities == n_maps == n_confidences == n) or n_changes != max(n - 1, 0):
         raise LcflowError(f"{n} years need as many probability rasters, maps and confidence maps "
                           f"and {max(n - 1, 0)} change maps (got {n_probabilities}, {n_maps}, "
@@ -238,19 +260,36 @@ def _check_series(probabilities: list[Path], years: list[int], n_maps: int, n_co
                               "needs its own (lcflow predict --probabilities of that year's cube)")
 
 
-def _score_against_truth(truth: np.ndarray, known: np.ndarray, codes: np.ndarray, raw: np.ndarray, path: np.ndarray,
-                         assessed: np.ndarray, correct: np.ndarray, raw_tally: list, tally: list) -> None:
-    """A window's pixels of known truth: each year's right pixels (raw, consistent) and each pair's changes."""
-    n = len(truth)
-    for t in range(n):
-        assessed[t] += int(known[t].sum())
-        correct[0, t] += int((codes[raw[t]] == truth[t])[known[t]].sum())
-        correct[1, t] += int((codes[path[t]] == truth[t])[known[t]].sum())
-    for t in range(n - 1):
+@dataclass
+class _TruthScore:
+    """Each year's pixels of known truth, and how many of them the raw and the consistent maps got right."""
+
+    assessed: np.ndarray  # (years,)
+    correct: np.ndarray  # (2, years): raw, consistent
+
+    @classmethod
+    def of(cls, years: int) -> _TruthScore:
+        return cls(np.zeros(years, dtype=np.int64), np.zeros((2, years), dtype=np.int64))
+
+    def add(self, truth: np.ndarray, known: np.ndarray, raw_codes: np.ndarray, codes: np.ndarray) -> None:
+        """A window's (years, pixels) truth, where it is known, against the raw and the consistent codes."""
+        for t in range(len(truth)):
+            self.assessed[t] += int(known[t].sum())
+            self.correct[0, t] += int((raw_codes[t] == truth[t])[known[t]].sum())
+            self.correct[1, t] += int((codes[t] == truth[t])[known[t]].sum())
+
+    def shares(self) -> dict[str, list[float]]:
+        return {"raw": (self.correct[0] / np.maximum(self.assessed, 1)).tolist(),
+                "consistent": (self.correct[1] / np.maximum(self.assessed, 1)).tolist()}
+
+
+def _tally_truth(truth: np.ndarray, known: np.ndarray, *series: tuple[np.ndarray, list]) -> None:
+    """Each pair of years' true changes against the changes of each (class indices, pair tallies) series."""
+    for t in range(len(truth) - 1):
         both = known[t] & known[t + 1]
         truly = truth[t] != truth[t + 1]
-        raw_tally[t].add_truth(truly, raw[t] != raw[t + 1], both)
-        tally[t].add_truth(truly, path[t] != path[t + 1], both)
+        for classes, tallies in series:
+            tallies[t].add_truth(truly, classes[t] != classes[t + 1], both)
 
 
 def _log_pairs(pairs: list[dict]) -> None:
