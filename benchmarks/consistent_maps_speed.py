@@ -11,9 +11,12 @@ of pixels whose classes are drawn anew each year
 every year's window with the same halo. Prints CPU seconds of each, their ratio and where the time of the
 consistent maps went (cProfile's top functions at the largest side, with ``--profile``). With ``--against
 REV`` the lcflow of that git revision runs too, in turns, on the same rasters, and the two versions'
-outputs are compared pixel for pixel: the speed-up is a ratio of one run.
+outputs are compared pixel for pixel: the speed-up is a ratio of one run. With ``--cold`` each side's first
+turn compiles the numba kernels afresh (an empty ``NUMBA_CACHE_DIR``), as the first jobs of a fresh install
+do; its CPU seconds beyond the median of the warm turns are the compile's (``compile_cpu_s`` in ``--json``).
 
     python benchmarks/consistent_maps_speed.py [--sides 1024,2048] [--years 3] [--classes 13] [--against HEAD~1]
+    python benchmarks/consistent_maps_speed.py --sides 256 --rounds 3 --cold --json FILE
 """
 
 import argparse
@@ -135,13 +138,15 @@ def child(paths: list[str], years: list[int], out: str, profile: bool) -> None:
                       "raw": pair["raw"]["agreement"], "consistent": pair["consistent"]["agreement"]}))
 
 
-def measure(workflow: Path, paths: list[Path], years: list[int], out: Path, profile: bool) -> dict:
-    """One child process, lcflow from ``workflow``; the digest of its output rasters' pixels, taken here
-    (the child imports nothing of this checkout's but this file, so that an older lcflow runs it)."""
+def measure(workflow: Path, paths: list[Path], years: list[int], out: Path, profile: bool,
+            numba_cache: Path | None = None) -> dict:
+    """One child process, lcflow from ``workflow`` (its numba kernels cached in ``numba_cache`` where given,
+    else where numba keeps them); the digest of its output rasters' pixels, taken here (the child imports
+    nothing of this checkout's but this file, so that an older lcflow runs it)."""
     from shared import raster_digest
 
     out.mkdir(parents=True)
-    env = {**os.environ, "PYTHONPATH": str(workflow)}
+    env = {**os.environ, "PYTHONPATH": str(workflow), **({"NUMBA_CACHE_DIR": str(numba_cache)} if numba_cache else {})}
     done = subprocess.run([sys.executable, __file__, "--child", json.dumps([str(p) for p in paths]),
                            json.dumps(years), str(out), *(["--profile"] if profile else [])],
                           check=True, capture_output=True, text=True, env=env)
@@ -172,10 +177,14 @@ def main() -> None:
     ap.add_argument("--against", help="a git revision of lcflow to run side by side, in turns (its outputs compared)")
     ap.add_argument("--rounds", type=int, default=2, help="turns of each version a side (the median is printed)")
     ap.add_argument("--profile", action="store_true", help="print cProfile's top functions at the largest side")
+    ap.add_argument("--cold", action="store_true", help="each side's first turn compiles the kernels afresh (an "
+                    "empty NUMBA_CACHE_DIR); the compile's CPU is that turn's beyond the warm turns' median")
     ap.add_argument("--json", type=Path, help="also write each side's figures (this lcflow's) to this file "
                     "(seed_study.py's --consistent-figures)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.cold and args.rounds < 2:
+        ap.error("--cold needs --rounds 2 or more: warm turns to compare the cold one with")
     if args.child:
         return child(json.loads(args.child[0]), json.loads(args.child[1]), args.child[2], args.profile)
     years = list(range(2018, 2018 + args.years))
@@ -185,7 +194,7 @@ def main() -> None:
     sides = [int(s) for s in args.sides.split(",")]
     print(f"# one core; {args.years} years, {args.classes} classes, windows of {block} px, halo {halo} px, "
           f"{args.changed:.0%} of fields changed a year, {args.speckle:.0%} speckle; CPU s are medians of "
-          f"{args.rounds} turns")
+          f"{args.rounds - args.cold} {'warm ' if args.cold else ''}turns")
     from shared import lcflow_versions  # here, not at the top: the child imports nothing of this checkout's
 
     figures = []
@@ -202,9 +211,16 @@ def main() -> None:
                 for turn in range(args.rounds):
                     for name, workflow in versions.items():
                         profile = args.profile and side == sides[-1] and turn == 0 and name == "this"
-                        runs[name].append(measure(workflow, paths, years, tmp / f"{side}_{name}_{turn}", profile))
+                        # --cold: a cache of this side's own, empty at the first turn, that the later turns find full
+                        cold = tmp / f"numba_{side}_{name}" if args.cold else None
+                        runs[name].append(measure(workflow, paths, years, tmp / f"{side}_{name}_{turn}", profile, cold))
                 px = side * side
-                medians = {name: float(np.median([r["cpu_s"] for r in got])) for name, got in runs.items()}
+                warm = {name: got[1:] if args.cold else got for name, got in runs.items()}
+                medians = {name: float(np.median([r["cpu_s"] for r in got])) for name, got in warm.items()}
+                compile_s = runs["this"][0]["cpu_s"] - medians["this"] if args.cold else None
+                if args.cold:
+                    print(f"{side:>6} px: the first turn, kernels compiled afresh, {runs['this'][0]['cpu_s']:.1f} CPU s: "
+                          f"{compile_s:.1f} s of compiling", flush=True)
                 for name, got in runs.items():
                     spent = medians[name]
                     print(f"{side:>6} px {name:>10}: {spent:7.1f} CPU s ({read_s / spent:.2f} of it reading alone: "
@@ -213,7 +229,7 @@ def main() -> None:
                           f"{got[0]['consistent']:.3f}", flush=True)
                 figures.append({"side": side, "years": args.years, "classes": args.classes, "cores": 1,
                                 "cpu_s": medians["this"], "cpu_s_each": [r["cpu_s"] for r in runs["this"]],
-                                "read_cpu_s": read_s})
+                                "read_cpu_s": read_s, **({"compile_cpu_s": compile_s} if args.cold else {})})
                 if args.against:
                     same = {r["digest"] for rs in runs.values() for r in rs}
                     where = "" if len(same) == 1 else ": " + differing(tmp / f"{side}_this_0", tmp / f"{side}_{args.against}_0")

@@ -3,27 +3,27 @@ cluster, projected from per-stage rates measured in this run.
 
 Each stage's rate comes from the demo's own jobs, run here (``snakemake --profile profiles/local`` in a
 scratch directory, or ``--demo-results`` of a finished ``make demo``): the CPU seconds Snakemake's
-``benchmark:`` measured per job, less the start-up of an ``lcflow`` process (measured here too), per
-unit of that stage's work (pixels x scenes for a cube, samples for sampling and training, pixels for a
-map). GPU stages take the figures ``benchmarks/gpu.py`` measured on a GPU (``--gpu-figures``; the
-repository holds an H100's), else this machine's CPU rate. A forest's map cost grows with the forest, and
-the demo's forest learns from a few thousand rows: the forest's part of a map job (the demo forest's
-compiled rate, measured here) is replaced by that of a forest of the seed study's rows and leaf size
-(``--forest-figures``, written by ``forest_size.py --json``), whose fit is also the forest's training.
-A demo job covers 65,536 px, so its fixed costs (imports, loading a model, writing COGs) count as
-per-pixel work and swing with the machine's load: where larger jobs were measured, they are taken instead
-and the demo's rate printed beside them as a cross-check: the cube from a whole tile's
-(``--cube-figures``, ``cube_whole_tile.py --json``), the labels from whole-tile jobs (``--labels-figures``,
-``labels_vs_gdalwarp.py --json``), the rest of a forest map job (reading, preparing, writing) from a
-whole-tile job (``--map-figures``, ``predict_tile_sizes.py --json``), the
-consistent maps from a whole-tile series on one core (``--consistent-figures``,
-``consistent_maps_speed.py --json``, with the spread of its turns). Network reads, scene counts and sizes,
-classes present, and scaling across cores and nodes are assumptions, printed as such. Each stage's wall
-time is its jobs in waves as the cluster holds them, with the cores the Slurm profile gives a job
-(``CPU_CORES`` for the cube and the forest's maps, a whole node for the forest's training). The total
-is the critical path: the stages in turn, but the forest's training and maps beside the deep model's on
-the GPU nodes, as Snakemake runs them; the sum of every stage is printed beside it as an upper bound.
-Prints every input and the projection per stage.
+``benchmark:`` measured per job, less the start-up of an ``lcflow`` process (measured here too), per unit of
+that stage's work (pixels x scenes for a cube, samples for sampling and training, pixels for a map). GPU
+stages take the figures ``benchmarks/gpu.py`` measured on a GPU (``--gpu-figures``; the repository holds an
+H100's), else this machine's CPU rate. A forest's map cost grows with the forest, and the demo's forest
+learns from a few thousand rows: the forest's part of a map job (the demo forest's compiled rate, measured
+here) is replaced by that of a forest of the seed study's rows and leaf size (``--forest-figures``, written
+by ``forest_size.py --json``), whose fit is also the forest's training. A demo job covers 65,536 px, so its
+fixed costs (imports, loading a model, writing COGs) count as per-pixel work and swing with the machine's
+load: where larger jobs were measured, they are taken instead and the demo's rate printed beside them as a
+cross-check: the cube from a whole tile's (``--cube-figures``, ``cube_whole_tile.py --json``), the labels
+from whole-tile jobs (``--labels-figures``, ``labels_vs_gdalwarp.py --json``), the rest of a forest map job
+(reading, preparing, writing) from a whole-tile job (``--map-figures``, ``predict_tile_sizes.py --json``),
+the consistent maps from a whole-tile series on one core (``--consistent-figures``,
+``consistent_maps_speed.py --json``, with the spread of its turns; the compile of its kernels, which the
+first jobs of a fresh install pay, from ``--consistent-compile``, ``consistent_maps_speed.py --cold
+--json``). Network reads, scene counts and sizes, classes present, and scaling across cores and nodes are
+assumptions, printed as such. Each stage's wall time is its jobs in waves as the cluster holds them, with
+the cores the Slurm profile gives a job (``CPU_CORES`` for the cube and the forest's maps, a whole node for
+the forest's training). The total is the critical path: the stages in turn, but the forest's training and
+maps beside the deep model's on the GPU nodes, as Snakemake runs them; the sum of every stage is printed
+beside it as an upper bound. Prints every input and the projection per stage.
 """
 
 import argparse
@@ -201,6 +201,15 @@ def consistent_figures(path: Path | None) -> dict | None:
             "file": path.name}
 
 
+def compile_figures(path: Path | None) -> dict | None:
+    """``consistent_maps_speed.py --cold --json``: the CPU seconds of compiling the consistent maps' numba
+    kernels, which each job that starts before they are cached pays (the demo's run here had them cached)."""
+    if path is None or not path.exists():
+        return None
+    sides = [s for s in json.loads(path.read_text())["sides"] if "compile_cpu_s" in s]
+    return {"compile_cpu_s": float(np.median([s["compile_cpu_s"] for s in sides])), "file": path.name} if sides else None
+
+
 def demo_forest_px_s(results: Path, demo: dict) -> tuple[float, int]:
     """The compiled map rate here of the demo run's forest, on every pixel of its first tile-year's cube,
     prepared beforehand, timed as forest_size.py times a forest; and the cores it ran on."""
@@ -278,6 +287,10 @@ def build_rates(results: Path, demo: dict, overhead: float, args: argparse.Names
         **{f"predict_{m}_cpu": stage(f"predict_{m}", rf_px, None, "px", "the demo's CPU jobs")
            for m in models if m != "rf" and f"predict_{m}" in jobs},
     }}
+    compiled = compile_figures(args.consistent_compile)
+    if compiled:
+        rates["jobs"]["consistent_maps"]["compile_cpu_s"] = compiled["compile_cpu_s"]
+        rates["jobs"]["consistent_maps"]["source"] += f"; its kernels' compile from {compiled['file']}"
     forests = []
     for fit in (json.loads(args.forest_figures.read_text())["fits"] if args.forest_figures.exists() else []):
         forests.append({"rows": fit["rows"], "leaf": fit["leaf"], "trees": fit["trees"],
@@ -333,6 +346,9 @@ def main() -> None:
                     default=ROOT / "benchmarks" / "measured" / "consistent_maps_whole_tile_1core.json",
                     help="consistent_maps_speed.py --json: consistent maps of a whole tile (or a large grid) on "
                     "one core")
+    ap.add_argument("--consistent-compile", type=Path,
+                    default=ROOT / "benchmarks" / "measured" / "consistent_maps_compile_1core.json",
+                    help="consistent_maps_speed.py --cold --json: the compile of the consistent maps' kernels")
     ap.add_argument("--config", type=Path, default=ROOT / "config" / "netherlands.yaml")
     g = ap.add_argument_group("the cluster: profiles/slurm's site values, and the nodes held at once (stated)")
     g.add_argument("--cpu-nodes", type=int, default=8)
@@ -373,7 +389,9 @@ def main() -> None:
     for name, rate in rates["jobs"].items():
         demo_rate = rates["demo_per_unit"].get(name)
         print(f"  {name:18s} {rate['fixed_cpu_s']:7.2f} CPU s a job + {rate['cpu_s_per_unit']:.3e} per {rate['unit']}"
-              f"  ({rate['source']}" + (f"; the demo's jobs alone: {demo_rate:.3e} per unit)" if demo_rate else ")"))
+              f"  ({rate['source']}" + (f"; the demo's jobs alone: {demo_rate:.3e} per unit)" if demo_rate else ")")
+              + (f"; {rate['compile_cpu_s']:.1f} CPU s compiling in each job that starts before its kernels are "
+                 "cached" if "compile_cpu_s" in rate else ""))
     for fit in rates["forests"]:
         print(f"  forest of {fit['rows']:,} rows, min_samples_leaf {fit['leaf']} ({fit['source']}): fit "
               f"{fit['fit_cpu_s_per_tree']:.2f} CPU s a tree, map {fit['map_cpu_s_per_px_300_trees']:.3e} CPU s a px "

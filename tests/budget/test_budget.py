@@ -79,6 +79,28 @@ def test_a_profile_without_a_config_and_a_rates_file_without_its_parts_are_refus
     assert done.returncode == 2 and "no assumed, deep_cpu, forests; benchmarks/seed_study.py --rates" in done.stderr
 
 
+def test_the_consistent_maps_jobs_that_start_together_each_compile_the_kernels(tmp_path):
+    """The demo's 6 consistent_maps jobs run 2 at once here (profiles/local, one core each): the first 2
+    compile the numba kernels, the rest find them cached; without the compile's figure, no job pays it."""
+    measured = json.loads((ROOT / "workflow" / "lcflow" / "budget" / "rates.json").read_text())
+    assert measured["jobs"]["consistent_maps"]["compile_cpu_s"] > 1.0  # consistent_maps_speed.py --cold
+    cpu = {}
+    for name, compile_s in (("none", None), ("ten", 10.0)):
+        given = json.loads(json.dumps(measured))
+        given["jobs"]["consistent_maps"].pop("compile_cpu_s")
+        if compile_s:
+            given["jobs"]["consistent_maps"]["compile_cpu_s"] = compile_s
+        (tmp_path / f"{name}.json").write_text(json.dumps(given))
+        done = budget("--configfile", "config/config.yaml", "--profile", "local", "--rates", str(tmp_path / f"{name}.json"),
+                      "--json", str(tmp_path / f"b_{name}.json"))
+        assert done.returncode == 0, done.stderr
+        cpu[name] = _rows(tmp_path / f"b_{name}.json")["consistent_maps"]
+    assert (cpu["ten"]["jobs"], cpu["ten"]["at_once"]) == (6, 2)
+    assert cpu["ten"]["cpu_s"] - cpu["none"]["cpu_s"] == pytest.approx(2 * 10.0)
+    assert "the first 2 job(s) compile the kernels" in cpu["ten"]["source"]
+    assert "job(s) compile the kernels" not in cpu["none"]["source"]
+
+
 def _rows(path: Path) -> dict[str, dict]:
     return {r["stage"]: r for r in json.loads(path.read_text())["rows"]}
 
