@@ -2,8 +2,11 @@
 confidence intervals, Olofsson et al. 2014), agreement with the training reference on the held-out test
 samples, and, for the demo, against truth."""
 
+from __future__ import annotations
+
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -151,25 +154,38 @@ def _points_layer(path: Path) -> str | None:
                       f"{design_layer!r}: keep the labelled points in one layer, or name it {design_layer!r}")
 
 
-def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: str | Path, *,
+@dataclass(frozen=True)
+class AssessmentOutputs:
+    """The files an assessment writes: its JSON and, where asked, the confusion matrix's PNG (or why there
+    is none) and the class areas' PNG (mapped and area-adjusted)."""
+
+    assessment: Path
+    figure: Path | None = None
+    areas: Path | None = None
+
+    @classmethod
+    def of(cls, assessment: str | Path, figure: str | Path | None = None,
+           areas: str | Path | None = None) -> AssessmentOutputs:
+        return cls(Path(assessment), None if figure is None else Path(figure), None if areas is None else Path(areas))
+
+
+def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: AssessmentOutputs | str | Path, *,
         truth: str | Path | None = None, nomenclature: Nomenclature | None = None,
-        figure: str | Path | None = None, reference: str | Path | None = None,
-        reference_column: str = "reference", areas: str | Path | None = None) -> dict:
+        reference: str | Path | None = None, reference_column: str = "reference") -> dict:
     """Assess a map: against a labelled reference sample, the truth, and the model's held-out test rows;
-    write the assessment (JSON) and return it.
+    write the assessment (JSON) and, where asked, its figures; return it.
 
     Args:
         model_dir: the model that made the map (its classes, and the test rows' scores).
         samples: the samples table whose test rows are scored (agreement, not map accuracy).
         map_path: the class map.
-        out: the assessment to write.
+        out: the files to write (a path alone: the JSON, no figures).
         truth: a raster of true classes (the demo's); None: none.
         nomenclature: the map's classes (needed with ``truth`` and to count reference classes it lacks).
-        figure: the confusion matrix's PNG to write (or why there is none); None: none.
         reference: labelled reference points (``lcflow design-sample``'s, or one's own); None: none.
         reference_column: the column of the points' labels.
-        areas: the class areas' PNG to write (mapped and area-adjusted); None: none.
     """
+    out = out if isinstance(out, AssessmentOutputs) else AssessmentOutputs.of(out)
     trained = saved_models.load(model_dir)
     table = samples_table.read(samples, min_classes=1)
     test = table.split("test")
@@ -183,13 +199,13 @@ def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: s
         if nomenclature is None:
             raise LcflowError("assessing against truth needs the nomenclature of the labels")
         result["truth"] = against_truth(map_path, truth, nomenclature)
-    write_text(out, json.dumps(result, indent=1))
-    if figure is not None:
+    write_text(out.assessment, json.dumps(result, indent=1))
+    if out.figure is not None:
         key = "truth" if "truth" in result else "test_samples"
         if key in result:
-            confusion_figure(result[key], figure, f"{Path(map_path).stem}: {key.replace('_', ' ')}")
-    if areas is not None:
-        areas_figure(result, map_path, areas, Path(map_path).stem)
+            confusion_figure(result[key], out.figure, f"{Path(map_path).stem}: {key.replace('_', ' ')}")
+    if out.areas is not None:
+        areas_figure(result, map_path, out.areas, Path(map_path).stem)
     return result
 
 

@@ -34,8 +34,9 @@ def cmd_assess(a):
     # the nomenclature maps the truth, and tells a reference class the map never holds (an omission) from a
     # code that is no class at all
     nomen = nomenclature_of(a) if a.truth or a.reference else None
-    r = assess.run(a.model_dir, a.samples, a.map, a.out, truth=a.truth, nomenclature=nomen, figure=a.figure,
-                   reference=a.reference, reference_column=a.reference_column, areas=a.areas_figure)
+    out = assess.AssessmentOutputs.of(a.out, a.figure, a.areas_figure)
+    r = assess.run(a.model_dir, a.samples, a.map, out, truth=a.truth, nomenclature=nomen, reference=a.reference,
+                   reference_column=a.reference_column)
     parts = [f"{k}: " + (f"OA {v['overall_accuracy']:.4f}" if "overall_accuracy" in v else "not enough evidence")
              for k, v in r.items() if isinstance(v, dict)]
     log.info("%s: %s", a.map, ", ".join(parts))
