@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import rasterio
 
-from lcflow.retrieve.download import Asset, Fetcher, Settings
+from lcflow.retrieve.download import Asset, Fetcher
+from lcflow.retrieve.remote import Network
 
 ROOT = Path(__file__).resolve().parents[1]
 #: pixels a side of one band file (uint16, uncompressed): 88 MB, about a 10 m band of a whole tile's fifth
@@ -49,7 +50,7 @@ def band_files(folder: Path, total_bytes: float) -> list[Path]:
 
 def with_urllib3(url: str, names: list[str], dest: Path, connections: int) -> None:
     """lcflow stage's fetcher: each file resumable and verified, ``connections`` at a time."""
-    fetcher = Fetcher(Settings(timeout_s=60, retries=2), connections)
+    fetcher = Fetcher(Network(timeout_s=60, retries=2), connections)
     assets = [Asset(name, f"{url}/{name}", dest / name) for name in names]
     with ThreadPoolExecutor(connections) as pool:
         list(pool.map(fetcher.fetch, assets))

@@ -571,6 +571,14 @@ COMMAND_CASES = [
          "lcflow cube: error: argument --time-steps: 0 is outside [1, "),
     Case("cube: zero block", lambda x: _cube(x, x.stages["items2018"], "--block-px", 0),
          "argument --block-px: 0 is outside [16, 4096] (cube.block_px)"),
+    Case("stage: settings of a config that reads remotely", lambda x: x.lcflow(
+        "stage", "--items", x.stages["items2018"], "--tile", "31UFT", "--year", 2018, "--out", x.out / "staged.json",
+        "--settings", json.dumps({"mode": "remote", "dir": str(x.out / "scenes")})),
+        "lcflow stage: error: stage.mode is remote: nothing is staged"),
+    Case("stage: settings with a key misspelt", lambda x: x.lcflow(
+        "stage", "--items", x.stages["items2018"], "--tile", "31UFT", "--year", 2018, "--out", x.out / "staged.json",
+        "--settings", '{"connection": 8}'),
+        "lcflow stage: error: unknown key 'connection' in stage"),
     Case("cube: settings with a value out of bounds",
          lambda x: _cube(x, x.stages["items2018"], "--settings", '{"dilation_px": 60}'),
          "lcflow cube: error: cube.dilation_px = 60 is outside [0, 50]"),

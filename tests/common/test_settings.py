@@ -13,9 +13,10 @@ from lcflow.errors import LcflowError
 from lcflow.labels.sample_settings import CleanSettings, SampleSettings, TransferSettings
 from lcflow.maps.consistency_settings import ConsistencySettings
 from lcflow.retrieve.cube_settings import CubeSettings
+from lcflow.retrieve.stage_settings import StageSettings
 
 #: every stage's settings class, and the sections nested in them (a new one is added here)
-SETTINGS = [CubeSettings, SampleSettings, CleanSettings, TransferSettings, ConsistencySettings]
+SETTINGS = [CubeSettings, SampleSettings, CleanSettings, TransferSettings, ConsistencySettings, StageSettings]
 
 
 def _defaults(section: dict) -> dict:
@@ -72,6 +73,21 @@ def test_a_value_the_schema_refuses_is_refused_naming_its_key(values, message):
     assert str(refused.value).startswith(message), str(refused.value)
 
 
+def test_keys_the_rules_act_on_have_no_option_but_travel_in_settings():
+    """stage.where, stage.slurm_partition and stage.keep decide where the rule runs and what it removes: the
+    stage command offers no option for them, and takes them in --settings as the rule hands over the section."""
+    parser = argparse.ArgumentParser()
+    StageSettings.add_options(parser)
+    options = {o for action in parser._actions for o in action.option_strings}
+    assert {"--mode", "--dir", "--connections", "--settings"} <= options
+    assert not {"--where", "--slurm-partition", "--keep", "--no-keep"} & options
+    given = StageSettings.from_options(parser.parse_args(
+        ["--settings", '{"where": "slurm", "slurm_partition": "dm", "keep": false, "dir": "a"}', "--dir", "b"]))
+    assert (given.where, given.slurm_partition, given.keep, given.dir) == ("slurm", "dm", False, "b")
+    with pytest.raises(LcflowError, match=r"^stage\.where = 'login' is not one of \['host', 'slurm'\]"):
+        StageSettings(where="login")
+
+
 def test_settings_are_frozen_and_their_lists_tuples():
     settings = CubeSettings(bands=["B04", "B08"])
     assert settings.bands == ("B04", "B08") and settings.as_config()["bands"] == ["B04", "B08"]
@@ -121,6 +137,12 @@ def test_every_option_s_help_is_its_key_s_description_and_default():
     assert helps["setting_dilation_px"] == "cloud and shadow masks grown by this many pixels (at most 50: half a " \
                                            "kilometre at 10 m) (default: 1)"
     assert helps["setting_bands"].endswith("(default: B02,B03,B04,B05,B06,B07,B08,B8A,B11,B12)")
+    # a key of choices: each choice's clause, not the first alone
+    parser = argparse.ArgumentParser()
+    StageSettings.add_options(parser)
+    mode = {a.dest: a.help for a in parser._actions}["setting_mode"]
+    assert mode.startswith("`auto`: remote assets are fetched, local ones read where they are; `fetch`: ")
+    assert "`remote`: no stage-in" in mode and mode.endswith("(default: auto)")
 
 
 def test_a_subclass_without_its_section_s_keys_fails_its_own_check():

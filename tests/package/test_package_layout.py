@@ -214,7 +214,7 @@ def _public_functions() -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
 #: the functions that take more than 8 parameters still, each to take its stage's settings object
 #: (lcflow.common.settings) or a smaller set of arguments; the list only shrinks
 MANY_PARAMETERS = {
-    "lcflow.labels.cleaning.out_of_fold_proba", "lcflow.retrieve.stage_in.run", "lcflow.assess.accuracy.run",
+    "lcflow.labels.cleaning.out_of_fold_proba",
     "lcflow.budget.projection.add", "lcflow.common.raster.staged_cog", "lcflow.labels.sampling._check_labels",
     "lcflow.train.deep.fit", "lcflow.train.deep._train_round",
     "lcflow.train.deep._validate", "lcflow.train.models.ltae.__init__", "lcflow.tune.tuning.tune",

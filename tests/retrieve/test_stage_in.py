@@ -18,6 +18,7 @@ import rasterio
 from lcflow.cli import main
 from lcflow.retrieve import cube, download, search, stage_in
 from lcflow.retrieve.cube_settings import CubeSettings
+from lcflow.retrieve.stage_settings import StageSettings
 
 from ..conftest import BANDS, SMALL_AOI
 from ..http_server import serve
@@ -71,7 +72,7 @@ def test_a_served_catalogue_is_staged_and_its_cube_is_made_with_the_server_gone(
         items = tmp_path / "items.json"
         search.run("31UFT", 2018, items, catalog=f"{server.url}/catalog/catalog.json")
         staged = tmp_path / "staged.json"
-        n = stage_in.run(items, "31UFT", 2018, BANDS, tmp_path / "scenes", staged, connections=3)
+        n = stage_in.run(items, "31UFT", 2018, BANDS, staged, StageSettings(dir=str(tmp_path / "scenes"), connections=3))
         fetched = sum(v for k, v in server.statuses.items() if k == 200)
     manifest = search.read_manifest(staged)
     assert n == len(manifest) * (len(BANDS) + 1)  # the bands and SCL of every item, nothing else
@@ -90,7 +91,7 @@ def test_a_served_catalogue_is_staged_and_its_cube_is_made_with_the_server_gone(
         np.testing.assert_array_equal(a.read(), b.read())
     # and a rerun, the server still gone, fetches nothing and writes the same manifest
     again = tmp_path / "again.json"
-    assert stage_in.run(items, "31UFT", 2018, BANDS, tmp_path / "scenes", again) == n
+    assert stage_in.run(items, "31UFT", 2018, BANDS, again, StageSettings(dir=str(tmp_path / "scenes"))) == n
     assert json.loads(again.read_text()) == json.loads(staged.read_text())
 
 
@@ -105,7 +106,7 @@ def test_items_a_stac_api_finds_are_staged_as_the_same_bytes_its_server_sends(de
         hrefs = {(i.id, k): a.href for i in search.read_manifest(items) for k, a in i.assets.items()}
         assert hrefs and all(h.startswith(f"{files.url}/") for h in hrefs.values()), list(hrefs.values())[:3]
         staged = tmp_path / "staged.json"
-        n = stage_in.run(items, "31UFT", 2018, BANDS, tmp_path / "scenes", staged, connections=2)
+        n = stage_in.run(items, "31UFT", 2018, BANDS, staged, StageSettings(dir=str(tmp_path / "scenes"), connections=2))
     manifest = search.read_manifest(staged)
     assert n == len(manifest) * (len(BANDS) + 1)
     for item in manifest:
@@ -278,7 +279,7 @@ def test_an_asset_that_cannot_be_copied_is_named_in_one_line(href, demo, tmp_pat
     data = json.loads(manifest.read_text())
     data["features"][0]["assets"]["blue"]["href"] = href if "://" in href else str(tmp_path / href)
     manifest.write_text(json.dumps(data))
-    code = main(_stage(manifest, tmp_path / "scenes", tmp_path / "staged.json", "--copy-local"))
+    code = main(_stage(manifest, tmp_path / "scenes", tmp_path / "staged.json", "--mode", "fetch"))
     lines = _errors(capsys)
     assert code == 2 and len(lines) == 1 and " asset blue" in lines[0], lines
     assert ("is on S3" if "://" in href else f"{tmp_path / href} is not a file") in lines[0], lines
@@ -328,7 +329,7 @@ def test_an_area_smaller_than_the_tile_fetches_only_the_internal_tiles_over_it(d
             asset["proj:shape"], asset["proj:transform"] = [2048, 2048], [10, 0, 600000, 0, -10, 5800000]
         manifest.write_text(json.dumps(data))
         out = tmp_path / "staged.json"
-        stage_in.run(manifest, "31UFT", 2018, ["B02"], tmp_path / "scenes", out, bounds=bounds)
+        stage_in.run(manifest, "31UFT", 2018, ["B02"], out, StageSettings(dir=str(tmp_path / "scenes")), bounds=bounds)
         sent = server.sent
     assert sent < whole / 4, (sent, whole)  # the 3 x 3 of 256 px tiles over the area, not the files
     (item,) = json.loads(out.read_text())["features"]

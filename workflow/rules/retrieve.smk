@@ -44,15 +44,13 @@ rule stage:
     params:
         bands=",".join(CUBE["bands"]),
         bounds=aoi_args,
-        folder=STAGE["dir"],
-        connections=STAGE["connections"],
-        local="--copy-local" if STAGE["mode"] == "fetch" else "",
+        settings=json.dumps(STAGE, sort_keys=True),
         network=NETWORK,
     conda:
         ENV
     shell:
         "lcflow -v stage --items {input:q} --tile {wildcards.tile} --year {wildcards.year} --bands {params.bands:q}"
-        " {params.bounds} --dir {params.folder:q} --connections {params.connections} {params.local} {params.network}"
+        " {params.bounds} --settings {params.settings:q} {params.network}"
         " --out {output:q} > {log:q} 2>&1"
 
 

@@ -23,9 +23,12 @@ class ConfigSection:
     """Base of a stage's settings: a subclass names its section (``SECTION = "cube"``) and declares each of
     the keys it uses as a field, with the schema's default (``dilation_px: int = default("cube.dilation_px")``);
     a nested section (``sample.clean``) is a field whose type is another ConfigSection, and may be given as
-    a mapping. Lists are held as tuples: settings cannot change once checked."""
+    a mapping. Lists are held as tuples: settings cannot change once checked. Keys the rules act on
+    rather than the stage's command (where its jobs run, what is removed after) are named in
+    ``RULE_KEYS``: a command takes them in ``--settings`` only, with no option of their own."""
 
     SECTION: ClassVar[str]
+    RULE_KEYS: ClassVar[frozenset[str]] = frozenset()
 
     def __post_init__(self) -> None:
         nested = _nested(type(self))
@@ -74,12 +77,12 @@ class ConfigSection:
         group.add_argument("--settings", type=cli_args.json_object, default=None, metavar="JSON",
                            help=f"the whole {cls.SECTION} section of a config as a JSON object; the options below "
                                 "override its keys")
-        for path, key, spec in cls._leaves():
+        for path, key, spec in cls._option_leaves():
             value = spec.get("default")
             shown = ((",".join(map(str, value)) or "empty") if isinstance(value, list) else
                      json.dumps(value) if isinstance(value, dict) else "none" if value is None else
                      ("yes" if value else "no") if isinstance(value, bool) else value)
-            help_text = f"{_summary(spec.get('description', ''))} (default: {shown})"
+            help_text = f"{_summary(spec.get('description', ''), 'enum' in spec)} (default: {shown})"
             if spec.get("type") == "boolean":
                 group.add_argument(_option(path), dest=_dest(path), default=argparse.SUPPRESS, help=help_text,
                                    action=argparse.BooleanOptionalAction)
@@ -92,7 +95,7 @@ class ConfigSection:
     def from_options(cls, args: argparse.Namespace) -> Self:
         """The settings a command line gives (:meth:`add_options`)."""
         section = json.loads(json.dumps(getattr(args, "settings", None) or {}))  # a copy, nested mappings too
-        for path, _, _ in cls._leaves():
+        for path, _, _ in cls._option_leaves():
             if hasattr(args, _dest(path)):  # given (an option not given leaves no attribute: None is a value)
                 given = getattr(args, _dest(path))
                 place = section
@@ -100,6 +103,11 @@ class ConfigSection:
                     place = place.setdefault(part, {})
                 place[path[-1]] = given
         return cls.from_config(section)
+
+    @classmethod
+    def _option_leaves(cls) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
+        """The keys that have an option of their own: all but ``RULE_KEYS``."""
+        return [leaf for leaf in cls._leaves() if leaf[0][0] not in cls.RULE_KEYS]
 
     @classmethod
     def _leaves(cls, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
@@ -149,13 +157,14 @@ def _dest(path: tuple[str, ...]) -> str:
     return "setting_" + "__".join(path)
 
 
-def _summary(description: str) -> str:
-    """A schema description's first sentence (up to its first '.' or ';' outside brackets): an option's
-    help (docs/reference/config.md has the whole)."""
-    depth = 0
+def _summary(description: str, choices: bool = False) -> str:
+    """A schema description's first sentence (up to its first '.' or ';' outside brackets; for a key of
+    ``choices``, whose description gives each its clause, up to its first '.'): an option's help
+    (docs/reference/config.md has the whole)."""
+    depth, ends = 0, "." if choices else ".;"
     for i, char in enumerate(description):
         depth += (char in "([") - (char in ")]")
-        if depth == 0 and char in ".;" and description[i + 1:i + 2] in (" ", ""):
+        if depth == 0 and char in ends and description[i + 1:i + 2] in (" ", ""):
             return description[:i]
     return description
 

@@ -8,6 +8,7 @@ from lcflow.common import cli_args, path_guard
 from lcflow.defaults import default
 from lcflow.retrieve.cube_settings import CubeSettings
 from lcflow.retrieve.remote import SIGNING_CHOICES
+from lcflow.retrieve.stage_settings import StageSettings
 
 log = logging.getLogger("lcflow")
 
@@ -21,12 +22,10 @@ def cmd_search(a):
 
 
 def cmd_cube(a):
-    from lcflow.retrieve import cube, remote
+    from lcflow.retrieve import cube
 
-    network = remote.Network(timeout_s=a.http_timeout, retries=a.http_retries, retry_delay_s=a.http_retry_delay,
-                             s3_endpoint=a.s3_endpoint, signing=a.signing)
     grid = cube.run(a.items, a.tile, a.year, a.out, a.valid, CubeSettings.from_options(a), bounds=a.bounds,
-                    network=network)
+                    network=_network(a))
     log.info("%s %s: cube %d x %d px (%s) -> %s", a.tile, a.year, grid.width, grid.height, grid.crs, a.out)
     if a.unstage:
         from lcflow.retrieve import stage_in
@@ -35,14 +34,24 @@ def cmd_cube(a):
 
 
 def cmd_stage(a):
-    from lcflow.retrieve import download, sentinel2, stage_in
+    from lcflow.retrieve import sentinel2, stage_in
 
-    settings = download.Settings(timeout_s=a.http_timeout, retries=a.http_retries, retry_delay_s=a.http_retry_delay)
-    n = stage_in.run(a.items, a.tile, a.year, sentinel2.check_bands(a.bands.split(",")), a.dir, a.out,
-                     connections=a.connections, settings=settings, signing=a.signing, copy_local=a.copy_local,
-                     bounds=a.bounds, dry_run=a.dry_run)
-    if not a.dry_run:
-        log.info("%s %s: %d files staged -> %s", a.tile, a.year, n, a.out)
+    bands = sentinel2.check_bands(a.bands.split(","))
+    network = _network(a)
+    if a.dry_run:
+        stage_in.dry_run(a.items, a.tile, a.year, bands, StageSettings.from_options(a), network=network, bounds=a.bounds)
+        return
+    n = stage_in.run(a.items, a.tile, a.year, bands, a.out, StageSettings.from_options(a), network=network,
+                     bounds=a.bounds)
+    log.info("%s %s: %d files staged -> %s", a.tile, a.year, n, a.out)
+
+
+def _network(a):
+    """How a command's remote reads go (``_network_options``)."""
+    from lcflow.retrieve import remote
+
+    return remote.Network(timeout_s=a.http_timeout, retries=a.http_retries, retry_delay_s=a.http_retry_delay,
+                          s3_endpoint=getattr(a, "s3_endpoint", None), signing=a.signing)
 
 
 def _network_options(p) -> None:
@@ -85,16 +94,13 @@ def register(command) -> None:
     p.add_argument("--tile", required=True, help="MGRS tile id")
     p.add_argument("--year", type=int, required=True, help="calendar year")
     p.add_argument("--bands", default=",".join(default("cube.bands")), help="Sentinel-2 bands the cube reads, comma-separated")
-    p.add_argument("--dir", default=default("stage.dir"),
-                   help="folder the files go to, under TILE/YEAR/ITEM (on the file system the cube's jobs read)")
-    p.add_argument("--connections", **cli_args.from_config("stage.connections"), help="files fetched at a time")
-    p.add_argument("--copy-local", action="store_true", help="copy local assets too (else the manifest names them where they are)")
     p.add_argument("--dry-run", action="store_true", help="say how many files and bytes would be stored, and check the "
                                                           "free space, fetching and writing nothing")
     p.add_argument("--bounds", type=_bounds, help="xmin,ymin,xmax,ymax in the tile's CRS: fetch only each file's internal "
                                                  "tiles over this area (default: whole files)")
     _network_options(p)
     p.add_argument("--out", required=True, type=path_guard.output_file, help="manifest of the local copies to write")
+    StageSettings.add_options(p)
     p.set_defaults(func=cmd_stage)
 
     p = command("cube", "cloud-masked composites on a regular time grid")

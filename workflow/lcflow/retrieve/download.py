@@ -8,6 +8,7 @@ them) and its raster structure are checked: a finished file is never fetched aga
 or corrupt reaches a cube. Why urllib3 and not fsspec or GDAL's copy: benchmarks/stage_in.py.
 """
 
+import functools
 import hashlib
 import logging
 import os
@@ -56,17 +57,6 @@ class Asset:
     @property
     def part(self) -> Path:
         return self.dest.with_name(f".{self.dest.name}{PART_SUFFIX}")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How files are fetched: timeouts (a connection silent for ``timeout_s`` mid-body is stalled), and
-    attempts, each after a back-off that doubles from ``retry_delay_s`` (at most 10 minutes)."""
-
-    timeout_s: float = 60.0
-    connect_timeout_s: float = 15.0
-    retries: int = 6
-    retry_delay_s: float = 1.0
 
 
 class Failed(Exception):
@@ -150,6 +140,7 @@ class _WaitTooLong(Exception):
         self.seconds = seconds
 
 
+@functools.cache
 def _retry_class():
     """urllib3's ``Retry`` that refuses a ``Retry-After`` longer than LONGEST_WAIT_S instead of sleeping
     through it (urllib3 caps its own back-off at ``backoff_max``, but sleeps whatever a server asks)."""
@@ -170,16 +161,16 @@ class Fetcher:
     (signatures expire while a queue waits) and sending credentials (remote.request_headers) to their own
     host only."""
 
-    def __init__(self, settings: Settings, connections: int, sign: Callable[[str], str] | None = None):
+    def __init__(self, network: remote.Network, connections: int, sign: Callable[[str], str] | None = None):
         import urllib3
 
-        self.settings, self.sign = settings, sign
-        retry = _retry_class()(total=settings.retries, backoff_factor=settings.retry_delay_s, backoff_max=LONGEST_WAIT_S,
+        self.network, self.sign = network, sign
+        retry = _retry_class()(total=network.retries, backoff_factor=network.retry_delay_s, backoff_max=LONGEST_WAIT_S,
                               status_forcelist=(429, 500, 502, 503, 504), allowed_methods=("GET", "HEAD"),
                               respect_retry_after_header=True, raise_on_status=False, redirect=5)
         self.pool = urllib3.PoolManager(num_pools=8, maxsize=connections, block=True, retries=retry,
-                                        timeout=urllib3.Timeout(connect=settings.connect_timeout_s,
-                                                                read=settings.timeout_s))
+                                        timeout=urllib3.Timeout(connect=network.connect_timeout_s,
+                                                                read=network.timeout_s))
 
     def size(self, asset: Asset) -> int:
         """The asset's size: STAC's ``file:size``, else the server's (a HEAD request), else the local file's."""
@@ -202,11 +193,11 @@ class Fetcher:
             return 0
         asset.dest.parent.mkdir(parents=True, exist_ok=True)
         received, reason = 0, ""
-        for attempt in range(self.settings.retries + 1):
+        for attempt in range(self.network.retries + 1):
             if attempt:
-                delay = min(LONGEST_WAIT_S, self.settings.retry_delay_s * 2 ** (attempt - 1))
+                delay = min(LONGEST_WAIT_S, self.network.retry_delay_s * 2 ** (attempt - 1))
                 log.warning("%s: %s; attempt %d of %d in %s", asset.what, reason, attempt + 1,
-                            self.settings.retries + 1, duration(delay))
+                            self.network.retries + 1, duration(delay))
                 time.sleep(delay)
             try:
                 received += self._attempt(asset, rate)
@@ -220,7 +211,7 @@ class Fetcher:
             if rate:
                 rate.add(0, 1)
             return received
-        raise LcflowError(f"{asset.what} ({remote.redact(asset.href)}): {reason}, {self.settings.retries + 1} "
+        raise LcflowError(f"{asset.what} ({remote.redact(asset.href)}): {reason}, {self.network.retries + 1} "
                           "attempts; nothing of it reaches a cube, and a rerun resumes it")
 
     def _attempt(self, asset: Asset, rate: Rate | None) -> int:

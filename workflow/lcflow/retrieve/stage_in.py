@@ -4,7 +4,7 @@ On most HPC sites compute nodes have no route to the internet: ``lcflow stage`` 
 (or a data-mover partition), fetches the assets a cube reads (the configured bands and SCL of every item,
 never a whole item's assets) into a folder of the shared file system, and writes a manifest whose hrefs are
 the local copies; the cube's Slurm job reads that manifest and local files alone. Local assets are
-referenced where they are (``copy_local`` copies them too). The disk budget is checked before any byte
+referenced where they are (``stage.mode: fetch`` copies them too). The disk budget is checked before any byte
 is fetched.
 """
 
@@ -21,8 +21,9 @@ from urllib.parse import urlsplit
 from lcflow.common.atomic import write_text, writer_lock
 from lcflow.errors import LcflowError
 from lcflow.retrieve import area_copy, remote
-from lcflow.retrieve.download import Asset, Fetcher, Rate, Settings
+from lcflow.retrieve.download import Asset, Fetcher, Rate
 from lcflow.retrieve.search import manifest_source, read_manifest
+from lcflow.retrieve.stage_settings import StageSettings
 
 log = logging.getLogger("lcflow")
 
@@ -132,10 +133,62 @@ def budget(assets: list[Asset], size: Callable[[Asset], int], folder: Path, what
     return total
 
 
-def run(manifest: str | Path, tile: str, year: int, bands: list[str], folder: str | Path, out: str | Path, *,
-        connections: int = 4, settings: Settings | None = None, signing: str = "auto", copy_local: bool = False,
-        bounds: tuple[float, float, float, float] | None = None, dry_run: bool = False) -> int:
-    """Fetch what the cube of ``tile``/``year`` reads into ``folder`` and write the manifest ``out`` whose
+class _Plan(NamedTuple):
+    """A stage-in checked and budgeted: its items, files, fetcher and bytes, before any download."""
+
+    items: list
+    staged: list[Staged]
+    fetcher: Fetcher
+    total: int
+    folder: Path
+    what: str
+
+
+def _planned(manifest: str | Path, tile: str, year: int, bands: list[str], settings: StageSettings,
+             network: remote.Network, bounds: tuple[float, float, float, float] | None) -> _Plan:
+    """The files of ``tile``/``year`` to stage and what they will store, refused in one line where the
+    mode stages nothing, the manifest is empty, credentials would reach another host, or the disk is short."""
+    if settings.mode == "remote":
+        raise LcflowError("stage.mode is remote: nothing is staged (the cube's jobs read the scenes over the network)")
+    folder = Path(settings.dir).absolute()
+    what = f"stage {tile} {year}"
+    items = read_manifest(manifest)
+    if not items:
+        raise LcflowError(f"manifest {manifest} lists no items")
+    staged = plan(items, tile, year, bands, folder, copy_local=settings.mode == "fetch")
+    assets = [s.asset for s in staged]
+    remote.check_credentials_reach(((a.what, a.href) for a in assets), manifest_source(manifest))
+    fetcher = Fetcher(network, settings.connections, remote.signer(network.signing, items))
+    fields = {s.asset.href: s.fields for s in staged}
+    size = (lambda a: area_copy.estimate_bytes(fields[a.href], bounds)) if bounds else fetcher.size
+    total = budget(assets, size, folder, what, settings.connections) if assets else 0
+    return _Plan(items, staged, fetcher, total, folder, what)
+
+
+def dry_run(manifest: str | Path, tile: str, year: int, bands: list[str], settings: StageSettings | None = None, *,
+            network: remote.Network | None = None, bounds: tuple[float, float, float, float] | None = None) -> int:
+    """Say what the stage-in of ``tile``/``year`` would store and check the disk budget, fetching and writing
+    nothing; the number of files it would stage.
+
+    Args:
+        manifest: the tile-year's items (``lcflow search``'s manifest).
+        tile: the MGRS tile.
+        year: the year.
+        bands: the cube's bands.
+        settings: the config's ``stage`` section (:func:`run`); None: the schema's defaults.
+        network: how sizes are asked for (HEAD requests where STAC gives none); None: the schema's defaults.
+        bounds: the configured area in the tile's CRS: only the internal tiles over it are counted.
+    """
+    planned = _planned(manifest, tile, year, bands, settings or StageSettings(), network or remote.Network(), bounds)
+    log.info("%s: dry run: %d files, %.2f GB in %s; nothing fetched", planned.what, len(planned.staged),
+             planned.total / 1e9, planned.folder / tile / str(year))
+    return len(planned.staged)
+
+
+def run(manifest: str | Path, tile: str, year: int, bands: list[str], out: str | Path,
+        settings: StageSettings | None = None, *, network: remote.Network | None = None,
+        bounds: tuple[float, float, float, float] | None = None) -> int:
+    """Fetch what the cube of ``tile``/``year`` reads into ``settings.dir`` and write the manifest ``out`` whose
     hrefs are the local copies; the number of files staged. Files already staged are kept as they are.
 
     Args:
@@ -143,38 +196,20 @@ def run(manifest: str | Path, tile: str, year: int, bands: list[str], folder: st
         tile: the MGRS tile.
         year: the year.
         bands: the cube's bands.
-        folder: where the files go, under ``TILE/YEAR/ITEM`` (``stage.dir``).
         out: the manifest of the local copies to write.
-        connections: files fetched at a time.
-        settings: timeouts and retries of the transfers.
-        signing: how URLs are signed at download time (``auto``: Planetary Computer's items are).
-        copy_local: copy local assets too.
+        settings: the config's ``stage`` section: the folder (files go under ``TILE/YEAR/ITEM``), the files
+            fetched at a time, and whether local assets are copied too (``mode: fetch``); None: the
+            schema's defaults.
+        network: timeouts, retries and the signing of URLs at download time; None: the schema's defaults.
         bounds: the configured area in the tile's CRS: only each file's internal tiles over it are
             fetched (area_copy). None: whole files.
-        dry_run: say what would be stored and check the disk budget; fetch and write nothing.
     """
-    folder = Path(folder).absolute()
-    what = f"stage {tile} {year}"
-    items = read_manifest(manifest)
-    if not items:
-        raise LcflowError(f"manifest {manifest} lists no items")
-    staged = plan(items, tile, year, bands, folder, copy_local)
-    assets = [s.asset for s in staged]
-    remote.check_credentials_reach(((a.what, a.href) for a in assets), manifest_source(manifest))
-    settings = settings or Settings()
-    fetcher = Fetcher(settings, connections, remote.signer(signing, items))
-    fields = {s.asset.href: s.fields for s in staged}
-    size = (lambda a: area_copy.estimate_bytes(fields[a.href], bounds)) if bounds else fetcher.size
-    total = budget(assets, size, folder, what, connections) if assets else 0
-    if dry_run:
-        log.info("%s: dry run: %d files, %.2f GB in %s; nothing fetched", what, len(assets), total / 1e9,
-                 folder / tile / str(year))
-        return len(assets)
-    rate = Rate(what, len(assets), total)
+    network, settings = network or remote.Network(), settings or StageSettings()
+    planned = _planned(manifest, tile, year, bands, settings, network, bounds)
+    staged, fetcher, folder, what = planned.staged, planned.fetcher, planned.folder, planned.what
+    rate = Rate(what, len(staged), planned.total)
     errors: list[LcflowError] = []
     grids: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
-    network = remote.Network(timeout_s=settings.timeout_s, retries=settings.retries,
-                             retry_delay_s=settings.retry_delay_s)
 
     def one(s: Staged) -> None:
         try:
@@ -190,15 +225,15 @@ def run(manifest: str | Path, tile: str, year: int, bands: list[str], folder: st
             errors.append(exc)
 
     # one stage-in a tile-year at a time: two would append to the same partial files
-    with writer_lock(folder / tile / str(year)), ThreadPoolExecutor(max(1, connections)) as pool:
+    with writer_lock(folder / tile / str(year)), ThreadPoolExecutor(settings.connections) as pool:
         list(pool.map(one, staged))
     if errors:
         more = f" ({len(errors) - 1} more above)" if len(errors) > 1 else ""
         raise LcflowError(f"{errors[0]}{more}")
     write_text(out, json.dumps(staged_manifest(manifest, staged, grids), indent=1))
-    log.info("%s: %d files in %s (%.2f GB received this run) -> %s", what, len(assets), folder / tile / str(year),
+    log.info("%s: %d files in %s (%.2f GB received this run) -> %s", what, len(staged), folder / tile / str(year),
              rate.received / 1e9, out)
-    return len(assets)
+    return len(staged)
 
 
 def staged_manifest(manifest: str | Path, staged: list[Staged],
