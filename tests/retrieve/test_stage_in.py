@@ -67,6 +67,23 @@ def _errors(capsys) -> list[str]:
     return [line for line in capsys.readouterr().err.strip().splitlines() if line and not line[:4].isdigit()]
 
 
+def test_a_size_no_server_answers_is_refused_naming_the_asset(demo, tmp_path, capsys):
+    """Where no STAC file:size is given, the disk budget asks each server (HEAD); a host that cannot be
+    reached (a compute node without network: connection refused here) ends in one line naming the asset."""
+    import socket
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    manifest = _one_item(demo, tmp_path, f"http://127.0.0.1:{port}", {"blue": "B02.tif", "scl": "SCL.tif"})
+    code = main(_stage(manifest, tmp_path / "scenes", tmp_path / "staged.json", "--dry-run"))
+    lines = _errors(capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("lcflow stage: error: tile 31UFT 2018: item ") and " asset " in lines[0], lines
+    assert "its size cannot be asked for: no answer" in lines[0] and lines[0].endswith("docs/slurm.md)"), lines
+    assert not (tmp_path / "scenes").exists() and not (tmp_path / "staged.json").exists()
+
+
 def test_a_served_catalogue_is_staged_and_its_cube_is_made_with_the_server_gone(demo, stages, tmp_path):
     with serve(demo) as server:
         items = tmp_path / "items.json"

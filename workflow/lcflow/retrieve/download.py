@@ -178,7 +178,11 @@ class Fetcher:
             return asset.size
         if not remote.is_url(asset.href):
             return _local(asset).stat().st_size
-        answer = self._request("HEAD", asset, {})
+        try:
+            answer = self._request("HEAD", asset, {})
+        except Failed as exc:  # urllib3 retried already: no host, no route, no answer
+            raise LcflowError(f"{asset.what} ({remote.redact(asset.href)}): its size cannot be asked for: {exc} "
+                              "(the stage-in runs where the network is: docs/slurm.md)") from None
         answer.release_conn()
         if answer.status != 200 or answer.headers.get("Content-Length") is None:
             raise LcflowError(f"{asset.what} ({remote.redact(asset.href)}): the server gives no size "
