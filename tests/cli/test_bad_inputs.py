@@ -383,6 +383,12 @@ def _cube(ctx: Ctx, manifest: Path, *extra) -> tuple[int, list[str]]:
                       ctx.out / "valid.tif", *extra)
 
 
+def _sample(ctx: Ctx, *extra, year: int = 2018) -> tuple[int, list[str]]:
+    """lcflow sample of the demo's 31UFT ``year`` from its 2018 cube and the tile's labels, with ``extra``."""
+    return ctx.lcflow("sample", "--cube", ctx.stages["cube2018"], "--valid", ctx.stages["valid2018"], "--labels",
+                      ctx.stages["labels"], "--tile", "31UFT", "--year", year, *extra, "--out", ctx.out / "s.parquet")
+
+
 def _truncate_red(items: list[dict], ctx: Ctx) -> None:
     asset = items[3]["assets"]["red"]
     data = Path(asset["href"]).read_bytes()
@@ -676,29 +682,18 @@ COMMAND_CASES = [
     Case("labels: CORINE code 99", lambda x: x.lcflow(
         "labels", "--corine", _corine_copy(x, 99), "--grid", x.stages["cube2018"], "--out", x.out / "l.tif"),
         "value(s) 99 of the CORINE raster are not CORINE codes"),
-    Case("sample: fractions not summing to 1", lambda x: x.lcflow(
-        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
-        "--tile", "31UFT", "--year", 2018, "--fractions", '{"train": 0.7, "val": 0.2, "test": 0.2}',
-        "--out", x.out / "s.parquet"), "sample fractions {'train': 0.7, 'val': 0.2, 'test': 0.2} sum to 1.1, not 1"),
-    Case("sample: reference cube with other bands", lambda x: x.lcflow(
-        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
-        "--tile", "31UFT", "--year", 2019, "--reference-cube", x.stages["labels"], "--out", x.out / "s.parquet"),
+    Case("sample: fractions not summing to 1",
+         lambda x: _sample(x, "--fractions", '{"train": 0.7, "val": 0.2, "test": 0.2}'),
+         "sample fractions {'train': 0.7, 'val': 0.2, 'test': 0.2} sum to 1.1, not 1"),
+    Case("sample: reference cube with other bands", lambda x: _sample(x, "--reference-cube", x.stages["labels"], year=2019),
         "labels.tif has other bands or steps than the cube of tile 31UFT 2019"),
-    Case("sample: cleaning threshold over 1", lambda x: x.lcflow(
-        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
-        "--tile", "31UFT", "--year", 2018, "--clean-min-label-probability", "1.5", "--out", x.out / "s.parquet"),
+    Case("sample: cleaning threshold over 1", lambda x: _sample(x, "--clean-min-label-probability", "1.5"),
         "argument --clean-min-label-probability: 1.5 is outside [0, 1]"),
-    Case("sample: settings with a nested value out of bounds", lambda x: x.lcflow(
-        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
-        "--tile", "31UFT", "--year", 2018, "--settings", '{"clean": {"folds": 1}}', "--out", x.out / "s.parquet"),
+    Case("sample: settings with a nested value out of bounds", lambda x: _sample(x, "--settings", '{"clean": {"folds": 1}}'),
         "lcflow sample: error: sample.clean.folds = 1 is outside [2, 50]"),
-    Case("sample: settings with a nested key misspelt", lambda x: x.lcflow(
-        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
-        "--tile", "31UFT", "--year", 2018, "--settings", '{"transfer": {"mad": 2}}', "--out", x.out / "s.parquet"),
+    Case("sample: settings with a nested key misspelt", lambda x: _sample(x, "--settings", '{"transfer": {"mad": 2}}'),
         "lcflow sample: error: unknown key 'mad' in sample.transfer"),
-    Case("sample: fractions not JSON", lambda x: x.lcflow(
-        "sample", "--cube", x.stages["cube2018"], "--valid", x.stages["valid2018"], "--labels", x.stages["labels"],
-        "--tile", "31UFT", "--year", 2018, "--fractions", "train=0.6", "--out", x.out / "s.parquet"),
+    Case("sample: fractions not JSON", lambda x: _sample(x, "--fractions", "train=0.6"),
         "argument --fractions: 'train=0.6' is not JSON"),
     Case("train: a bad table leaves the earlier model as it was",
          lambda x: _train(x, _table(x, lambda d: d.assign(B04_t01=d["B04_t01"].where(d.index != 3, np.inf)))),
