@@ -92,9 +92,9 @@ def test_the_forest_maps_the_same_with_its_trees_as_tensors(stages, rf_model, tm
 
 def test_assess_against_truth_and_samples(stages, rf_model, demo, tmp_path):
     predict.run(rf_model, stages["cube2018"], tmp_path / "map.tif", tmp_path / "conf.tif")
-    r = assess.run(rf_model, stages["samples2018"], tmp_path / "map.tif", tmp_path / "a.json",
-                   truth=demo / "truth" / "31UFT_2018.tif", nomenclature=nomenclature.clc_level(2),
-                   figure=tmp_path / "a.png")
+    r = assess.run(rf_model, stages["samples2018"], tmp_path / "map.tif",
+                   assess.AssessmentOutputs.of(tmp_path / "a.json", figure=tmp_path / "a.png"),
+                   truth=demo / "truth" / "31UFT_2018.tif", nomenclature=nomenclature.clc_level(2))
     assert r["truth"]["overall_accuracy"] > 0.6  # small area, few samples: the demo-size bar is in test_workflow
     assert r["test_samples"]["n_samples"] > 0
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
