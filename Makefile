@@ -25,7 +25,11 @@ $(STAMP): pyproject.toml envs/build-horovod.sh envs/system-deps.sh
 	envs/build-horovod.sh $(BIN)/python
 	rm -f $(VENV)/.installed-* && touch $@
 
+# lcflow's own modules are installed editable (not compiled by uv): compiled here, each time, so that where
+# PYTHONDONTWRITEBYTECODE is set no lcflow process compiles them again (a module edited since is compiled
+# in memory as before)
 setup: $(STAMP)
+	@$(BIN)/python -m compileall -q workflow/lcflow
 
 demo: setup
 	snakemake --profile profiles/local
