@@ -36,13 +36,11 @@ def cmd_cube(a):
 def cmd_stage(a):
     from lcflow.retrieve import sentinel2, stage_in
 
-    bands = sentinel2.check_bands(a.bands.split(","))
-    network = _network(a)
+    bands, settings, network = sentinel2.check_bands(a.bands.split(",")), StageSettings.from_options(a), _network(a)
     if a.dry_run:
-        stage_in.dry_run(a.items, a.tile, a.year, bands, StageSettings.from_options(a), network=network, bounds=a.bounds)
+        stage_in.dry_run(a.items, a.tile, a.year, bands, settings, network=network, bounds=a.bounds)
         return
-    n = stage_in.run(a.items, a.tile, a.year, bands, a.out, StageSettings.from_options(a), network=network,
-                     bounds=a.bounds)
+    n = stage_in.run(a.items, a.tile, a.year, bands, a.out, settings, network=network, bounds=a.bounds)
     log.info("%s %s: %d files staged -> %s", a.tile, a.year, n, a.out)
 
 

@@ -134,9 +134,8 @@ def budget(assets: list[Asset], size: Callable[[Asset], int], folder: Path, what
 
 
 class _Plan(NamedTuple):
-    """A stage-in checked and budgeted: its items, files, fetcher and bytes, before any download."""
+    """A stage-in checked and budgeted: its files, fetcher and bytes, before any download."""
 
-    items: list
     staged: list[Staged]
     fetcher: Fetcher
     total: int
@@ -162,7 +161,7 @@ def _planned(manifest: str | Path, tile: str, year: int, bands: list[str], setti
     fields = {s.asset.href: s.fields for s in staged}
     size = (lambda a: area_copy.estimate_bytes(fields[a.href], bounds)) if bounds else fetcher.size
     total = budget(assets, size, folder, what, settings.connections) if assets else 0
-    return _Plan(items, staged, fetcher, total, folder, what)
+    return _Plan(staged, fetcher, total, folder, what)
 
 
 def dry_run(manifest: str | Path, tile: str, year: int, bands: list[str], settings: StageSettings | None = None, *,
