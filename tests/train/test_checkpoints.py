@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from lcflow.train import deep
+from lcflow.train import deep, run_checkpoint
 from lcflow.train.hyperparameters import check
 from lcflow.train.models.lstm import Network
 from lcflow.train.models.tempcnn import Network as TempCNN
@@ -37,11 +37,19 @@ def _noise():
     return x, rng.permutation(y), x_val, rng.permutation(y_val)
 
 
+def _samples(x, y, x_val, y_val) -> deep.Samples:
+    return deep.Samples(x, y, 3, x_val, y_val)
+
+
+def _kept(path, fingerprint: str) -> run_checkpoint.Checkpoint | None:
+    return None if path is None else run_checkpoint.Checkpoint(path, fingerprint)
+
+
 def _fit(checkpoint, fingerprint: str, network=LSTM, data=_data, **extra):
     torch.manual_seed(0)
     net = network()
     cfg = deep.TrainConfig.from_params(check("lstm", {**PARAMS, **extra}))
-    history = deep.fit(net, *data(), 3, cfg, checkpoint=checkpoint, fingerprint=fingerprint)
+    history = deep.fit(net, _samples(*data()), cfg, checkpoint=_kept(checkpoint, fingerprint))
     return net, history
 
 
@@ -82,8 +90,8 @@ def test_an_early_stopped_run_is_taken_as_it_ended_and_a_pruned_one_goes_on(tmp_
     again = LSTM()
     caplog.clear()  # the first run's lines, where an earlier test left the logger at INFO
     with caplog.at_level(logging.DEBUG, logger="lcflow.train"):
-        rerun = deep.fit(again, *_noise(), 3, deep.TrainConfig.from_params(check("lstm", {**PARAMS, **stop})),
-                         checkpoint=checkpoint, fingerprint="run-a", status=status)
+        rerun = deep.fit(again, _samples(*_noise()), deep.TrainConfig.from_params(check("lstm", {**PARAMS, **stop})),
+                         checkpoint=_kept(checkpoint, "run-a"), status=status)
     assert f"holds this run ended after round {len(history)}" in caplog.text and "round=" not in caplog.text
     assert status["resumed_round"] == len(history) and status["finished_before"] and rerun == history
     assert status["seconds"] > 0  # the rounds the first job trained
@@ -92,11 +100,11 @@ def test_an_early_stopped_run_is_taken_as_it_ended_and_a_pruned_one_goes_on(tmp_
     pruned = tmp_path / "pruned.pt"
     cfg = deep.TrainConfig.from_params(check("lstm", PARAMS))
     torch.manual_seed(0)
-    deep.fit(LSTM(), *_data(), 3, cfg, checkpoint=pruned, fingerprint="run-p", on_round=lambda row: row["round"] == 2)
+    deep.fit(LSTM(), _samples(*_data()), cfg, checkpoint=_kept(pruned, "run-p"), on_round=lambda row: row["round"] == 2)
     assert not torch.load(pruned, weights_only=True)["progress"].get("finished")
     status = {}
     torch.manual_seed(0)
-    went_on = deep.fit(LSTM(), *_data(), 3, cfg, checkpoint=pruned, fingerprint="run-p", status=status)
+    went_on = deep.fit(LSTM(), _samples(*_data()), cfg, checkpoint=_kept(pruned, "run-p"), status=status)
     assert status["resumed_round"] == 2 and not status["finished_before"]
     assert [r["round"] for r in went_on] == [1, 2, 3, 4]
 
@@ -209,14 +217,14 @@ def test_a_run_with_a_weights_average_keeps_it_and_resumes_it(tmp_path):
     cut = tmp_path / "cut.pt"
     cfg = deep.TrainConfig.from_params(check("lstm", {**PARAMS, "weight_ema": 0.9}))
     torch.manual_seed(0)
-    deep.fit(LSTM(), *_data(), 3, cfg, checkpoint=cut, fingerprint="run-e", on_round=lambda row: row["round"] == 2)
+    deep.fit(LSTM(), _samples(*_data()), cfg, checkpoint=_kept(cut, "run-e"), on_round=lambda row: row["round"] == 2)
     resumed, _ = _fit(cut, "run-e", weight_ema=0.9)
     assert all(torch.equal(a, b) for a, b in zip(_weights(resumed), _weights(uncut)))
 
     torch.manual_seed(0)
     net = LSTM()
     x, y, _, _ = _data()
-    deep.fit(net, x, y, None, None, 3, cfg, checkpoint=tmp_path / "refit.pt", fingerprint="refit", steps=20)
+    deep.fit(net, deep.Samples(x, y, 3), cfg, checkpoint=_kept(tmp_path / "refit.pt", "refit"), steps=20)
     saved = torch.load(tmp_path / "refit.pt", weights_only=True)
     kept = net.state_dict()
     assert all(torch.equal(kept[k], saved["averaged"]["module." + k]) for k in kept)

@@ -126,7 +126,7 @@ def _fit(x, y, targets, **extra):
     torch.manual_seed(0)
     net = LSTM()
     cfg = deep.TrainConfig.from_params(check("lstm", {**PARAMS, **extra}))
-    deep.fit(net, x, y, None, None, 3, cfg, targets=targets)
+    deep.fit(net, deep.Samples(x, y, 3, targets=targets), cfg)
     return net
 
 

@@ -94,7 +94,7 @@ def test_elastic_training_under_the_torch_backend_is_refused_before_any_step():
     cfg = deep.TrainConfig.from_params(check("lstm", {"elastic": True}))
     x, y = np.zeros((8, 3, 2), np.float32), np.arange(8) % 2
     with pytest.raises(LcflowError, match="elastic training is Horovod's"):
-        deep.fit(Network(2, 2, 4, 1, False, 0.0), x, y, None, None, 2, cfg, comm=TorchRanks())
+        deep.fit(Network(2, 2, 4, 1, False, 0.0), deep.Samples(x, y, 2), cfg, TorchRanks())
 
 
 # ------------------------------------------------------------- ranks started as srun starts them, failing

@@ -43,6 +43,7 @@ from lcflow.train.batch_inference import predict_proba
 from lcflow.train.distributed import Single, network_settings, node_name
 from lcflow.train.hyperparameters import TRAINING
 from lcflow.train.optim import lr_factor, make_optimizer, scaled_lr
+from lcflow.train.samples import Samples, SampleStream, seeded
 from lcflow.train.selection import better, selectable
 from lcflow.train.weight_average import weight_average
 
@@ -129,10 +130,6 @@ def state_checksum(net: nn.Module) -> str:
     return h.hexdigest()
 
 
-def _seed(*parts: int) -> int:
-    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
-
-
 def learning_rate(cfg: TrainConfig, plan: Schedule, step: int) -> float:
     """Rate at ``step``: scaled to the global batch of the plan, warm-up, cosine."""
     peak = scaled_lr(cfg.learning_rate, plan.global_batch, cfg.lr_reference_batch)
@@ -148,26 +145,51 @@ def _log_rank(comm, device: torch.device) -> None:
         log.info("rank=%d network: %s", comm.rank, network_settings())
 
 
-def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None,
-        n_classes: int, cfg: TrainConfig, comm=None, checkpoint: Path | None = None,
-        fingerprint: str = "", on_round: Callable[[dict], bool] | None = None,
-        status: dict | None = None, steps: int | None = None, observed_flag: int | None = None,
-        targets: np.ndarray | None = None) -> list[dict[str, float]]:
+@dataclass
+class _Run:
+    """A run's parts, as every round uses them."""
+
+    net: nn.Module
+    optimizer: Any
+    loss_fn: nn.Module
+    data: SampleStream
+    cfg: TrainConfig
+    plan: Schedule
+    comm: Any
+    device: torch.device
+    use_amp: bool
+    averaged: AveragedModel | None
+    samples: Samples
+
+    @property
+    def validated(self) -> nn.Module:
+        """The network each round validates: the weights' average where there is one."""
+        return self.net if self.averaged is None else self.averaged.module
+
+
+def fit(net: nn.Module, samples: Samples, cfg: TrainConfig, comm=None, *,
+        checkpoint: run_checkpoint.Checkpoint | None = None, on_round: Callable[[dict], bool] | None = None,
+        status: dict | None = None, steps: int | None = None) -> list[dict[str, float]]:
     """Train ``net`` in place (ending with the best validation round); return the history of rank 0.
 
-    ``steps`` sets the run's length instead of ``cfg``'s epochs and min_steps (a refit, which has no
-    validation rows: it trains every step and ends with its last weights). ``observed_flag``: the feature
-    that flags a step as observed in pixel series (``cfg.drop_observations`` needs it). ``targets``: the
-    training rows' class probabilities to learn instead of their labels ``y`` (a teacher's, ``distill``).
-
-    ``on_round``, called on every rank with each round's history row, returns True to stop the run
-    there (a pruned trial of a study); it must return the same on every rank. ``status``, when given,
-    is filled with where the run started, ``resumed_round`` (0: afresh) and ``finished_before`` (the
-    checkpoint held an ended run, so nothing was trained), ``loss_weights`` (the class weights of the loss),
-    and ``seconds``: the run's rounds, over every job that trained them.
+    Args:
+        net: the network, its initial weights the same on every rank.
+        samples: the rows it learns from and is validated on.
+        cfg: the recipe.
+        comm: the data-parallel group (None: one process).
+        checkpoint: where rank 0 writes the run's checkpoint after every round, and what run it is; a
+            checkpoint of this run is resumed from (None: none is kept).
+        on_round: called on every rank with each round's history row; True stops the run there (a pruned
+            trial of a study). It must return the same on every rank.
+        status: when given, filled with where the run started, ``resumed_round`` (0: afresh) and
+            ``finished_before`` (the checkpoint held an ended run, so nothing was trained), ``loss_weights``
+            (the class weights of the loss), and ``seconds``: the run's rounds, over every job that trained
+            them.
+        steps: the run's length instead of ``cfg``'s epochs and min_steps (a refit, which has no validation
+            rows: it trains every step and ends with its last weights).
     """
     comm = comm or Single()
-    _check_recipe(cfg, comm, observed_flag)
+    _check_recipe(cfg, comm, samples.observed_flag)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     device = device_for(comm.local_rank)
@@ -176,20 +198,21 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     # wrap first, then touch the state: Horovod builds a new optimizer object around the groups
     optimizer = comm.distributed_optimizer(make_optimizer(cfg.optimizer, net.parameters(), cfg.learning_rate,
                                                           cfg.weight_decay, cfg.momentum), net, cfg.fp16_allreduce)
-    weights = class_weights(y.astype(np.int64), n_classes, cfg.class_weight)  # the loss's, recorded in status
+    weights = class_weights(samples.y.astype(np.int64), samples.n_classes, cfg.class_weight)  # recorded in status
     loss_fn = nn.CrossEntropyLoss(weight=torch.as_tensor(weights, dtype=torch.float32, device=device),
                                   label_smoothing=cfg.label_smoothing)
-    data = _Data(x, y, x_val, y_val, cfg.seed, device, targets)
-    plan = Schedule.plan(cfg, len(x), comm.size, steps)
+    data = SampleStream(samples, cfg.seed, device)
+    plan = Schedule.plan(cfg, len(samples.x), comm.size, steps)
     use_amp = cfg.amp and bfloat16_runs(net, data.x[:2], device)
     if cfg.amp and not use_amp:
         log.warning("amp: this CPU cannot run the network in bfloat16 (torch reports CPU capability %s); training in "
                     "float32", torch.backends.cpu.get_cpu_capability())
 
     # every rank restores the same state the same way
-    saved = comm.broadcast_object(run_checkpoint.read(checkpoint, fingerprint, comm.size, cfg.elastic) if comm.rank == 0
+    path, fingerprint = (None, "") if checkpoint is None else (checkpoint.path, checkpoint.fingerprint)
+    saved = comm.broadcast_object(run_checkpoint.read(path, fingerprint, comm.size, cfg.elastic) if comm.rank == 0
                                   else None)
-    progress, plan = _restored(net, optimizer, saved, plan, checkpoint)
+    progress, plan = _restored(net, optimizer, saved, plan, path)
     if status is not None:
         status.update(resumed_round=int(progress["round"]), finished_before=bool(progress.get("finished")), loss_weights=weights.tolist())
     comm.broadcast_parameters(net)
@@ -197,18 +220,17 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
     if averaged is not None and saved is not None:
         averaged.load_state_dict(saved["averaged"])
     log.info("schedule: %d steps (%d a pass over %d samples, global batch %d) in %d rounds, warm-up %d steps",
-             plan.total_steps, plan.steps_per_epoch, len(x), plan.global_batch, plan.rounds, plan.warmup_steps)
+             plan.total_steps, plan.steps_per_epoch, len(samples.x), plan.global_batch, plan.rounds, plan.warmup_steps)
+    run = _Run(net, optimizer, loss_fn, data, cfg, plan, comm, device, use_amp, averaged, samples)
 
     def one_round(r: int) -> bool:
         """Train and validate one round on the current world; False once training should stop."""
         started = time.perf_counter()
-        row = _train_round(net, optimizer, loss_fn, data, cfg, plan, comm, device, r, progress, use_amp, averaged,
-                           observed_flag)
-        _validate(net if averaged is None else averaged.module, data, comm, device, r, row, progress, n_classes, plan,
-                  cfg.select_by)
+        row = _train_round(run, r, progress)
+        _validate(run, r, row, progress)
         _record(row, time.perf_counter() - started, progress, plan.rounds, comm.rank)
-        if comm.rank == 0 and checkpoint is not None:
-            run_checkpoint.save(checkpoint, net, optimizer, progress, fingerprint, comm.size, averaged)
+        if comm.rank == 0 and path is not None:
+            run_checkpoint.save(path, net, optimizer, progress, fingerprint, comm.size, averaged)
         return not _stops(row, progress, plan.rounds, on_round, data, cfg.patience)
 
     if not progress.get("finished"):  # an ended run taken from its checkpoint trains nothing
@@ -220,8 +242,8 @@ def fit(net: nn.Module, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, 
                     break
         if not progress.get("pruned"):  # ended by its last round or an early stop (a pruned trial's was cut short)
             progress["finished"] = True
-            if comm.rank == 0 and checkpoint is not None:
-                run_checkpoint.save(checkpoint, net, optimizer, progress, fingerprint, comm.size, averaged)
+            if comm.rank == 0 and path is not None:
+                run_checkpoint.save(path, net, optimizer, progress, fingerprint, comm.size, averaged)
     if status is not None:
         status["seconds"] = float(progress.get("seconds", 0.0))
     _keep_final_weights(net, progress, averaged)
@@ -239,7 +261,7 @@ def _record(row: dict, seconds: float, progress: dict, rounds: int, rank: int) -
         log.info(training_round(row, rounds, progress["seconds"], len(progress["history"])))
 
 
-def _stops(row: dict, progress: dict, rounds: int, on_round: Callable[[dict], bool] | None, data: "_Data",
+def _stops(row: dict, progress: dict, rounds: int, on_round: Callable[[dict], bool] | None, data: SampleStream,
            patience: int) -> bool:
     """Whether the run stops after this round: pruned (``on_round``), or no better validation for ``patience``."""
     if on_round is not None and on_round(row):
@@ -326,37 +348,6 @@ def _fit_elastic(net, optimizer, progress: dict, one_round, plan: Schedule, comm
     return state.progress
 
 
-class _Data:
-    """The samples on their device, the stream of their order, and the validation samples."""
-
-    def __init__(self, x, y, x_val, y_val, seed: int, device: torch.device, targets: np.ndarray | None = None):
-        self.n, self.seed = len(x), seed
-        self.x = torch.from_numpy(np.ascontiguousarray(x)).to(device)
-        self.y = torch.from_numpy(y.astype(np.int64)).to(device)
-        # what the loss trains towards: the labels, or class probabilities per row
-        self.targets = self.y if targets is None else torch.from_numpy(targets.astype(np.float32)).to(device)
-        self.x_val, self.y_val = x_val, y_val
-        self._orders: dict[int, np.ndarray] = {}
-
-    def order(self, epoch: int) -> np.ndarray:
-        if epoch not in self._orders:
-            self._orders = {epoch: np.random.default_rng(_seed(self.seed, epoch)).permutation(self.n)}
-        return self._orders[epoch]
-
-    def take(self, position: int, count: int) -> np.ndarray:
-        """Indices of the stream's samples ``position`` .. ``position + count`` (across epochs)."""
-        out, filled = np.empty(count, dtype=np.int64), 0
-        while filled < count:
-            epoch, offset = divmod(position + filled, self.n)
-            part = self.order(epoch)[offset:offset + count - filled]
-            out[filled:filled + len(part)] = part
-            filled += len(part)
-        return out
-
-    def val_shard(self, rank: int, size: int) -> np.ndarray:
-        return np.arange(0 if self.x_val is None else len(self.x_val))[rank::size]
-
-
 def bfloat16_runs(net: nn.Module, xb: torch.Tensor, device: torch.device) -> bool:
     """Whether a forward and backward pass of (a copy of) ``net`` run under bfloat16 autocast on ``device``.
 
@@ -377,70 +368,71 @@ def bfloat16_runs(net: nn.Module, xb: torch.Tensor, device: torch.device) -> boo
     return True
 
 
-def _train_round(net, optimizer, loss_fn, data: _Data, cfg: TrainConfig, plan: Schedule, comm, device, r: int,
-                 progress: dict, use_amp: bool, averaged: AveragedModel | None = None,
-                 observed_flag: int | None = None) -> dict:
+def _train_round(run: _Run, r: int, progress: dict) -> dict:
     """The steps of round ``r``: each takes the next global batch of the stream, this rank its slice;
-    under bfloat16 autocast where ``use_amp``; ``averaged`` follows each step."""
-    rank, size = comm.rank, comm.size
-    net.train()
-    torch.manual_seed(_seed(cfg.seed, r, rank))
+    under bfloat16 autocast where the run uses it; the weights' average, where there is one, follows each step."""
+    cfg, plan, data, device = run.cfg, run.plan, run.data, run.device
+    rank, size = run.comm.rank, run.comm.size
+    run.net.train()
+    torch.manual_seed(seeded(cfg.seed, r, rank))
     start = time.perf_counter()
     totals = np.zeros(3)  # loss sum, correct, seen
     first, last = (r - 1) * plan.round_steps, min(r * plan.round_steps, plan.total_steps)
     lr = learning_rate(cfg, plan, first)
     for step in range(first, last):
         lr = learning_rate(cfg, plan, step)
-        for group in optimizer.param_groups:
+        for group in run.optimizer.param_groups:
             group["lr"] = lr
         batch = data.take(progress["position"] + rank * cfg.batch_size, cfg.batch_size)
         progress["position"] += cfg.batch_size * size
         bi = torch.from_numpy(batch).to(device)
         batch_in = augment(data.x[bi], data.targets[bi], cfg.drop_observations, cfg.input_noise, cfg.mixup,
-                           observed_flag)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
-            logits = net(batch_in.x).float()
-            loss = batch_in.loss(loss_fn, logits)
-        optimizer.zero_grad()
+                           run.samples.observed_flag)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=run.use_amp):
+            logits = run.net(batch_in.x).float()
+            loss = batch_in.loss(run.loss_fn, logits)
+        run.optimizer.zero_grad()
         loss.backward()
-        optimizer.step()
-        if averaged is not None:
-            averaged.update_parameters(net)
+        run.optimizer.step()
+        if run.averaged is not None:
+            run.averaged.update_parameters(run.net)
         totals += (loss.item() * len(batch), int((logits.argmax(1) == data.y[bi]).sum()), len(batch))
     progress["step"] = last
     log.debug("round=%d rank=%d size=%d steps=%d-%d loss_sum=%.6f correct=%d seen=%d", r, rank, size, first + 1, last,
               *totals)
-    loss_sum, correct, seen = comm.allreduce_sum(totals, name=f"lcflow.train.{r}")
-    elapsed = comm.allreduce_sum(np.array([time.perf_counter() - start]), name=f"lcflow.time.{r}")[0] / size
+    loss_sum, correct, seen = run.comm.allreduce_sum(totals, name=f"lcflow.train.{r}")
+    elapsed = run.comm.allreduce_sum(np.array([time.perf_counter() - start]), name=f"lcflow.time.{r}")[0] / size
     return {"round": r, "step": last, "epoch": float(progress["position"] / data.n), "loss": float(loss_sum / seen),
             "accuracy": float(correct / seen), "learning_rate": lr, "samples_per_s": float(seen / elapsed),
             "workers": size}
 
 
-def _validate(net, data: _Data, comm, device, r: int, row: dict, progress: dict, n_classes: int,
-              plan: Schedule, select_by: str = "accuracy") -> None:
+def _validate(run: _Run, r: int, row: dict, progress: dict) -> None:
     """Validation accuracy, balanced accuracy and loss summed over ranks; keeps the best weights in
-    ``progress`` by ``select_by`` (:func:`lcflow.train.selection.better`) once warm-up is over; patience
-    counts from there."""
-    if data.x_val is None or not len(data.x_val):
+    ``progress`` by the recipe's ``select_by`` (:func:`lcflow.train.selection.better`) once warm-up is over;
+    patience counts from there."""
+    data, n_classes = run.data, run.samples.n_classes
+    x_val, y_val = data.x_val, data.y_val
+    if x_val is None or y_val is None or not len(x_val):
         return
-    shard = data.val_shard(comm.rank, comm.size)
+    net = run.validated
+    shard = data.val_shard(run.comm.rank, run.comm.size)
     local = np.zeros(3 + 2 * n_classes)  # correct, seen, negative log-likelihood; per class: correct, seen
     if len(shard):
-        proba, yv = predict_proba(net, data.x_val[shard], device), data.y_val[shard]
+        proba, yv = predict_proba(net, x_val[shard], run.device), y_val[shard]
         hit = proba.argmax(1) == yv
         local[:3] = (hit.sum(), len(yv), -np.log(proba[np.arange(len(yv)), yv] + 1e-9).sum())
         local[3:3 + n_classes] = np.bincount(yv[hit], minlength=n_classes)
         local[3 + n_classes:] = np.bincount(yv, minlength=n_classes)
-    total = comm.allreduce_sum(local, name=f"lcflow.val.{r}")
+    total = run.comm.allreduce_sum(local, name=f"lcflow.val.{r}")
     v_correct, v_seen, v_nll = total[:3]
     per_class_correct, per_class_seen = total[3:3 + n_classes], total[3 + n_classes:]
     present = per_class_seen > 0
     row.update(val_accuracy=float(v_correct / v_seen), val_loss=float(v_nll / v_seen),
                val_balanced_accuracy=float(np.mean(per_class_correct[present] / per_class_seen[present])))
     # a model still warming up is no candidate, however lucky on a small val set
-    if selectable(row["step"], plan.warmup_steps, plan.total_steps):
-        if better(row, progress["best"], select_by, progress["best_round"] > 0):
+    if selectable(row["step"], run.plan.warmup_steps, run.plan.total_steps):
+        if better(row, progress["best"], run.cfg.select_by, progress["best_round"] > 0):
             progress.update(best=[row["val_accuracy"], row["val_loss"]], waited=0, best_round=r,
                             best_state={k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
         else:

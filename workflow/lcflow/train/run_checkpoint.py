@@ -3,6 +3,7 @@ when it is this run's (same samples, parameters and world size) and holds tensor
 alone (``weights_only``), so a file planted in a model directory cannot run code."""
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -11,6 +12,14 @@ from torch.optim.swa_utils import AveragedModel
 from lcflow.common.atomic import atomic_path
 
 log = logging.getLogger("lcflow.train.deep")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where a run's checkpoint goes and what run it is: one of another run is not resumed."""
+
+    path: Path
+    fingerprint: str  # the samples and parameters (and, for a refit, its steps)
 
 
 def read(checkpoint: Path | None, fingerprint: str, world_size: int, elastic: bool) -> dict | None:
@@ -31,9 +40,8 @@ def read(checkpoint: Path | None, fingerprint: str, world_size: int, elastic: bo
     return saved
 
 
-
 def save(path: Path, net, optimizer, progress, fingerprint: str, size: int,
-                     averaged: AveragedModel | None = None) -> None:
+         averaged: AveragedModel | None = None) -> None:
     """Write the run's checkpoint (atomically: a kill leaves the last whole one).
 
     Args:

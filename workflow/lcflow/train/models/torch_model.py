@@ -9,9 +9,10 @@ import torch
 from torch import nn
 
 from lcflow.errors import LcflowError
-from lcflow.train import deep
+from lcflow.train import deep, run_checkpoint
 from lcflow.train.batch_inference import predict_proba
 from lcflow.train.models import Model
+from lcflow.train.samples import Samples
 
 
 class TorchModel(Model):
@@ -61,9 +62,10 @@ class TorchModel(Model):
         """A fresh network from the seed (the same initial weights on every rank), trained by deep.fit."""
         torch.manual_seed(int(self.params["seed"]))
         self.net = self.network()
-        history = deep.fit(self.net, x, y, x_val, y_val, self.n_classes, deep.TrainConfig.from_params(self.params),
-                           comm=self.comm, checkpoint=checkpoint, fingerprint=fingerprint, status=status,
-                           observed_flag=self.observed_flag, targets=self.targets, **run)
+        samples = Samples(x, y, self.n_classes, x_val, y_val, self.targets, self.observed_flag)
+        kept = None if checkpoint is None else run_checkpoint.Checkpoint(checkpoint, fingerprint)
+        history = deep.fit(self.net, samples, deep.TrainConfig.from_params(self.params), self.comm,
+                           checkpoint=kept, status=status, **run)
         self.loss_weights = np.asarray(status["loss_weights"])  # the weights the loss was given, computed once
         return history
 
