@@ -773,6 +773,13 @@ COMMAND_CASES = [
         "tune", "--model", "rf", "--samples", x.stages["samples2018"], "--study", x.out / "study", "--trials", 2,
         "--space-json", '{"n_estimators": [10, 50]}'),
          "--space.n_estimators = [10, 50]: expected {low: .., high: ..} or {choices: [..]}"),
+    Case("tune: settings whose space holds another model's parameter", lambda x: x.lcflow(
+        "tune", "--model", "lstm", "--samples", x.stages["samples2018"], "--study", x.out / "study", "--settings",
+        json.dumps({"trials": 2, "space": {"lstm": {"n_estimators": {"low": 10, "high": 50}}}})),
+         "hpo.space.lstm.n_estimators: unknown parameter 'n_estimators' for model lstm"),
+    Case("tune: settings with a key misspelt", lambda x: x.lcflow(
+        "tune", "--model", "rf", "--samples", x.stages["samples2018"], "--study", x.out / "study", "--settings",
+        '{"trails": 2}'), "lcflow tune: error: unknown key 'trails' in hpo"),
     Case("tune-summary: a directory without a study", lambda x: x.lcflow(
         "tune-summary", "--study", x.tmp, "--out", x.out / "best.yaml"), "no journal.log (run lcflow tune on it first)"),
     Case("train: tuned parameters of another model",

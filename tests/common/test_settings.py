@@ -14,15 +14,21 @@ from lcflow.labels.sample_settings import CleanSettings, SampleSettings, Transfe
 from lcflow.maps.consistency_settings import ConsistencySettings
 from lcflow.retrieve.cube_settings import CubeSettings
 from lcflow.retrieve.stage_settings import StageSettings
+from lcflow.tune.hpo_settings import HpoSettings
 
 #: every stage's settings class, and the sections nested in them (a new one is added here)
-SETTINGS = [CubeSettings, SampleSettings, CleanSettings, TransferSettings, ConsistencySettings, StageSettings]
+SETTINGS = [CubeSettings, SampleSettings, CleanSettings, TransferSettings, ConsistencySettings, StageSettings,
+            HpoSettings]
 
 
 def _defaults(section: dict) -> dict:
-    """A section's defaults as the schema writes them, a nested section's its own keys' defaults."""
-    return {key: _defaults(spec["properties"]) if "properties" in spec and spec.get("default") == {} else spec["default"]
-            for key, spec in section.items()}
+    """A section's defaults as the schema writes them, a nested section's its own keys' defaults (a mapping
+    key whose entries have no default, such as hpo.space, is its default)."""
+    return {key: _defaults(spec["properties"]) if _nested(spec) else spec["default"] for key, spec in section.items()}
+
+
+def _nested(spec: dict) -> bool:
+    return spec.get("default") == {} and all("default" in p for p in spec.get("properties", {None: {}}).values())
 
 
 @pytest.mark.parametrize("cls", SETTINGS, ids=lambda c: c.SECTION)
@@ -86,6 +92,28 @@ def test_keys_the_rules_act_on_have_no_option_but_travel_in_settings():
     assert (given.where, given.slurm_partition, given.keep, given.dir) == ("slurm", "dm", False, "b")
     with pytest.raises(LcflowError, match=r"^stage\.where = 'login' is not one of \['host', 'slurm'\]"):
         StageSettings(where="login")
+
+
+def test_a_study_s_worker_is_handed_its_model_s_space_and_no_key_of_the_rules():
+    """hpo.models and hpo.workers are the rules' (which studies, how many jobs), hpo.space a model's own:
+    what a worker's rule hands over changes with neither, so studying another model, or with more workers,
+    reruns none of this study's jobs. The command makes its own --space (a file), so none is generated."""
+    spaces = {"rf": {"min_samples_leaf": {"low": 1, "high": 4}}, "lstm": {"dropout": {"low": 0.1, "high": 0.5}}}
+    settings = HpoSettings(models=["rf", "lstm"], workers=2, trials=7, space=spaces)
+    handed = json.loads(settings.worker_json("lstm"))
+    assert handed["space"] == {"lstm": spaces["lstm"]} and handed["trials"] == 7
+    assert not {"models", "workers"} & set(handed)
+    grown = HpoSettings(models=["rf", "lstm", "tempcnn"], workers=4, trials=7,
+                        space={**spaces, "rf": {"max_features": {"choices": ["sqrt"]}}})
+    assert grown.worker_json("lstm") == settings.worker_json("lstm") != grown.worker_json("rf")
+    assert json.loads(HpoSettings().worker_json("rf"))["space"] == {}
+    parser = argparse.ArgumentParser()
+    HpoSettings.add_options(parser)
+    options = {o for action in parser._actions for o in action.option_strings}
+    assert {"--trials", "--pruner", "--storage", "--settings"} <= options
+    assert not {"--space", "--models", "--workers"} & options
+    given = HpoSettings.from_options(parser.parse_args(["--settings", settings.worker_json("lstm"), "--trials", "3"]))
+    assert (given.trials, given.space_of("lstm"), given.space_of("rf")) == (3, spaces["lstm"], None)
 
 
 def test_settings_are_frozen_and_their_lists_tuples():

@@ -19,6 +19,7 @@ from lcflow.train import hyperparameters, training, training_data
 from lcflow.train.hyperparameters import ParamError, check
 from lcflow.tune import space as search_space
 from lcflow.tune import study, tuning
+from lcflow.tune.hpo_settings import HpoSettings
 
 from ..train.test_recipe import seasonal_table, write
 
@@ -40,6 +41,11 @@ def tune_cmd(table: str, study_dir: Path, trials: int, worker: str, *extra: str)
     return [str(BIN / "lcflow"), "tune", "--model", "lstm", "--samples", table, "--study", str(study_dir),
             "--trials", str(trials), "--worker", worker, "--space-json", json.dumps(SPACE), "--min-rounds", "2",
             *FAST, *extra]
+
+
+def _hpo(trials: int, model: str, space: dict, **keys) -> HpoSettings:
+    """A study's settings: its budget, ``model``'s search space and any other keys."""
+    return HpoSettings(trials=trials, space={model: space}, **keys)
 
 
 def finished(study_dir: Path) -> tuple[optuna.Study, dict[str, int]]:
@@ -287,8 +293,8 @@ def test_the_final_training_of_the_best_trial_takes_its_run_and_trains_nothing(t
     trained. Another run (other parameters) trains afresh."""
     base = {"min_steps": 150, "evaluations": 10, "patience": 3, "threads": 1, "hidden_size": 8}
     study_dir = tmp_path / "lstm"
-    summary = tuning.tune("lstm", [table], study_dir, 3, base=base, space={"learning_rate": {"low": 1e-3, "high": 3e-2}},
-                          worker="w0", pruner="none")
+    summary = tuning.tune("lstm", [table], study_dir, _hpo(3, "lstm", {"learning_rate": {"low": 1e-3, "high": 3e-2}},
+                                                      pruner="none"), base=base, worker="w0")
     best = tuning.summarize(study_dir, study_dir / "best_params.yaml", figures=False, model="lstm")
     assert (study_dir / best["checkpoint"]).is_file() and len(list((study_dir / "checkpoints").iterdir())) == 1
     tuned = hyperparameters.read_best(study_dir / "best_params.yaml", "lstm")
@@ -320,9 +326,9 @@ def _weights_of(model_dir: Path) -> dict[str, list]:
 
 
 def test_a_forest_is_tuned_in_one_process_on_carved_val_rows(table, tmp_path):
-    summary = tuning.tune("rf", [table], tmp_path / "rf", 3, base={"n_jobs": 1},
-                          space={"n_estimators": {"low": 10, "high": 40}, "min_samples_leaf": {"low": 1, "high": 5}},
-                          worker="w0", out=tmp_path / "w0.json")
+    summary = tuning.tune("rf", [table], tmp_path / "rf",
+                          _hpo(3, "rf", {"n_estimators": {"low": 10, "high": 40}, "min_samples_leaf": {"low": 1, "high": 5}}),
+                          base={"n_jobs": 1}, worker="w0", out=tmp_path / "w0.json")
     assert len(summary["trials"]) == 3 and all(t["state"] == "complete" for t in summary["trials"])
     # each trial's value is the val accuracy of a forest of its parameters, fitted again here on the same
     # carved rows and scored by scikit-learn
@@ -352,8 +358,8 @@ def test_a_draw_of_a_complete_trials_parameters_takes_its_value_untrained(table,
     cls, fits = model_class("rf"), []
     fit = cls.fit
     monkeypatch.setattr(cls, "fit", lambda self, *a, **k: fits.append(dict(self.params)) or fit(self, *a, **k))
-    summary = tuning.tune("rf", [table], tmp_path / "rf", 4, base={"n_jobs": 1, "n_estimators": 20},
-                          space={"min_samples_leaf": {"low": 1, "high": 2}}, worker="w0")
+    summary = tuning.tune("rf", [table], tmp_path / "rf", _hpo(4, "rf", {"min_samples_leaf": {"low": 1, "high": 2}}),
+                          base={"n_jobs": 1, "n_estimators": 20}, worker="w0")
     trials = {t["number"]: t for t in summary["trials"]}
     assert len(trials) == 4 and all(t["state"] == "complete" for t in trials.values())
     repeats = [t for t in trials.values() if "repeats" in t]
@@ -376,8 +382,7 @@ def test_a_study_can_live_in_a_database_instead_of_the_journal(table, tmp_path):
     url = f"sqlite:///{tmp_path / 'studies.db'}"
     space = {"n_estimators": {"low": 10, "high": 30}}
     for worker in ("a", "b"):  # one after the other: the second finds the budget spent by the first
-        tuning.tune("rf", [table], tmp_path / "rf", 2, base={"n_jobs": 1}, space=space, worker=worker,
-                    storage_url=url)
+        tuning.tune("rf", [table], tmp_path / "rf", _hpo(2, "rf", space, storage=url), base={"n_jobs": 1}, worker=worker)
     assert not (tmp_path / "rf" / study.JOURNAL).exists()
     s = study.load_study(tmp_path / "rf", url)
     assert study.counts(s)["complete"] == 2 and {t.user_attrs["worker"] for t in s.trials} == {"a"}
@@ -416,8 +421,8 @@ def test_a_trial_keeps_its_heartbeat_until_it_is_told(table, tmp_path, monkeypat
         return tell(self, trial, *args, **kwargs)
 
     monkeypatch.setattr(optuna.Study, "tell", spy)
-    tuning.tune("rf", [table], tmp_path / "rf", 2, base={"n_jobs": 1}, space={"n_estimators": {"low": 10, "high": 20}},
-                worker="w0")
+    tuning.tune("rf", [table], tmp_path / "rf", _hpo(2, "rf", {"n_estimators": {"low": 10, "high": 20}}),
+                base={"n_jobs": 1}, worker="w0")
     assert seen == [True, True]
     assert not list((tmp_path / "rf" / study.HEARTBEAT_DIR).glob("trial-*"))  # gone once told
 
@@ -432,8 +437,8 @@ def test_a_study_may_search_how_much_a_forest_teaches(table, tmp_path, caplog, m
     monkeypatch.setattr(forest_teacher, "out_of_fold_proba", lambda *a, **k: fits.append(len(a[1])) or fit(*a, **k))
     base = {"min_steps": 30, "evaluations": 3, "patience": 3, "threads": 1, "hidden_size": 8}
     with caplog.at_level(logging.INFO, logger="lcflow.train"):
-        summary = tuning.tune("lstm", [table], tmp_path / "lstm", 2, base=base, space={"distill": {"low": 0.2, "high": 0.9}},
-                              worker="w0", pruner="none")
+        summary = tuning.tune("lstm", [table], tmp_path / "lstm", _hpo(2, "lstm", {"distill": {"low": 0.2, "high": 0.9}},
+                                                                      pruner="none"), base=base, worker="w0")
     shares = sorted(round(t["params"]["distill"], 2) for t in summary["trials"])
     taught = sorted(float(m.split(" take ")[1].split()[0]) for m in caplog.messages if m.startswith("distill: a forest's"))
     assert len(shares) == 2 and taught == shares

@@ -8,6 +8,7 @@ from snakemake.settings.types import DeploymentMethod
 
 from lcflow.train import backend_check, launch, models
 from lcflow.retrieve.remote import is_url
+from lcflow.tune.hpo_settings import HpoSettings
 
 R = config["results"]
 TILES = config["tiles"]
@@ -169,6 +170,7 @@ def reference_option(wildcards, input):
 
 
 HPO = config.get("hpo") or {}
+HPO_SETTINGS = HpoSettings.from_config(HPO)
 TUNED = HPO.get("models") or []
 
 
@@ -184,18 +186,6 @@ def tuned_option(wildcards, input):
 
 
 ALL_SAMPLES = expand(f"{R}/{{tile}}/{{year}}/samples.parquet", tile=TILES, year=YEARS)
-
-
-def hpo_args(model):
-    """The study's settings as CLI options, every value quoted."""
-    opts = {"--trials": HPO["trials"], "--sampler": HPO["sampler"], "--pruner": HPO["pruner"],
-            "--min-rounds": HPO["min_rounds"], "--reduction-factor": HPO["reduction_factor"], "--seed": HPO["seed"],
-            "--metric": HPO["metric"], "--timeout-minutes": HPO.get("timeout_minutes"), "--storage": HPO.get("storage")}
-    args = [f"{k} {shlex.quote(str(v))}" for k, v in opts.items() if v is not None]
-    space = (HPO.get("space") or {}).get(model)
-    if space is not None:
-        args.append(f"--space-json {shlex.quote(json.dumps(space))}")
-    return " ".join(args)
 
 
 def reference_cube(wildcards):

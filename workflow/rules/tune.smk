@@ -23,14 +23,14 @@ rule hpo_rf:
     params:
         study=subpath(output[0], ancestor=2),
         model_params=model_params("rf"),
-        hpo=hpo_args("rf"),
+        settings=HPO_SETTINGS.worker_json("rf"),
     threads: max(1, CORES // HPO.get("workers", 1))
     priority: STUDY_PRIORITY
     conda:
         ENV
     shell:
         "lcflow -v tune --model rf --samples {input:q} --study {params.study:q} --worker {wildcards.worker}"
-        " {params.hpo} --params {params.model_params:q} --set n_jobs={threads} --out {output:q} > {log:q} 2>&1"
+        " --settings {params.settings:q} --params {params.model_params:q} --set n_jobs={threads} --out {output:q} > {log:q} 2>&1"
 
 
 rule hpo:
@@ -48,7 +48,7 @@ rule hpo:
     params:
         study=subpath(output[0], ancestor=2),
         model_params=lambda wc: model_params(wc.model),
-        hpo=lambda wc: hpo_args(wc.model),
+        settings=lambda wc: HPO_SETTINGS.worker_json(wc.model),
         # started as train is (lcflow.train.launch): the same launcher, nodes and tasks
         launcher=lambda wc, resources: launch.command(resources, rule="hpo", backend=BACKEND, container=CONTAINER),
         backend=BACKEND,
@@ -64,7 +64,7 @@ rule hpo:
         ENV
     shell:
         "{params.launcher} lcflow -v tune --model {wildcards.model} --samples {input:q} --study {params.study:q}"
-        " --worker {wildcards.worker} {params.hpo} --params {params.model_params:q} --set threads={params.threads}"
+        " --worker {wildcards.worker} --settings {params.settings:q} --params {params.model_params:q} --set threads={params.threads}"
         " --backend {params.backend} {params.rendezvous} --out {output:q} > {log:q} 2>&1"
 
 

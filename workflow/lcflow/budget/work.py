@@ -12,6 +12,7 @@ from typing import Any
 
 from lcflow.defaults import default
 from lcflow.retrieve.mgrs import S2_TILE_SIZE
+from lcflow.tune.hpo_settings import HpoSettings
 
 #: a whole tile's pixels at 10 m, the size the whole-tile rates were measured at
 WHOLE_TILE_PX = round(S2_TILE_SIZE / 10) ** 2
@@ -95,16 +96,14 @@ def from_config(config: dict, results: Path, scenes: float, classes: int) -> Wor
                     for k in ("epochs", "min_steps", "batch_size", "evaluations")} for m in deep}
     rf = {"n_estimators": int((params.get("rf") or {}).get("n_estimators", 300)),
           "min_samples_leaf": int((params.get("rf") or {}).get("min_samples_leaf", 1))}
-    hpo = config.get("hpo") or {}
-    studied = [m for m in hpo.get("models") or [] if m in models]
-    trials, workers = int(hpo.get("trials") or default("hpo.trials")), int(hpo.get("workers") or default("hpo.workers"))
+    hpo = HpoSettings.from_config(config.get("hpo"))
+    studied = [m for m in hpo.models if m in models]
+    trials, workers = hpo.trials, hpo.workers
     share = {}
     if set(studied) & set(deep):
         from lcflow.budget.pruning import share_run
 
-        share = {m: share_run(hpo.get("pruner") or default("hpo.pruner"),
-                              int(hpo.get("min_rounds") or default("hpo.min_rounds")), training[m]["evaluations"],
-                              int(hpo.get("reduction_factor") or default("hpo.reduction_factor")), trials)
+        share = {m: share_run(hpo.pruner, hpo.min_rounds, training[m]["evaluations"], hpo.reduction_factor, trials)
                  for m in studied if m in deep}
     stage_mode, where = _get(config, "stage.mode"), _get(config, "stage.where")
     indices = (config.get("cube") or {}).get("spectral_indices") or []

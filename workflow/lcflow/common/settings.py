@@ -25,10 +25,12 @@ class ConfigSection:
     a nested section (``sample.clean``) is a field whose type is another ConfigSection, and may be given as
     a mapping. Lists are held as tuples: settings cannot change once checked. Keys the rules act on
     rather than the stage's command (where its jobs run, what is removed after) are named in
-    ``RULE_KEYS``: a command takes them in ``--settings`` only, with no option of their own."""
+    ``RULE_KEYS``: a command takes them in ``--settings`` only, with no option of their own. Keys whose option
+    the command makes itself, in a form of its own (a file to read), are named in ``OWN_OPTIONS``."""
 
     SECTION: ClassVar[str]
     RULE_KEYS: ClassVar[frozenset[str]] = frozenset()
+    OWN_OPTIONS: ClassVar[frozenset[str]] = frozenset()
 
     def __post_init__(self) -> None:
         nested = _nested(type(self))
@@ -106,8 +108,8 @@ class ConfigSection:
 
     @classmethod
     def _option_leaves(cls) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
-        """The keys that have an option of their own: all but ``RULE_KEYS``."""
-        return [leaf for leaf in cls._leaves() if leaf[0][0] not in cls.RULE_KEYS]
+        """The keys that have a generated option: all but ``RULE_KEYS`` and ``OWN_OPTIONS``."""
+        return [leaf for leaf in cls._leaves() if leaf[0][0] not in cls.RULE_KEYS | cls.OWN_OPTIONS]
 
     @classmethod
     def _leaves(cls, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:

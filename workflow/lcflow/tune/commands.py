@@ -3,10 +3,10 @@
 import logging
 
 from lcflow.common import cli_args, path_guard
-from lcflow.defaults import default
 from lcflow.train.commands import backend_of, backend_option
 from lcflow.train.models import REGISTRY
 from lcflow.tune import study_files
+from lcflow.tune.hpo_settings import HpoSettings
 
 log = logging.getLogger("lcflow")
 
@@ -24,19 +24,22 @@ def _tune_epilog() -> str:
 
 
 def cmd_tune(a):
+    import dataclasses
     import os
     import socket
 
     from lcflow.train import hyperparameters
+    from lcflow.tune import space as search_space
     from lcflow.tune import tuning
 
     base = {**hyperparameters.parse_params(a.params), **hyperparameters.parse_overrides(a.set or [])}
+    settings = HpoSettings.from_options(a)
     space = _space_file(a.space, a.model) if a.space else a.space_json
-    summary = tuning.tune(a.model, a.samples, a.study, a.trials, space=space, base=base,
-                          worker=a.worker or f"{socket.gethostname()}-{os.getpid()}", sampler=a.sampler,
-                          pruner=a.pruner, min_rounds=a.min_rounds, reduction_factor=a.reduction_factor, seed=a.seed,
-                          metric=a.metric, timeout_minutes=a.timeout_minutes, storage_url=a.storage, out=a.out,
-                          backend=backend_of(a))
+    if space is not None:  # the tuned model's space, over the config's; checked here to be named as given
+        search_space.parse(a.model, space, where="--space")
+        settings = dataclasses.replace(settings, space={**settings.space, a.model: space})
+    summary = tuning.tune(a.model, a.samples, a.study, settings, base=base,
+                          worker=a.worker or f"{socket.gethostname()}-{os.getpid()}", out=a.out, backend=backend_of(a))
     if summary:
         log.info("worker %s: %d trial(s) run; study %s: %s; best %.4f", summary["worker"], len(summary["trials"]),
                  summary["study"], summary["study_trials"], summary["best_value"])
@@ -79,30 +82,16 @@ def register(command) -> None:
                    help="samples table(s), parquet; val rows are carved from "
                                                                 "train where there are none")
     p.add_argument("--study", required=True, type=study_dir, help="study directory (journal, heartbeats); shared by the workers")
-    p.add_argument("--trials", required=True, type=cli_args.config_value("hpo.trials"),
-                   help="the study's budget: finished (complete or pruned) trials, over all workers and reruns")
-    p.add_argument("--space", type=path_guard.input_file, help="search space YAML: {param: {low, high[, log, step]} or {choices: [...]}} "
-                                   "(default: the model's space, below)")
-    p.add_argument("--space-json", type=cli_args.json_object, help="the search space as a JSON object (as the workflow "
-                                                              "passes it), instead of --space")
+    p.add_argument("--space", type=path_guard.input_file, help="search space YAML: {param: {low, high[, log, step]} or "
+                   "{choices: [...]}} (default: the model's space in --settings' hpo.space, else the model's own, below)")
+    p.add_argument("--space-json", type=cli_args.json_object, help="the search space as a JSON object, instead of --space")
     p.add_argument("--params", help="fixed model parameters as a JSON object")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a fixed model parameter, over --params")
     p.add_argument("--worker", type=cli_args.worker_id, help="this worker's id, recorded in each trial (default: host-pid); a worker "
                                     "restarted with the same id marks its own abandoned trial failed at once")
-    p.add_argument("--sampler", choices=("tpe", "random"), default=default("hpo.sampler"), help="how parameters are drawn")
-    p.add_argument("--pruner", choices=("successive_halving", "hyperband", "median", "none"),
-                   default=default("hpo.pruner"), help="how unpromising trials are stopped early")
-    p.add_argument("--min-rounds", **cli_args.from_config("hpo.min_rounds"),
-                   help="validation rounds a trial runs before it can be pruned")
-    p.add_argument("--reduction-factor", **cli_args.from_config("hpo.reduction_factor"),
-                   help="successive halving / Hyperband: 1 in this many trials goes on at each rung")
-    p.add_argument("--seed", **cli_args.from_config("hpo.seed"), help="sampler seed (each worker derives its own from it)")
-    p.add_argument("--metric", choices=("overall_accuracy", "balanced_accuracy"), default=default("hpo.metric"),
-                   help="what trials are compared on, on the val rows")
-    p.add_argument("--timeout-minutes", type=cli_args.config_value("hpo.timeout_minutes"), help="start no trial after this long")
-    p.add_argument("--storage", help="RDB URL (e.g. postgresql://...) instead of the journal file in --study")
     p.add_argument("--out", type=path_guard.output_file, help="this worker's summary (JSON) to write")
     backend_option(p)
+    HpoSettings.add_options(p)
     p.set_defaults(func=cmd_tune)
 
     p = command("tune-summary", "best parameters, every trial and figures of a study")

@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from lcflow.train.training import fingerprint, learning_targets
 from lcflow.train.training_data import prepare_data
 from lcflow.tune import space as search_space
 from lcflow.tune import study as studies
+from lcflow.tune.hpo_settings import HpoSettings
 from lcflow.tune.study_files import CHECKPOINTS
 
 log = logging.getLogger("lcflow.tune")
@@ -53,24 +55,29 @@ def study_name(model: str, sample_paths: list[str], base: dict[str, Any], metric
     return f"{model}-{fingerprint(model, sample_paths, {**fixed, '_metric': metric})[:12]}"
 
 
-def tune(model: str, sample_paths: list[str], study_dir: str | Path, trials: int, *,
-         space: dict[str, Any] | None = None, base: dict[str, Any] | None = None, worker: str = "0",
-         sampler: str = default("hpo.sampler"), pruner: str = default("hpo.pruner"),
-         min_rounds: int = default("hpo.min_rounds"), reduction_factor: int = default("hpo.reduction_factor"),
-         seed: int = default("hpo.seed"), metric: str = default("hpo.metric"), timeout_minutes: float | None = None,
-         storage_url: str | None = None, out: str | Path | None = None,
+def tune(model: str, sample_paths: list[str], study_dir: str | Path, settings: HpoSettings | None = None, *,
+         base: dict[str, Any] | None = None, worker: str = "0", out: str | Path | None = None,
          backend: str = default("distributed.backend")) -> dict[str, Any]:
-    """Run trials of ``model`` on ``study_dir``'s study until ``trials`` are finished (by any worker) or
-    ``timeout_minutes`` have passed; write this worker's summary to ``out``. Returns the summary."""
+    """Run trials of ``model`` on ``study_dir``'s study until ``settings.trials`` are finished (by any worker)
+    or ``settings.timeout_minutes`` have passed; write this worker's summary to ``out``. Returns the summary.
+
+    Args:
+        model: the model to tune.
+        sample_paths: its samples tables (val rows are carved from train where there are none).
+        study_dir: the study's folder (journal, heartbeats, checkpoints), shared by its workers.
+        settings: the study's: budget, sampler, pruner, metric, storage, and the model's search space
+            (``space_of(model)``; None: the model's default space). None: the schema's defaults.
+        base: fixed model parameters; a searched one among them is the study's draw.
+        worker: this worker's id, recorded in each trial.
+        out: this worker's summary (JSON) to write; None: none.
+        backend: the distributed backend of a deep model's ranks.
+    """
+    settings = settings or HpoSettings()
     study_dir = Path(study_dir)
     cls = model_class(model)
-    if trials < 1:
-        raise LcflowError(f"--trials {trials}: expected at least 1")
-    if metric not in METRICS:
-        raise LcflowError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
     given = dict(base or {})
     base = hyperparameters.check(model, given, where="--set")
-    dims = search_space.parse(model, space, where="--space")
+    dims = search_space.parse(model, settings.space_of(model), where=f"hpo.space.{model}")
     searched_and_fixed = sorted({d.name for d in dims} & set(given))
     if searched_and_fixed:
         log.warning("searched parameter(s) %s are also given fixed values; the study's draws are used",
@@ -80,14 +87,16 @@ def tune(model: str, sample_paths: list[str], study_dir: str | Path, trials: int
     if comm.rank != 0 and not deep_model:
         return {}
     data = prepare_data(cls, model, sample_paths, base, carve=True)
+    job = _Job(model, cls, base, data, list(sample_paths), settings.metric)
+    metric, trials = settings.metric, settings.trials
     name = study_name(model, sample_paths, base, metric)
     study = None
     summary = {"model": model, "worker": worker, "study": name, "world_size": comm.size, "metric": metric,
                "trials": [], "space": [d.describe() for d in dims]}
     if comm.rank == 0:
-        study = studies.open_study(study_dir, name, studies.make_sampler(sampler, seed, worker),
-                                   studies.make_pruner(pruner, min_rounds, base.get("evaluations", 1), reduction_factor),
-                                   storage_url)
+        study = studies.open_study(study_dir, name, studies.make_sampler(settings.sampler, settings.seed, worker),
+                                   studies.make_pruner(settings.pruner, settings.min_rounds, base.get("evaluations", 1),
+                                                       settings.reduction_factor), settings.storage)
         c = studies.counts(study)
         log.info("study %s in %s: %d finished, %d running, budget %d; worker %s, %d rank(s); space: %s", name,
                  study_dir, studies.finished(c), c["running"], trials, worker, comm.size,
@@ -97,14 +106,14 @@ def tune(model: str, sample_paths: list[str], study_dir: str | Path, trials: int
         order, trial = None, None
         if comm.rank == 0:
             attrs = {**studies.worker_attrs(worker, comm.size), "metric": metric}
-            order, trial = _next_trial(study, study_dir, trials, attrs, started, timeout_minutes, dims)
+            order, trial = _next_trial(study, study_dir, trials, attrs, started, settings.timeout_minutes, dims)
         order = comm.broadcast_object(order)
         if order is None:
             break
         if "repeats" in order:
             result = _repeat_trial(order, trial, study, comm)
         else:
-            result = _run_trial(cls, model, base, order, trial, data, comm, study, study_dir, metric, sample_paths)
+            result = _run_trial(job, order, trial, study, study_dir, comm)
         if comm.rank == 0:
             if deep_model:
                 _keep_best_checkpoint(study, study_dir)
@@ -208,16 +217,28 @@ def _trained_by(trial) -> int:
     return int(trial.user_attrs.get("repeats", trial.number))
 
 
-def _run_trial(cls, model: str, base: dict, order: dict, trial, data, comm, study, study_dir: Path,
-               metric: str, sample_paths: list[str]) -> dict:
+@dataclass(frozen=True)
+class _Job:
+    """What a worker trains its trials on, prepared once: the model, its fixed parameters and samples."""
+
+    model: str
+    cls: type
+    base: dict[str, Any]
+    data: Any  # the prepared samples (lcflow.train.training_data.prepare_data)
+    sample_paths: list[str]
+    metric: str
+
+
+def _run_trial(job: _Job, order: dict, trial, study, study_dir: Path, comm) -> dict:
     """Train one trial on every rank (``trial``: rank 0's Optuna trial); rank 0 tells the study how it ended.
 
     A deep trial's run keeps a checkpoint as the final training does (same fingerprint): the final
     training of the best trial's parameters, on as many ranks, starts from it and trains nothing."""
+    model, data, metric = job.model, job.data, job.metric
     number, drawn = order["number"], order["params"]
-    params = hyperparameters.check(model, {**base, **drawn}, where=f"trial {number}")
+    params = hyperparameters.check(model, {**job.base, **drawn}, where=f"trial {number}")
     log.info("trial %d rank=%d size=%d params %s", number, comm.rank, comm.size, json.dumps(drawn, sort_keys=True))
-    net = cls(params, len(data.table.bands) + 1, data.table.steps, len(data.classes), data.table.bands,
+    net = job.cls(params, len(data.table.bands) + 1, data.table.steps, len(data.classes), data.table.bands,
               data.standardise, data.table.meta.get("time_steps"))
     column = ROUND_COLUMN[metric]
     pruned = {"value": False}
@@ -225,7 +246,7 @@ def _run_trial(cls, model: str, base: dict, order: dict, trial, data, comm, stud
         net.comm = comm
         if comm.rank == 0:  # the rank that writes checkpoints
             net.checkpoint = trial_checkpoint(study_dir, study.study_name, number)
-            net.fingerprint = fingerprint(model, sample_paths, net.params)
+            net.fingerprint = fingerprint(model, job.sample_paths, net.params)
 
         def on_round(row: dict) -> bool:
             stop = None
