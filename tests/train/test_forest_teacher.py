@@ -62,7 +62,7 @@ def test_a_teacher_fits_its_forests_once_a_seed_for_every_share(monkeypatch):
     x, y, blocks = _rows()
     fits = []
     fit = forest_teacher.out_of_fold_proba
-    monkeypatch.setattr(forest_teacher, "out_of_fold_proba", lambda *a, **k: fits.append(a[5]) or fit(*a, **k))
+    monkeypatch.setattr(forest_teacher, "out_of_fold_proba", lambda *a, **k: fits.append(a[3].seed) or fit(*a, **k))
     teacher = ForestTeacher(x, y, blocks, 3)
     shares = {share: teacher.targets(share, seed=0, n_jobs=1) for share in (0.3, 0.5, 1.0)}
     assert fits == [0]
@@ -206,7 +206,7 @@ def test_a_teachers_trees_grow_on_at_most_its_row_cap_and_each_fold_is_logged(mo
     grown = [(f, n) for f, n in _Recorded.fitted]
     assert len(grown) == 5 and all(f.max_samples is None for f, _ in grown)
     assert all(e.tree_.weighted_n_node_samples[0] == n for f, n in grown for e in f.estimators_)
-    plain = cleaning.out_of_fold_proba(x.reshape(240, -1), y, blocks, 5, 20, 0, 1)[0]
+    plain = cleaning.out_of_fold_proba(x.reshape(240, -1), y, blocks, cleaning.JudgingForests(5, 20, 0), 1)[0]
     np.testing.assert_array_equal(uncapped, plain.astype(np.float32))
     folds = [m for m in caplog.messages if m.startswith("distill: the teacher: fold")]
     assert [m.split(":")[2].split(")")[0] for m in folds] == [f" fold {k} ({k + 1} of 5 here" for k in range(5)]

@@ -58,6 +58,22 @@ class Cleaning:
     def enabled(self) -> bool:
         return self.min_label_probability > 0
 
+    def forests(self, n_groups: int) -> JudgingForests:
+        """The forests that judge samples of ``n_groups`` spatial blocks (no more folds than blocks)."""
+        return JudgingForests(min(self.folds, n_groups), self.trees, self.seed, self.tree_rows)
+
+
+@dataclass(frozen=True)
+class JudgingForests:
+    """Out-of-fold forests, each trained on all groups but a fold's, so that each sample is judged unseen."""
+
+    folds: int  # how many folds the groups are dealt into
+    trees: int  # trees of each fold's forest
+    seed: int  # the folds' and forests' seed
+    #: each tree grows on at most this many of its fold's rows (drawn with replacement; None: a bootstrap
+    #: sample of them all), which bounds a fold's time and memory however large the table
+    max_rows: int | None = None
+
 
 def forest_rows(series: np.ndarray) -> np.ndarray:
     """The judging forest's input: each sample's series (samples, steps, bands) with its gaps filled along
@@ -65,8 +81,8 @@ def forest_rows(series: np.ndarray) -> np.ndarray:
     return np.nan_to_num(fill_gaps(series), nan=0.0).reshape(len(series), -1)
 
 
-def out_of_fold_proba(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, trees: int, seed: int,
-                      n_jobs: int = -1, only: Collection[int] | None = None, max_rows: int | None = None,
+def out_of_fold_proba(x: np.ndarray, y: np.ndarray, groups: np.ndarray, forests: JudgingForests, n_jobs: int = -1,
+                      *, only: Collection[int] | None = None,
                       what: str = "out-of-fold forests") -> tuple[np.ndarray, np.ndarray]:
     """(class probabilities of each sample, the classes of their columns: ``np.unique(y)``) from forests
     that were trained on the other groups only; a class missing from those has probability 0. Each
@@ -76,16 +92,13 @@ def out_of_fold_proba(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: i
         x: (samples, features) without NaN.
         y: each sample's label.
         groups: each sample's group (its spatial block): a fold holds out whole groups.
-        folds: how many folds the groups are dealt into.
-        trees: trees of each fold's forest.
-        seed: the folds' and forests' seed.
+        forests: the folds, and the trees of each fold's forest.
         n_jobs: scikit-learn's processes for a forest (-1: every core).
         only: the folds to fit (the rows the others hold out stay 0), so that processes can share them out
             and sum what they found; None: all.
-        max_rows: each tree grows on at most this many of its fold's rows (drawn with replacement; None: a
-            bootstrap sample of them all), which bounds a fold's time and memory however large the table.
         what: names the fits in the log.
     """
+    folds, trees, seed, max_rows = forests.folds, forests.trees, forests.seed, forests.max_rows
     classes = np.unique(y)
     proba = np.zeros((len(y), classes.size))
     todo = [f for f in range(folds) if only is None or f in only]
@@ -114,9 +127,8 @@ def forest_bytes(forest: RandomForestClassifier) -> int:
     return sum(t.node_count for t in trees) * NODE_DTYPE.itemsize + sum(t.value.nbytes for t in trees)
 
 
-def out_of_fold_probability(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, trees: int,
-                            seed: int, what: str = "out-of-fold forests",
-                            max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def out_of_fold_probability(x: np.ndarray, y: np.ndarray, groups: np.ndarray, forests: JudgingForests,
+                            what: str = "out-of-fold forests") -> tuple[np.ndarray, np.ndarray]:
     """(probability of each sample's own label, the most likely class) from forests that were trained
     on the other groups only (:func:`out_of_fold_proba`).
 
@@ -124,13 +136,10 @@ def out_of_fold_probability(x: np.ndarray, y: np.ndarray, groups: np.ndarray, fo
         x: (samples, features) without NaN.
         y: each sample's label.
         groups: each sample's spatial block.
-        folds: how many folds the groups are dealt into.
-        trees: trees of each fold's forest.
-        seed: the folds' and forests' seed.
+        forests: the folds, and the trees of each fold's forest.
         what: names the fits in the log.
-        max_rows: the most rows a tree grows on (None: a bootstrap of its fold's).
     """
-    proba, classes = out_of_fold_proba(x, y, groups, folds, trees, seed, what=what, max_rows=max_rows)
+    proba, classes = out_of_fold_proba(x, y, groups, forests, what=what)
     own = proba[np.arange(len(y)), np.searchsorted(classes, y)]
     return own, classes[proba.argmax(axis=1)]
 
@@ -153,9 +162,7 @@ def noisy(x: np.ndarray, y: np.ndarray, groups: np.ndarray, cleaning: Cleaning, 
         log.warning("%s: label cleaning skipped (%d spatial block(s), %d class(es): nothing to judge against)",
                     where, n_groups, np.unique(y).size)
         return drop
-    own, likeliest = out_of_fold_probability(x, y, groups, min(cleaning.folds, n_groups), cleaning.trees,
-                                             cleaning.seed, what=f"{where}: label cleaning",
-                                             max_rows=cleaning.tree_rows)
+    own, likeliest = out_of_fold_probability(x, y, groups, cleaning.forests(n_groups), what=f"{where}: label cleaning")
     suspect = (own < cleaning.min_label_probability) & (likeliest != y)
     for c in np.unique(y):
         members = np.flatnonzero(y == c)

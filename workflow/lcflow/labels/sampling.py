@@ -112,7 +112,7 @@ def run(cube: str | Path, valid: str | Path, labels: str | Path, out: str | Path
                           "x": np.asarray(xs), "y": np.asarray(ys)})
     frame = pd.concat([frame, pd.DataFrame(values, columns=names)], axis=1)
     where = f"tile {tile} {year}"
-    keep, checks = _check_labels(frame, names, values, reference_cube, grid, block_px, cleaning, change_test, where)
+    keep, checks = _check_labels(frame, names, reference_cube, grid, block_px, cleaning, change_test, where)
     keep &= _cap(frame["label"].to_numpy(), keep, per_class, rng)
     frame = frame[keep].reset_index(drop=True)
     patches = patches[keep] if patches is not None else None
@@ -208,17 +208,17 @@ def _series(values: np.ndarray, names: list[str], where: str) -> np.ndarray:
     return samples_table.SampleTable(pd.DataFrame(values, columns=names), bands, steps).features()
 
 
-def _check_labels(frame: pd.DataFrame, names: list[str], values: np.ndarray, reference_cube, grid: Grid,
-                  block_px: int, cleaning: Cleaning, change_test: ChangeTest, where: str) -> tuple[np.ndarray, dict]:
+def _check_labels(frame: pd.DataFrame, names: list[str], reference_cube, grid: Grid, block_px: int,
+                  cleaning: Cleaning, change_test: ChangeTest, where: str) -> tuple[np.ndarray, dict]:
     """Rows to keep after the change test (against the reference year) and the noise filter, on the
-    train and val rows; and what each check dropped per class."""
+    train and val rows (their series the frame's columns ``names``); and what each check dropped per class."""
     labels = frame["label"].to_numpy()
     judged = frame["split"].isin(["train", "val"]).to_numpy()
     keep = np.ones(len(frame), dtype=bool)
     per_class = {str(c): {"candidates": int((labels == c).sum())} for c in np.unique(labels)}
     applied: list[dict] = []
     checks = {"applied": applied, "judged_splits": ["train", "val"], "per_class": per_class}
-    series = _series(values, names, where)
+    series = _series(frame[names].to_numpy(), names, where)
     if reference_cube is not None and change_test.enabled:
         ref_names, ref_values, _ = _read_at(reference_cube, grid, frame["row"].to_numpy(), frame["col"].to_numpy(), 0)
         distance = label_transfer.series_distance(series, _series(ref_values, ref_names, str(reference_cube)))

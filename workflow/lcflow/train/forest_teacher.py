@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from lcflow.labels.cleaning import out_of_fold_proba
+from lcflow.labels.cleaning import JudgingForests, out_of_fold_proba
 from lcflow.train.distributed import Single
 
 log = logging.getLogger("lcflow.train")
@@ -61,8 +61,9 @@ class ForestTeacher:
         mine = range(comm.rank, folds, comm.size)
         if comm.size > 1:
             log.info("distill: rank %d of %d fits the teacher's folds %s of %d", comm.rank, comm.size, list(mine), folds)
-        proba, classes = out_of_fold_proba(self.x.reshape(n, -1), self.y, groups, folds, TEACHER_TREES, seed, n_jobs,
-                                           only=mine, max_rows=TEACHER_TREE_ROWS, what="distill: the teacher")
+        forests = JudgingForests(folds, TEACHER_TREES, seed, TEACHER_TREE_ROWS)
+        proba, classes = out_of_fold_proba(self.x.reshape(n, -1), self.y, groups, forests, n_jobs, only=mine,
+                                           what="distill: the teacher")
         teacher = np.zeros((n, self.n_classes))
         teacher[:, classes] = proba
         # each row is held out by one fold, so the sum over ranks is every fold's answer
