@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import rasterio
 
-from lcflow.common.raster import Grid, staged_cog
+from lcflow.common.raster import Bands, Grid, staged_cog
 from lcflow.labels import alignment as labels
 from lcflow.labels import nomenclature, sampling
 from lcflow.labels.sample_settings import SampleSettings
@@ -107,7 +107,7 @@ def tiled_cube(small: Path, size: int, out: Path) -> None:
             for k, v in raw_tags.items() if k != "AREA_OR_POINT"}
     grid = Grid(g.crs, g.transform, size, size)
     n = data.shape[1]
-    with staged_cog(out, grid, data.shape[0], "int16", nodata=NODATA, tags=tags, descriptions=names) as staged:
+    with staged_cog(out, grid, Bands(data.shape[0], "int16", NODATA, names), tags=tags) as staged:
         for win in grid.windows(1024):
             rows = (np.arange(win.row_off, win.row_off + win.height) % n)[:, None]
             cols = (np.arange(win.col_off, win.col_off + win.width) % n)[None, :]

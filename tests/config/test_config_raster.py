@@ -7,7 +7,7 @@ import rasterio
 import yaml
 
 from lcflow import config
-from lcflow.common.raster import Grid, cog_writer
+from lcflow.common.raster import Bands, Grid, cog_writer
 from lcflow.errors import LcflowError
 
 from ..conftest import ROOT
@@ -77,7 +77,7 @@ def test_a_failed_write_leaves_nothing(tmp_path):
     g = Grid.from_bounds(32631, (0, 0, 640, 640), 10)
     target = tmp_path / "out.tif"
     with pytest.raises(RuntimeError):
-        with cog_writer(target, g, 1, "uint8") as dst:
+        with cog_writer(target, g, Bands(1, "uint8")) as dst:
             dst.write(np.ones((1, 32, 32), np.uint8), window=rasterio.windows.Window(0, 0, 32, 32))
             raise RuntimeError("interrupted")
     assert list(tmp_path.iterdir()) == []

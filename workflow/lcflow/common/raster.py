@@ -2,9 +2,10 @@
 
 import contextlib
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import rasterio
@@ -229,24 +230,30 @@ def staging_profile(grid: Grid, count: int, dtype: str, nodata: float | None = N
     )
 
 
-
 def _rgb(color) -> tuple[int, int, int]:
     red, green, blue = color
     return int(red), int(green), int(blue)
+
+
+@dataclass(frozen=True)
+class Bands:
+    """What a raster's pixels hold: how many bands, of what type, the nodata value, and a name for each."""
+
+    count: int
+    dtype: str
+    nodata: float | None = None
+    descriptions: Sequence[str] = ()
 
 
 @contextlib.contextmanager
 def staged_cog(
     path: str | Path,
     grid: Grid,
-    count: int,
-    dtype: str,
+    bands: Bands,
     *,
-    nodata: float | None = None,
     colors: dict[int, tuple[int, int, int]] | None = None,
     names: dict[int, str] | None = None,
     tags: dict[str, Any] | None = None,
-    descriptions: list[str] | None = None,
     resampling: str = "nearest",
 ) -> Iterator[StagedCog]:
     """A tiled staging GeoTIFF for windowed writes, in a hidden directory beside ``path`` that is removed
@@ -255,47 +262,54 @@ def staged_cog(
     Args:
         path: the file to publish.
         grid: its grid.
-        count: its bands.
-        dtype: its data type.
-        nodata: its nodata value; None: none.
+        bands: its bands: count, data type, nodata value, names.
         colors: a colour table (class -> RGB) for a class map.
         names: the class names of a class map: its legend files go beside it (:class:`StagedCog`).
         tags: dataset tags; non-string values are stored as JSON (read them with :func:`read_tag`).
-        descriptions: a name for each band.
         resampling: how the COG's overviews are made.
     """
     final = Path(path)
     with staging_dir(final) as tmpdir:
-        dst = rasterio.open(tmpdir / "stage.tif", "w", **staging_profile(grid, count, dtype, nodata))
+        dst = rasterio.open(tmpdir / "stage.tif", "w", **staging_profile(grid, bands.count, bands.dtype, bands.nodata))
         try:
             if colors:
                 dst.write_colormap(1, colormap(colors))
             if tags:
                 dst.update_tags(**{k: v if isinstance(v, str) else json.dumps(v) for k, v in tags.items()})
-            for i, d in enumerate(descriptions or [], start=1):
+            for i, d in enumerate(bands.descriptions, start=1):
                 dst.set_band_description(i, d)
             legend = {int(c): (names[c], _rgb(colors.get(c, (0, 0, 0)))) for c in names} if names and colors else None
-            yield StagedCog(final, tmpdir, dst, count, resampling, legend)
+            yield StagedCog(final, tmpdir, dst, bands.count, resampling, legend)
         finally:
             if not dst.closed:
                 dst.close()
 
 
 @contextlib.contextmanager
-def cog_writer(path: str | Path, grid: Grid, count: int, dtype: str, **options: Any) -> Iterator[rasterio.io.DatasetWriter]:
+def cog_writer(path: str | Path, grid: Grid, bands: Bands, **options: Any) -> Iterator[rasterio.io.DatasetWriter]:
     """Open a staging GeoTIFF for windowed writes; on success publish it as a COG at ``path``.
 
     Readers never see a partial file, and an error leaves nothing behind. Options as :func:`staged_cog`.
     """
-    with staged_cog(path, grid, count, dtype, **options) as staged:
+    with staged_cog(path, grid, bands, **options) as staged:
         yield staged.dataset
         publish_together(staged.finished())
 
 
-def write_cog(path: str | Path, data: np.ndarray, grid: Grid, **kwargs: Any) -> None:
-    """Write a whole (bands, rows, cols) or (rows, cols) array as a COG; options as :func:`cog_writer`."""
+def write_cog(path: str | Path, data: np.ndarray, grid: Grid, *, nodata: float | None = None,
+              descriptions: Sequence[str] = (), **options: Any) -> None:
+    """Write a whole (bands, rows, cols) or (rows, cols) array as a COG.
+
+    Args:
+        path: the file to publish.
+        data: the array; its type is the file's.
+        grid: its grid.
+        nodata: its nodata value; None: none.
+        descriptions: a name for each band.
+        **options: as :func:`staged_cog` takes them (colours, class names, tags, resampling).
+    """
     arr = data[np.newaxis] if data.ndim == 2 else data
-    with cog_writer(path, grid, arr.shape[0], arr.dtype.name, **kwargs) as dst:
+    with cog_writer(path, grid, Bands(arr.shape[0], arr.dtype.name, nodata, descriptions), **options) as dst:
         dst.write(arr)
 
 

@@ -25,7 +25,7 @@ from rasterio.windows import Window
 
 from lcflow.common.atomic import publish_together, write_text
 from lcflow.common.progress import Progress
-from lcflow.common.raster import Grid, read_with_halo, staged_cog
+from lcflow.common.raster import Bands, Grid, read_with_halo, staged_cog
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels.nomenclature import Nomenclature
@@ -227,14 +227,15 @@ def _staged_outputs(stack: contextlib.ExitStack, grid: Grid, out: SeriesOutputs,
     colors = {int(c): tuple(v) for c, v in info["class_colors"].items()}
     names = {int(c): v for c, v in info["class_names"].items()}
     out_maps = [stack.enter_context(staged_cog(
-        m, grid, 1, dtype, nodata=nodata, colors=colors, names=names, tags={**tags, "year": y}, descriptions=["class"],
+        m, grid, Bands(1, dtype, nodata, ["class"]), colors=colors, names=names, tags={**tags, "year": y},
         resampling="mode")) for m, y in zip(out.maps, years)]
     out_conf = [stack.enter_context(staged_cog(
-        c, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": info["model"], "year": y},
-        descriptions=["confidence"], resampling="average")) for c, y in zip(out.confidences, years)]
+        c, grid, Bands(1, "uint8", 255, ["confidence"]), tags={"unit": "percent", "model": info["model"], "year": y},
+        resampling="average")) for c, y in zip(out.confidences, years)]
     out_change = [stack.enter_context(staged_cog(
-        c, grid, 1, "uint16", nodata=change.CHANGE_NODATA, colors={r["code"]: tuple(r["color"]) for r in table},
-        tags={**tags, "years": [years[i], years[i + 1]], "change_classes": table}, descriptions=["from-to"],
+        c, grid, Bands(1, "uint16", change.CHANGE_NODATA, ["from-to"]),
+        colors={r["code"]: tuple(r["color"]) for r in table},
+        tags={**tags, "years": [years[i], years[i + 1]], "change_classes": table},
         resampling="mode")) for i, c in enumerate(out.changes)]
     return out_maps, out_conf, out_change
 

@@ -25,7 +25,7 @@ from lcflow.common.atomic import publish_together, staging_prefix, write_text, w
 from lcflow.common.position import window_latlon
 from lcflow.common.prefetch import prefetched
 from lcflow.common.progress import Progress
-from lcflow.common.raster import Grid, read_tag, read_with_halo, staged_cog
+from lcflow.common.raster import Bands, Grid, read_tag, read_with_halo, staged_cog
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.retrieve.composite import NODATA
@@ -285,18 +285,17 @@ def publish(trained: TrainedModel, grid: Grid, mapped: Iterable[tuple[int, objec
             "class_codes": trained.classes}
     with contextlib.ExitStack() as stack:
         staged_map = stack.enter_context(staged_cog(
-            out_map, grid, 1, dtype, nodata=nodata, colors=trained.class_colors, names=trained.class_names, tags=tags,
-            descriptions=["class"],
-            resampling="mode"))
+            out_map, grid, Bands(1, dtype, nodata, ["class"]), colors=trained.class_colors, names=trained.class_names,
+            tags=tags, resampling="mode"))
         staged_conf = stack.enter_context(staged_cog(
-            out_confidence, grid, 1, "uint8", nodata=255, tags={"unit": "percent", "model": trained.model.name},
-            descriptions=["confidence"], resampling="average"))
+            out_confidence, grid, Bands(1, "uint8", 255, ["confidence"]),
+            tags={"unit": "percent", "model": trained.model.name}, resampling="average"))
         staged_proba = None
         if out_probabilities is not None:
             staged_proba = stack.enter_context(staged_cog(
-                out_probabilities, grid, len(trained.classes), "uint8", nodata=PROBABILITY_NODATA,
-                tags={**tags, "class_colors": {str(k): list(v) for k, v in trained.class_colors.items()}},
-                descriptions=[f"p({c})" for c in trained.classes]))
+                out_probabilities, grid,
+                Bands(len(trained.classes), "uint8", PROBABILITY_NODATA, [f"p({c})" for c in trained.classes]),
+                tags={**tags, "class_colors": {str(k): list(v) for k, v in trained.class_colors.items()}}))
             staged_proba.dataset.scales = [1 / PROBABILITY_SCALE] * len(trained.classes)
         for _, win, arrays in mapped:
             if staged_proba is not None:

@@ -24,7 +24,7 @@ from lcflow.common import path_guard
 from lcflow.common.atomic import publish_together
 from lcflow.common.prefetch import prefetched, written_behind
 from lcflow.common.progress import Progress
-from lcflow.common.raster import Grid, staged_cog
+from lcflow.common.raster import Bands, Grid, staged_cog
 from lcflow.errors import LcflowError
 from lcflow.retrieve import indices, mgrs, remote, resample, sentinel2
 from lcflow.retrieve.asset_reader import AssetReader, AssetReadError
@@ -185,11 +185,11 @@ def run(manifest: str | Path, tile: str, year: int, out_cube: str | Path, out_va
     windows = list(grid.windows(settings.block_px, order="z"))
     progress = Progress(log, f"cube {tile} {year}", grid.width * grid.height)
     clear_cells = 0
-    with staged_cog(out_cube, grid, steps * len(layers), "int16", nodata=NODATA, tags=tags,
-                    descriptions=[f"{b}_t{k:02d}" for k in range(steps) for b in layers],
-                    resampling="average") as staged_cube, \
-            staged_cog(out_valid, grid, steps, "uint8", tags={"time_steps": tags["time_steps"]},
-                       descriptions=[f"valid_t{k:02d}" for k in range(steps)]) as staged_valid, \
+    with staged_cog(out_cube, grid, Bands(steps * len(layers), "int16", NODATA,
+                                          [f"{b}_t{k:02d}" for k in range(steps) for b in layers]),
+                    tags=tags, resampling="average") as staged_cube, \
+            staged_cog(out_valid, grid, Bands(steps, "uint8", None, [f"valid_t{k:02d}" for k in range(steps)]),
+                       tags={"time_steps": tags["time_steps"]}) as staged_valid, \
             scenes.reading() as load:
         cube, valid = staged_cube.dataset, staged_valid.dataset
 
