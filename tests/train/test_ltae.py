@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lcflow.errors import LcflowError
-from lcflow.train.models.ltae import Model, Network, day_encoding
+from lcflow.train.models.ltae import Attention, Model, Network, day_encoding
 
 
 def test_the_day_encoding_is_the_papers_sinusoid_of_the_middle_day_of_each_step():
@@ -55,7 +55,7 @@ def test_weights_of_another_network_are_refused_with_the_file_named(tmp_path):
 
 def test_each_head_pools_its_own_channel_group_with_weights_that_sum_to_one():
     torch.manual_seed(0)
-    net = Network(n_features=11, steps=12, n_classes=5, heads=4, head_width=3, key_size=8, hidden=16, dropout=0.0).eval()
+    net = Network(11, 12, 5, Attention(heads=4, head_width=3, key_size=8, hidden=16, dropout=0.0)).eval()
     x = torch.randn(6, 12, 11)
     seen = {}
     net.mlp.register_forward_hook(lambda m, inp, out: seen.update(pooled=inp[0]))

@@ -16,6 +16,7 @@ samples without dates take the middle of equal parts of a year, as the cube's co
 import datetime as dt
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -36,10 +37,29 @@ def day_encoding(steps: int, width: int, dates: Sequence[dt.date] | None = None)
     return enc.float()
 
 
+@dataclass(frozen=True)
+class Attention:
+    """The network's size: its heads, the channels of each, their keys' size; the MLP's width and dropout."""
+
+    heads: int
+    head_width: int
+    key_size: int
+    hidden: int
+    dropout: float
+
+    @classmethod
+    def of(cls, params: dict) -> "Attention":
+        """The size a model's parameters give."""
+        return cls(int(params["heads"]), int(params["head_width"]), int(params["key_size"]), int(params["hidden"]),
+                   float(params["dropout"]))
+
+
 class Network(nn.Module):
-    def __init__(self, n_features: int, steps: int, n_classes: int, heads: int, head_width: int, key_size: int,
-                 hidden: int, dropout: float, dates: Sequence[dt.date] | None = None):
+    def __init__(self, n_features: int, steps: int, n_classes: int, size: Attention,
+                 dates: Sequence[dt.date] | None = None):
         super().__init__()
+        heads, head_width, key_size, hidden, dropout = (size.heads, size.head_width, size.key_size, size.hidden,
+                                                        size.dropout)
         d_model = heads * head_width
         self.heads, self.key_size = heads, key_size
         self.in_proj = nn.Conv1d(n_features, d_model, 1)
@@ -69,5 +89,4 @@ class Network(nn.Module):
 class Model(TorchModel):
     def network(self) -> nn.Module:
         p = self.params
-        return Network(self.n_features, self.steps, self.n_classes, int(p["heads"]), int(p["head_width"]),
-                       int(p["key_size"]), int(p["hidden"]), float(p["dropout"]), self.step_dates())
+        return Network(self.n_features, self.steps, self.n_classes, Attention.of(p), self.step_dates())
