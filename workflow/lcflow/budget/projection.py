@@ -41,27 +41,38 @@ class Row:
         return self.jobs * self.job_s * self.gpus / 3600
 
 
+@dataclass(frozen=True)
+class Job:
+    """One job of a stage: the CPU work it does, the cores and GPUs it holds, and its wall time where that is
+    not its work spread over its cores (a network transfer, a GPU's)."""
+
+    cpu_s: float
+    cores: int
+    gpus: int = 0
+    wall_s: float | None = None
+
+
 def project(work: Work, rates: dict, cluster: Cluster) -> list[Row]:
     """The stages of ``work`` on ``cluster``."""
     a, c, rows = rates["assumed"], cluster, []
 
-    def add(stage: str, jobs: int, cpu_s: float, cores: int, slots: int, source: str, *, job_s: float | None = None,
-            gpus: int = 0, disk_gb: float = 0.0) -> None:
+    def add(stage: str, jobs: int, job: Job, slots: int, source: str, disk_gb: float = 0.0) -> None:
         if jobs:
-            rows.append(Row(stage, jobs, cpu_s / max(cores, 1) if job_s is None else job_s, cores, gpus,
+            cpu_s, cores, gpus = job.cpu_s, job.cores, job.gpus
+            rows.append(Row(stage, jobs, cpu_s / max(cores, 1) if job.wall_s is None else job.wall_s, cores, gpus,
                             min(jobs, slots), cpu_s * jobs, disk_gb, source))
 
     maps = len(work.tile_years)
     whole = WHOLE_TILE_PX
-    add("search", maps, measured.job_cpu_s(rates, "search"), 0, 1, "network: assumed a search on the login node",
-        job_s=a["search_s"])
+    add("search", maps, Job(measured.job_cpu_s(rates, "search"), 0, wall_s=a["search_s"]), 1,
+        "network: assumed a search on the login node")
     if not work.remote:
         staged_gb = [a["staged_gb_a_whole_tile_year"] * min(1.0, work.px[ty] / whole) * work.scenes[ty] / a["scenes"]
                      for ty in work.tile_years]
-        add("stage-in", maps, measured.job_cpu_s(rates, "stage"), 1 if work.stage_on_slurm else 0, 1,
+        add("stage-in", maps, Job(measured.job_cpu_s(rates, "stage"), 1 if work.stage_on_slurm else 0,
+                                  wall_s=max(staged_gb) * 8 / a["stage_gbit"]), 1,
             f"{a['staged_gb_a_whole_tile_year']:.1f} GB a whole tile-year of {a['scenes']:g} scenes (assumed), "
-            f"at {a['stage_gbit']:g} Gbit/s (assumed)", job_s=max(staged_gb) * 8 / a["stage_gbit"],
-            disk_gb=sum(staged_gb))
+            f"at {a['stage_gbit']:g} Gbit/s (assumed)", disk_gb=sum(staged_gb))
     cube_cpu = [measured.job_cpu_s(rates, "cube", work.px[ty] * work.scenes[ty]) for ty in work.tile_years]
     many = c.cpu_job_cores
     net_s = 0.0
@@ -69,15 +80,16 @@ def project(work: Work, rates: dict, cluster: Cluster) -> list[Row]:
         per_job = min(a["gbit_per_job"], a["site_gbit"] / min(maps, c.slots(many)))
         net_s = max(work.scenes[ty] * a["scene_gb"] * min(1.0, work.px[ty] / whole) for ty in work.tile_years) * 8 / per_job
     px_step = sum(work.px.values()) * work.steps
-    add("cube", maps, sum(cube_cpu) / maps, many, c.slots(many), rates["jobs"]["cube"]["source"]
+    add("cube", maps, Job(sum(cube_cpu) / maps, many, wall_s=max(max(cube_cpu) / many, net_s)), c.slots(many),
+        rates["jobs"]["cube"]["source"]
         + (f"; network reads assumed ({net_s / 60:.0f} min a job)" if work.remote else "; staged scenes"),
-        job_s=max(max(cube_cpu) / many, net_s), disk_gb=px_step * (2 * work.layers + 1) / 1e9)
+        disk_gb=px_step * (2 * work.layers + 1) / 1e9)
     tiles = work.tiles
     first = {t: work.px[(t, min(y for tt, y in work.tile_years if tt == t))] for t in tiles}
-    add("labels", len(tiles), sum(measured.job_cpu_s(rates, "labels", first[t]) for t in tiles) / len(tiles), 1,
+    add("labels", len(tiles), Job(sum(measured.job_cpu_s(rates, "labels", first[t]) for t in tiles) / len(tiles), 1),
         c.slots(1), rates["jobs"]["labels"]["source"], disk_gb=sum(first.values()) * 2 / 1e9)
     sample_cpu = sum(measured.job_cpu_s(rates, "sample", work.samples[ty]) for ty in work.tile_years)
-    add("sample", maps, sample_cpu / maps, many, c.slots(many), rates["jobs"]["sample"]["source"],
+    add("sample", maps, Job(sample_cpu / maps, many), c.slots(many), rates["jobs"]["sample"]["source"],
         disk_gb=sum(work.samples.values()) * (2 * work.layers * work.steps + 64) / 1e9)
     _models(work, rates, c, add)
     map_gb = sum(work.px.values()) * 2 / 1e9  # a class and a confidence byte a pixel
@@ -87,13 +99,13 @@ def project(work: Work, rates: dict, cluster: Cluster) -> list[Row]:
     # the jobs that start before the kernels are cached each compile them (numba's cache, on a fresh install)
     compiling = min(jobs, c.slots(1))
     compile_s = rates["jobs"]["consistent_maps"].get("compile_cpu_s", 0.0) * compiling
-    add("consistent_maps", jobs, sum(consistent) / len(tiles) + compile_s / jobs, 1, c.slots(1),
+    add("consistent_maps", jobs, Job(sum(consistent) / len(tiles) + compile_s / jobs, 1), c.slots(1),
         rates["jobs"]["consistent_maps"]["source"]
         + (f"; the first {compiling} job(s) compile the kernels" if compile_s else ""), disk_gb=map_gb)
     for stage, jobs in (("change_figure", len(tiles) * len(work.models) * max(years - 1, 0)),
                         ("quicklook", maps * len(work.models)), ("design_sample", maps),
                         ("assess", maps * len(work.models))):
-        add(stage, jobs, measured.job_cpu_s(rates, stage), 1, c.slots(1), rates["jobs"][stage]["source"])
+        add(stage, jobs, Job(measured.job_cpu_s(rates, stage), 1), c.slots(1), rates["jobs"][stage]["source"])
     return rows
 
 
@@ -108,13 +120,13 @@ def _models(work: Work, rates: dict, c: Cluster, add) -> None:
         fit_cpu = fit["fit_cpu_s_per_tree_here"] * work.rf["n_estimators"] + rates["startup_cpu_s"]
         told = f"a forest fit on {fit['rows']:,} rows ({fit['source']}), scaled to {n:,} rows"
         if "rf" in trials:
-            add("hpo rf", work.hpo_workers, fit_cpu * trials["rf"], many, work.hpo_workers,
+            add("hpo rf", work.hpo_workers, Job(fit_cpu * trials["rf"], many), work.hpo_workers,
                 f"{trials['rf']} trials a worker, each {told} (unpruned)")
-        add("train rf", 1, fit_cpu, c.node_cores, 1, f"{told}, on a whole node (linear)")
+        add("train rf", 1, Job(fit_cpu, c.node_cores), 1, f"{told}, on a whole node (linear)")
         per_px = rates["jobs"]["predict_rest"]["cpu_s_per_unit"] + (
             fit["map_cpu_s_per_px_300_here"] * work.rf["n_estimators"] / 300)
         cpu = [rates["jobs"]["predict_rest"]["fixed_cpu_s"] + per_px * work.px[ty] for ty in work.tile_years]
-        add("predict rf", maps, sum(cpu) / maps, many, c.slots(many),
+        add("predict rf", maps, Job(sum(cpu) / maps, many), c.slots(many),
             f"its forest as {told}; reading and writing: {rates['jobs']['predict_rest']['source']}", disk_gb=map_gb)
     gpu = rates.get("gpu") if c.gpus_per_node else None
     ranks = c.train_nodes * (c.gpus_per_node or c.ranks_per_node)
@@ -136,24 +148,24 @@ def _models(work: Work, rates: dict, c: Cluster, add) -> None:
         source += f"; {seen / max(n, 1):.0f} passes over {n:,} rows (early stopping ends sooner)"
         if m in trials:
             share = work.hpo_share[m]
-            add(f"hpo {m}", work.hpo_workers, job_s * trials[m] * share * cores, cores, min(work.hpo_workers, slots),
-                f"{trials[m]} trials a worker, each a training as below; the pruner runs {100 * share:.0f} % of their "
-                "rounds (lcflow.budget.pruning)", job_s=job_s * trials[m] * share, gpus=gpus)
-        add(f"train {m}", 1, job_s * cores, cores, 1, source, job_s=job_s, gpus=gpus)
-        add(f"learning_curve {m}", 1, measured.job_cpu_s(rates, "learning_curve"), 1, 1,
+            add(f"hpo {m}", work.hpo_workers, Job(job_s * trials[m] * share * cores, cores, gpus, job_s * trials[m] * share),
+                min(work.hpo_workers, slots), f"{trials[m]} trials a worker, each a training as below; the pruner runs "
+                f"{100 * share:.0f} % of their rounds (lcflow.budget.pruning)")
+        add(f"train {m}", 1, Job(job_s * cores, cores, gpus, job_s), 1, source)
+        add(f"learning_curve {m}", 1, Job(measured.job_cpu_s(rates, "learning_curve"), 1), 1,
             rates["jobs"]["learning_curve"]["source"])
         if gpu:
             per_gpu = gpu["predict_px_s_per_gpu"].get(m, gpu["predict_px_s_per_gpu"]["lstm"])
             gpus = c.predict_nodes * c.gpus_per_node
             job_s = [work.px[ty] / (per_gpu * gpus) + rates["startup_cpu_s"] for ty in work.tile_years]
             cores = c.predict_nodes * c.gpu_node_cores
-            add(f"predict {m}", maps, sum(job_s) / maps * cores, cores, max(1, c.gpu_nodes // c.predict_nodes),
-                f"{gpu['device']}: {per_gpu:,.0f} px/s a GPU", job_s=max(job_s), gpus=gpus, disk_gb=map_gb)
+            add(f"predict {m}", maps, Job(sum(job_s) / maps * cores, cores, gpus, max(job_s)),
+                max(1, c.gpu_nodes // c.predict_nodes), f"{gpu['device']}: {per_gpu:,.0f} px/s a GPU", disk_gb=map_gb)
         else:
             stage = f"predict_{m}_cpu" if f"predict_{m}_cpu" in rates["jobs"] else "predict_lstm_cpu"
             cpu = [measured.job_cpu_s(rates, stage, work.px[ty]) for ty in work.tile_years]
             cores = c.predict_nodes * c.ranks_per_node * c.cores_per_rank
-            add(f"predict {m}", maps, sum(cpu) / maps, cores, c.slots(cores), rates["jobs"][stage]["source"],
+            add(f"predict {m}", maps, Job(sum(cpu) / maps, cores), c.slots(cores), rates["jobs"][stage]["source"],
                 disk_gb=map_gb)
 
 
