@@ -83,6 +83,24 @@ def test_lstm_runs_repeat(toy_table, tmp_path):
     assert a["test"]["overall_accuracy"] == b["test"]["overall_accuracy"]
 
 
+def test_a_training_checks_its_parameters_once_and_takes_each_default_from_one_table(toy_table, tmp_path,
+                                                                                     monkeypatch):
+    """model_params.lstm.batch_size and the rest: checked once a training (the model takes the checked set as
+    it is), their defaults filled in by that check alone (TrainConfig reads every one as given)."""
+    checks, real = [], hyperparameters.check
+    monkeypatch.setattr(hyperparameters, "check", lambda model, given, where=None: checks.append(model) or
+                        real(model, given, where))
+    metrics = training.train("lstm", [str(toy_table)], tmp_path / "m", {"epochs": 2, "min_steps": 0, "hidden_size": 8})
+    assert checks == ["lstm"]
+    assert metrics["global_batch"] == hyperparameters.TRAINING["batch_size"].default
+    checked = real("lstm", {"batch_size": 64})
+    assert deep.TrainConfig.from_params(checked).batch_size == 64
+    with pytest.raises(KeyError, match="batch_size"):  # no second default: a set that skipped the check fails
+        deep.TrainConfig.from_params({k: v for k, v in checked.items() if k != "batch_size"})
+    with pytest.raises(hyperparameters.ParamError, match=r"model lstm\.batch_size = 0"):  # a raw dict is checked
+        training.model_class("lstm")({"batch_size": 0}, 3, 8, 3)
+
+
 def test_lstm_attention_pooling_trains_and_weighs_the_steps(toy_table, tmp_path):
     """pooling=attention: a weighted sum of the LSTM's outputs, the weights a softmax over the steps; it learns
     the toy classes, reloads to the same predictions, and with a flat score it is the plain mean."""

@@ -41,7 +41,7 @@ from lcflow.train.balance import class_weights
 from lcflow.train.batch_augmentation import augment
 from lcflow.train.batch_inference import predict_proba
 from lcflow.train.distributed import Single, network_settings, node_name
-from lcflow.train.hyperparameters import TRAINING
+from lcflow.train.hyperparameters import CheckedParams
 from lcflow.train.optim import lr_factor, make_optimizer, scaled_lr
 from lcflow.train.samples import Samples, SampleStream, seeded
 from lcflow.train.selection import better, selectable
@@ -84,9 +84,10 @@ class TrainConfig:
     elastic: bool  # hvd.elastic: survive workers leaving (launch with horovodrun --min-np/--max-np)
 
     @classmethod
-    def from_params(cls, given: dict[str, Any]) -> "TrainConfig":
-        """From a model's parameters (checked, defaults filled in by :func:`lcflow.train.hyperparameters.check`)."""
-        return cls(**{f.name: given.get(f.name, TRAINING[f.name].default) for f in fields(cls)})
+    def from_params(cls, given: CheckedParams) -> "TrainConfig":
+        """From a model's parameters, as :func:`lcflow.train.hyperparameters.check` returns them (every one
+        given, checked, defaults filled in)."""
+        return cls(**{f.name: given[f.name] for f in fields(cls)})
 
 
 @dataclass(frozen=True)

@@ -270,7 +270,16 @@ def defaults(model: str) -> dict[str, Any]:
     return {k: p.default for k, p in table(model).items()}
 
 
-def check(model: str, given: dict[str, Any] | None, where: str | None = None) -> dict[str, Any]:
+class CheckedParams(dict):
+    """A model's full parameter set as :func:`check` returns it (defaults filled in, each value checked once):
+    a model given one takes it as it is."""
+
+    def __init__(self, values: Any = (), model: str = "") -> None:
+        super().__init__(values)
+        self.model = model
+
+
+def check(model: str, given: dict[str, Any] | None, where: str | None = None) -> CheckedParams:
     """The full parameter set of ``model``: defaults updated with ``given``, each value checked.
 
     ``where`` names the source in errors (``model_params.lstm`` in the config; ``--set`` on the
@@ -288,7 +297,7 @@ def check(model: str, given: dict[str, Any] | None, where: str | None = None) ->
             out[key] = spec[key].coerce(value)
         except ValueError as exc:
             raise ParamError(f"{where}.{key} = {value!r}: expected {exc}", key) from None
-    return out
+    return CheckedParams(out, model)
 
 
 def describe(model: str, skip: frozenset[str] = frozenset()) -> str:

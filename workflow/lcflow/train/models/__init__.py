@@ -32,7 +32,11 @@ class Model(ABC):
 
     def __init__(self, params: dict[str, Any], n_features: int, steps: int, n_classes: int,
                  bands: list[str] | None = None, standardise: Any = None, time_steps: list[str] | None = None):
-        self.params = hyperparameters.check(self.name, params)
+        self.params: hyperparameters.CheckedParams
+        if isinstance(params, hyperparameters.CheckedParams) and params.model == self.name:
+            self.params = params  # checked once, where it was given
+        else:
+            self.params = hyperparameters.check(self.name, params)
         self.n_features, self.steps, self.n_classes = n_features, steps, n_classes
         # what the input's features are, for models that map them onto inputs of their own (presto)
         self.bands, self.standardise = bands, standardise
