@@ -195,7 +195,9 @@ def main() -> None:
     print(f"# one core; {args.years} years, {args.classes} classes, windows of {block} px, halo {halo} px, "
           f"{args.changed:.0%} of fields changed a year, {args.speckle:.0%} speckle; CPU s are medians of "
           f"{args.rounds - args.cold} {'warm ' if args.cold else ''}turns")
-    from shared import lcflow_versions  # here, not at the top: the child imports nothing of this checkout's
+    from shared import (
+        lcflow_versions,  # here, not at the top: the child imports nothing of this checkout's
+    )
 
     figures = []
     with tempfile.TemporaryDirectory() as tmp:

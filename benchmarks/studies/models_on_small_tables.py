@@ -57,7 +57,9 @@ MISSING_STEPS = 0.075
 
 def demo_samples(work: Path) -> list[pd.DataFrame]:
     """The demo's samples tables (600 per class and tile-year, as the demo config draws them)."""
-    from shared import demo_tiles  # the demo's rasters: imported here, so that training alone needs no rasterio
+    from shared import (
+        demo_tiles,  # the demo's rasters: imported here, so that training alone needs no rasterio
+    )
 
     from lcflow.labels import sampling
 

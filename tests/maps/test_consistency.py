@@ -14,7 +14,15 @@ from lcflow.labels import nomenclature
 from lcflow.maps import change
 from lcflow.maps import consistent as consistent_maps
 from lcflow.maps.consistency_settings import ConsistencySettings
-from lcflow.maps.hmm import PROBABILITY_FLOOR, ChangePrior, change_prior, marginals, small_changes, smooth, viterbi
+from lcflow.maps.hmm import (
+    PROBABILITY_FLOOR,
+    ChangePrior,
+    change_prior,
+    marginals,
+    small_changes,
+    smooth,
+    viterbi,
+)
 from lcflow.maps.predict import PROBABILITY_NODATA, PROBABILITY_SCALE
 
 

@@ -16,7 +16,15 @@ import yaml
 
 from lcflow.labels import nomenclature
 
-from ..conftest import HOSTILE_RESOURCES, HOSTILE_RESULTS, ROOT, corine_polygons, job_counts, missing, snakemake
+from ..conftest import (
+    HOSTILE_RESOURCES,
+    HOSTILE_RESULTS,
+    ROOT,
+    corine_polygons,
+    job_counts,
+    missing,
+    snakemake,
+)
 
 pytestmark = pytest.mark.integration
 DEMO = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

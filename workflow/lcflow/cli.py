@@ -28,8 +28,18 @@ log = logging.getLogger("lcflow")
 BAD_INPUT, FAILED = 2, 1
 
 #: each stage's commands, in the order of the workflow
-STAGES = (synth_commands, retrieve_commands, labels_commands, train_commands, tune_commands, maps_commands,
-          assess_commands, job_resources, config, budget_commands)
+STAGES = (
+    synth_commands,
+    retrieve_commands,
+    labels_commands,
+    train_commands,
+    tune_commands,
+    maps_commands,
+    assess_commands,
+    job_resources,
+    config,
+    budget_commands,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,7 +55,11 @@ class _Help(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "%(default)" in text or action.required or action.default in (None, False, argparse.SUPPRESS):
+        if (
+            "%(default)" in text
+            or action.required
+            or action.default in (None, False, argparse.SUPPRESS)
+        ):
             return text
         if action.option_strings and action.nargs != 0:
             return f"{text} (default: %(default)s)"
@@ -65,7 +79,9 @@ def plain(text: str) -> str:
 
 def parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="lcflow", description=__doc__, formatter_class=_Help)
-    ap.add_argument("-v", "--verbose", action="store_true", help="debug messages, and the traceback of an error")
+    ap.add_argument(
+        "-v", "--verbose", action="store_true", help="debug messages, and the traceback of an error"
+    )
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
 
     def command(name: str, help: str, **kw) -> argparse.ArgumentParser:
@@ -109,19 +125,32 @@ def main(argv: list[str] | None = None) -> int:
         log.debug("%s failed", args.command, exc_info=True)
         print(f"lcflow {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
         return BAD_INPUT
-    except KeyboardInterrupt:  # Ctrl-C: what it stopped is unwound (staging gone, nothing published)
-        print(f"lcflow {args.command}: stopped by SIGINT{termination.rank_named()}: nothing was published; run it again to "
-              "finish", file=sys.stderr)
+    except (
+        KeyboardInterrupt
+    ):  # Ctrl-C: what it stopped is unwound (staging gone, nothing published)
+        print(
+            f"lcflow {args.command}: stopped by SIGINT{termination.rank_named()}: nothing was published; run it again to "
+            "finish",
+            file=sys.stderr,
+        )
         return 128 + signal.SIGINT
     except SystemExit as exc:
-        if exc.code == 128 + signal.SIGTERM:  # lcflow.common.termination: scancel, a time limit, Snakemake
-            print(f"lcflow {args.command}: error: stopped by SIGTERM{termination.rank_named()} (a cancelled job or its time "
-                  "limit): nothing was published", file=sys.stderr)
+        if (
+            exc.code == 128 + signal.SIGTERM
+        ):  # lcflow.common.termination: scancel, a time limit, Snakemake
+            print(
+                f"lcflow {args.command}: error: stopped by SIGTERM{termination.rank_named()} (a cancelled job or its time "
+                "limit): nothing was published",
+                file=sys.stderr,
+            )
         raise
     except Exception as exc:  # a library's error: one line here, the traceback in the log (-v)
         log.debug("%s failed", args.command, exc_info=True)
         hint = "" if args.verbose else " (run with -v for the traceback)"
-        print(f"lcflow {args.command}: error: {type(exc).__name__}: {_one_line(str(exc))[:500]}{hint}", file=sys.stderr)
+        print(
+            f"lcflow {args.command}: error: {type(exc).__name__}: {_one_line(str(exc))[:500]}{hint}",
+            file=sys.stderr,
+        )
         return FAILED
     return 0
 

@@ -23,8 +23,23 @@ log = logging.getLogger("lcflow")
 
 COLUMNS = {"s": "wall_s", "cpu_time": "cpu_s", "max_rss": "max_rss_mb"}
 #: the stages in the order a run reaches them (others follow, by name)
-ORDER = ("synth", "search", "stage", "cube", "labels", "sample", "hpo", "train", "learning_curve", "predict",
-         "consistent_maps", "change_figure", "quicklook", "design_sample", "assess")
+ORDER = (
+    "synth",
+    "search",
+    "stage",
+    "cube",
+    "labels",
+    "sample",
+    "hpo",
+    "train",
+    "learning_curve",
+    "predict",
+    "consistent_maps",
+    "change_figure",
+    "quicklook",
+    "design_sample",
+    "assess",
+)
 
 
 def read(benchmarks: str | Path) -> pd.DataFrame:
@@ -38,13 +53,23 @@ def read(benchmarks: str | Path) -> pd.DataFrame:
         try:
             table = pd.read_csv(path, sep="\t", na_values=["NA", "-"])
         except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            raise LcflowError(f"benchmark file {path}: not a Snakemake benchmark table ({exc})") from None
+            raise LcflowError(
+                f"benchmark file {path}: not a Snakemake benchmark table ({exc})"
+            ) from None
         missing = [c for c in COLUMNS if c not in table.columns]
         if missing or table.empty:
-            raise LcflowError(f"benchmark file {path}: no {', '.join(missing) or 'rows'} (not a Snakemake benchmark)")
+            raise LcflowError(
+                f"benchmark file {path}: no {', '.join(missing) or 'rows'} (not a Snakemake benchmark)"
+            )
         last = table.iloc[-1]  # a job benchmarked with repeats: its last run
         stage = path.parent.name if path.parent != benchmarks else path.stem
-        rows.append({"stage": stage, "job": path.stem, **{new: float(last[old]) for old, new in COLUMNS.items()}})
+        rows.append(
+            {
+                "stage": stage,
+                "job": path.stem,
+                **{new: float(last[old]) for old, new in COLUMNS.items()},
+            }
+        )
     if not rows:
         raise LcflowError(f"{benchmarks}: no benchmark files (benchmarks/STAGE/JOB.tsv)")
     rank = {stage: i for i, stage in enumerate(ORDER)}
@@ -57,13 +82,15 @@ def by_stage(jobs: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     grouped = jobs.groupby("stage", sort=False)
-    table = pd.DataFrame({
-        "jobs": grouped.size(),
-        "wall_s_total": grouped["wall_s"].sum(),
-        "wall_s_max": grouped["wall_s"].max(),
-        "cpu_s_total": grouped["cpu_s"].sum(min_count=1),
-        "max_rss_mb": grouped["max_rss_mb"].max(),
-    })
+    table = pd.DataFrame(
+        {
+            "jobs": grouped.size(),
+            "wall_s_total": grouped["wall_s"].sum(),
+            "wall_s_max": grouped["wall_s"].max(),
+            "cpu_s_total": grouped["cpu_s"].sum(min_count=1),
+            "max_rss_mb": grouped["max_rss_mb"].max(),
+        }
+    )
     return table.reset_index()
 
 
@@ -76,16 +103,24 @@ def figure(jobs: pd.DataFrame, out: str | Path) -> None:
 
     stages = list(dict.fromkeys(jobs["stage"]))
     fig, axes = plt.subplots(1, 2, figsize=(11, 0.45 * len(stages) + 1.6), sharey=True)
-    for ax, column, label in ((axes[0], "wall_s", "wall time per job (s)"),
-                              (axes[1], "max_rss_mb", "peak memory per job (MB, RSS)")):
+    for ax, column, label in (
+        (axes[0], "wall_s", "wall time per job (s)"),
+        (axes[1], "max_rss_mb", "peak memory per job (MB, RSS)"),
+    ):
         for y, stage in enumerate(stages):
             values = jobs.loc[jobs["stage"] == stage, column].dropna()
             if values.empty:
                 continue
             ax.barh(y, values.max(), color="#c6dbef")
             ax.plot(values, [y] * len(values), "o", color="#08519c", markersize=3)
-            ax.annotate(f"{values.max():.0f}", (values.max(), y), xytext=(3, 0), textcoords="offset points",
-                        va="center", fontsize=8)
+            ax.annotate(
+                f"{values.max():.0f}",
+                (values.max(), y),
+                xytext=(3, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+            )
         ax.set_xlabel(label)
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(range(len(stages)), stages)
@@ -97,7 +132,9 @@ def figure(jobs: pd.DataFrame, out: str | Path) -> None:
     plt.close(fig)
 
 
-def write(benchmarks: str | Path, out: str | Path, figure_out: str | Path | None = None) -> pd.DataFrame:
+def write(
+    benchmarks: str | Path, out: str | Path, figure_out: str | Path | None = None
+) -> pd.DataFrame:
     """The per-stage table (TSV) and, given ``figure_out``, the figure; returns the per-job rows."""
     jobs = read(benchmarks)
     write_text(out, by_stage(jobs).to_csv(sep="\t", index=False, float_format="%.2f"))
@@ -113,9 +150,23 @@ def cmd_job_resources(a) -> None:
 
 def register(command) -> None:
     """``lcflow job-resources``; ``command(name, help, **kw)`` makes its sub-parser."""
-    p = command("job-resources", "wall time, CPU time and peak memory of every stage's jobs, from Snakemake's "
-                                 "benchmark files")
-    p.add_argument("--benchmarks", required=True, type=path_guard.input_dir, help="folder of benchmark files, STAGE/JOB.tsv")
-    p.add_argument("--out", required=True, type=path_guard.output_file, help="per-stage table (TSV) to write")
-    p.add_argument("--figure", type=path_guard.output_file, help="figure (PNG) to write: each job's wall time and peak memory by stage")
+    p = command(
+        "job-resources",
+        "wall time, CPU time and peak memory of every stage's jobs, from Snakemake's "
+        "benchmark files",
+    )
+    p.add_argument(
+        "--benchmarks",
+        required=True,
+        type=path_guard.input_dir,
+        help="folder of benchmark files, STAGE/JOB.tsv",
+    )
+    p.add_argument(
+        "--out", required=True, type=path_guard.output_file, help="per-stage table (TSV) to write"
+    )
+    p.add_argument(
+        "--figure",
+        type=path_guard.output_file,
+        help="figure (PNG) to write: each job's wall time and peak memory by stage",
+    )
     p.set_defaults(func=cmd_job_resources)

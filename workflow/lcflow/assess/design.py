@@ -37,12 +37,18 @@ class Design:
 
     def __post_init__(self):
         if not 0 < self.target_se < 0.5:
-            raise LcflowError(f"design target standard error {self.target_se}: expected within 0..0.5")
+            raise LcflowError(
+                f"design target standard error {self.target_se}: expected within 0..0.5"
+            )
         for code, u in {"every class": self.expected_users_accuracy, **self.users_accuracy}.items():
             if not 0 < u <= 1:
-                raise LcflowError(f"design user's accuracy guess for {code} = {u}: expected within 0..1")
+                raise LcflowError(
+                    f"design user's accuracy guess for {code} = {u}: expected within 0..1"
+                )
         if self.min_per_class < 2:
-            raise LcflowError(f"design min_per_class {self.min_per_class}: at least 2 (a stratum's variance needs 2)")
+            raise LcflowError(
+                f"design min_per_class {self.min_per_class}: at least 2 (a stratum's variance needs 2)"
+            )
 
 
 def sample_size(weights: np.ndarray, users_accuracy: np.ndarray, target_se: float) -> int:
@@ -57,9 +63,14 @@ def allocate(mapped: dict[int, int], design: Design) -> dict[int, int]:
     classes = sorted(mapped)
     pixels = np.array([mapped[c] for c in classes], dtype=float)
     weights = pixels / pixels.sum()
-    guesses = np.array([design.users_accuracy.get(c, design.expected_users_accuracy) for c in classes])
+    guesses = np.array(
+        [design.users_accuracy.get(c, design.expected_users_accuracy) for c in classes]
+    )
     n = sample_size(weights, guesses, design.target_se)
-    return {c: int(min(mapped[c], max(design.min_per_class, round(n * w)))) for c, w in zip(classes, weights)}
+    return {
+        c: int(min(mapped[c], max(design.min_per_class, round(n * w))))
+        for c, w in zip(classes, weights)
+    }
 
 
 def class_pixels(map_path: str | Path) -> dict[int, int]:
@@ -101,23 +112,33 @@ def draw(map_path: str | Path, design: Design) -> pd.DataFrame:
                 seen[c] += r.size
         transform = ds.transform
     rows, cols, strata = np.concatenate(rows), np.concatenate(cols), np.concatenate(strata)
-    order = rng.permutation(rows.size)  # the interpreter must not see the points grouped by map class
+    order = rng.permutation(
+        rows.size
+    )  # the interpreter must not see the points grouped by map class
     rows, cols, strata = rows[order], cols[order], strata[order]
     xs, ys = rasterio.transform.xy(transform, rows, cols)
     names = read_tag(map_path, "class_names") or {}
-    return pd.DataFrame({
-        "point_id": np.arange(1, rows.size + 1), "stratum": strata.astype(int),
-        "stratum_pixels": [mapped[s] for s in strata], "map_class": strata.astype(int),
-        "map_class_name": [names.get(str(s), str(s)) for s in strata], "x": np.asarray(xs), "y": np.asarray(ys),
-        REFERENCE: pd.array([pd.NA] * rows.size, dtype="Int64"),
-    })
+    return pd.DataFrame(
+        {
+            "point_id": np.arange(1, rows.size + 1),
+            "stratum": strata.astype(int),
+            "stratum_pixels": [mapped[s] for s in strata],
+            "map_class": strata.astype(int),
+            "map_class_name": [names.get(str(s), str(s)) for s in strata],
+            "x": np.asarray(xs),
+            "y": np.asarray(ys),
+            REFERENCE: pd.array([pd.NA] * rows.size, dtype="Int64"),
+        }
+    )
 
 
 #: the layer of the GeoPackage that design-sample writes, and that assess reads where a file has several
 LAYER = "reference_points"
 
 
-def write(points: pd.DataFrame, map_path: str | Path, out: str | Path, csv: str | Path | None = None) -> None:
+def write(
+    points: pd.DataFrame, map_path: str | Path, out: str | Path, csv: str | Path | None = None
+) -> None:
     """The sample as a GeoPackage of points in the map's CRS (for QGIS) and optionally as CSV (with lon/lat);
     each written under a temporary name, then renamed."""
     import geopandas as gpd
@@ -125,7 +146,9 @@ def write(points: pd.DataFrame, map_path: str | Path, out: str | Path, csv: str 
     from lcflow.common.atomic import atomic_path, write_text
 
     crs = Grid.of(map_path).crs
-    frame = gpd.GeoDataFrame(points, geometry=gpd.points_from_xy(points["x"], points["y"]), crs=crs.to_wkt())
+    frame = gpd.GeoDataFrame(
+        points, geometry=gpd.points_from_xy(points["x"], points["y"]), crs=crs.to_wkt()
+    )
     with atomic_path(out, suffix=Path(out).suffix) as tmp:
         tmp.unlink()  # GDAL creates the GeoPackage itself
         frame.to_file(tmp, layer=LAYER)

@@ -42,8 +42,10 @@ def site_values(profile: Path) -> dict[str, str]:
     as the profile itself reads them."""
     config = profile / "config.yaml"
     if not config.is_file():
-        raise LcflowError(f"--profile {profile}: no config.yaml there (the Slurm profile is profiles/slurm of "
-                          "lcflow's repository)")
+        raise LcflowError(
+            f"--profile {profile}: no config.yaml there (the Slurm profile is profiles/slurm of "
+            "lcflow's repository)"
+        )
     values = {}
     for line in config.read_text().splitlines():
         if m := _SITE.match(line):
@@ -59,15 +61,28 @@ def from_profile(profile: Path, cpu_nodes: int, gpu_nodes: int) -> Cluster:
         try:
             return int(site.get(name, fallback))
         except ValueError:
-            raise LcflowError(f"site value {name}={site[name]!r} of {profile}: not a whole number") from None
+            raise LcflowError(
+                f"site value {name}={site[name]!r} of {profile}: not a whole number"
+            ) from None
 
     gpus = number("GPUS_PER_NODE", 4)
-    return Cluster(f"{profile} ({cpu_nodes} CPU nodes, {gpu_nodes} GPU nodes at once)", cpu_nodes, gpu_nodes,
-                   number("NODE_CORES", 48), number("CPU_CORES", 8), gpus, number("TASKS_PER_NODE", gpus or 2),
-                   number("CPUS_PER_TASK", 12), number("TRAIN_NODES", 2), number("PREDICT_NODES", 1))
+    return Cluster(
+        f"{profile} ({cpu_nodes} CPU nodes, {gpu_nodes} GPU nodes at once)",
+        cpu_nodes,
+        gpu_nodes,
+        number("NODE_CORES", 48),
+        number("CPU_CORES", 8),
+        gpus,
+        number("TASKS_PER_NODE", gpus or 2),
+        number("CPUS_PER_TASK", 12),
+        number("TRAIN_NODES", 2),
+        number("PREDICT_NODES", 1),
+    )
 
 
 def this_machine(ranks: int = 2) -> Cluster:
     """One workstation as profiles/local runs on it: its cores, deep models on ``ranks`` CPU processes."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
     return Cluster(f"this machine ({cores} cores, no GPU)", 1, 1, cores, cores, 0, ranks, 1, 1, 1)

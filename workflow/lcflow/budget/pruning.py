@@ -8,8 +8,9 @@ from __future__ import annotations
 import logging
 
 
-def share_run(pruner: str, min_rounds: int, rounds: int, reduction_factor: int, trials: int,
-              studies: int = 8) -> float:
+def share_run(
+    pruner: str, min_rounds: int, rounds: int, reduction_factor: int, trials: int, studies: int = 8
+) -> float:
     """Mean share of ``trials`` x ``rounds`` validation rounds run, over ``studies`` replays (seeded).
 
     Args:
@@ -31,8 +32,11 @@ def share_run(pruner: str, min_rounds: int, rounds: int, reduction_factor: int, 
     run = 0
     for seed in range(studies):
         qualities = np.random.default_rng(seed).random(trials)
-        study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=seed),
-                                    pruner=make_pruner(pruner, min_rounds, rounds, reduction_factor))
+        study = optuna.create_study(
+            direction="maximize",
+            sampler=optuna.samplers.RandomSampler(seed=seed),
+            pruner=make_pruner(pruner, min_rounds, rounds, reduction_factor),
+        )
         for quality in qualities:
             trial = study.ask()
             for k in range(1, rounds + 1):

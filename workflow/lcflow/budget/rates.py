@@ -24,10 +24,14 @@ def load(path: Path | None = None) -> dict[str, Any]:
     try:
         rates = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise LcflowError(f"rates {path}: unreadable ({exc}); benchmarks/seed_study.py --rates writes them") from None
+        raise LcflowError(
+            f"rates {path}: unreadable ({exc}); benchmarks/seed_study.py --rates writes them"
+        ) from None
     missing = {"jobs", "forests", "deep_cpu", "assumed"} - set(rates)
     if missing:
-        raise LcflowError(f"rates {path}: no {', '.join(sorted(missing))}; benchmarks/seed_study.py --rates writes them")
+        raise LcflowError(
+            f"rates {path}: no {', '.join(sorted(missing))}; benchmarks/seed_study.py --rates writes them"
+        )
     return rates
 
 
@@ -37,8 +41,13 @@ def job_cpu_s(rates: dict, stage: str, units: float = 0.0) -> float:
     return rate["fixed_cpu_s"] + rate.get("cpu_s_per_unit", 0.0) * units
 
 
-def affine(demo_cpu_s: float, demo_jobs: int, demo_units: float, startup_cpu_s: float,
-           large_cpu_s_per_unit: float | None = None) -> dict[str, float]:
+def affine(
+    demo_cpu_s: float,
+    demo_jobs: int,
+    demo_units: float,
+    startup_cpu_s: float,
+    large_cpu_s_per_unit: float | None = None,
+) -> dict[str, float]:
     """A stage's fixed and per-unit CPU from the demo's jobs and, where a large job was measured, its rate
     per unit: the fixed part is then what the demo's jobs spent beyond that rate (at least a process's
     start-up). Without a large job, the fixed part is the start-up and the rest of the demo's CPU is per unit.
@@ -64,5 +73,13 @@ def forest(rates: dict, rows: int, leaf: int) -> dict[str, Any]:
     fits = [f for f in rates["forests"] if f["leaf"] == leaf] or rates["forests"]
     fit = min(fits, key=lambda f: abs(math.log(max(rows, 2) / f["rows"])))
     n, m = max(rows, 2), fit["rows"]
-    return {**fit, "fit_cpu_s_per_tree_here": fit["fit_cpu_s_per_tree"] * n * math.log2(n) / (m * math.log2(m)),
-            "map_cpu_s_per_px_300_here": fit["map_cpu_s_per_px_300_trees"] * math.log2(n) / math.log2(m)}
+    return {
+        **fit,
+        "fit_cpu_s_per_tree_here": fit["fit_cpu_s_per_tree"]
+        * n
+        * math.log2(n)
+        / (m * math.log2(m)),
+        "map_cpu_s_per_px_300_here": fit["map_cpu_s_per_px_300_trees"]
+        * math.log2(n)
+        / math.log2(m),
+    }

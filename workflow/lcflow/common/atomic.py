@@ -54,7 +54,9 @@ def staging_prefix(final: Path) -> str:
 def staging_name(final: Path, tag: str = "") -> Path:
     """A fresh staging path beside ``final``: its prefix, this process, a random part, the output's suffix."""
     suffix = final.suffix if len(final.suffix.encode()) <= _SUFFIX_BYTES else ""
-    return final.parent / f"{staging_prefix(final)}{tag or os.getpid()}-{secrets.token_hex(4)}{suffix}"
+    return (
+        final.parent / f"{staging_prefix(final)}{tag or os.getpid()}-{secrets.token_hex(4)}{suffix}"
+    )
 
 
 def lock_path(final: Path) -> Path:
@@ -101,7 +103,9 @@ def writer_lock(final: str | os.PathLike) -> Iterator[None]:
                     lock.unlink()
                 os.close(fd)
     finally:
-        for directory in made:  # the folders made for the lock alone, where nothing was written into them
+        for (
+            directory
+        ) in made:  # the folders made for the lock alone, where nothing was written into them
             with contextlib.suppress(OSError):
                 directory.rmdir()
 
@@ -109,9 +113,15 @@ def writer_lock(final: str | os.PathLike) -> Iterator[None]:
 def _unwritable(final: Path, exc: OSError) -> Exception:
     """A folder that cannot take an output: one line naming the output and its folder, not lcflow's lock."""
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        why = "is on a read-only file system" if exc.errno == errno.EROFS else "is not writable by this user"
-        return LcflowError(f"cannot write {final}: the folder {final.parent} {why}; name an output folder you can "
-                           "write to")
+        why = (
+            "is on a read-only file system"
+            if exc.errno == errno.EROFS
+            else "is not writable by this user"
+        )
+        return LcflowError(
+            f"cannot write {final}: the folder {final.parent} {why}; name an output folder you can "
+            "write to"
+        )
     return exc
 
 
@@ -136,9 +146,13 @@ def _acquire(lock: Path, final: Path) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise LcflowError(f"another process is writing {final} (it holds {lock}): wait for it to finish, or "
-                              "stop it and run again") from None
-        except OSError as exc:  # ENOLCK, EOPNOTSUPP: a file system without flock; write without the lock
+            raise LcflowError(
+                f"another process is writing {final} (it holds {lock}): wait for it to finish, or "
+                "stop it and run again"
+            ) from None
+        except (
+            OSError
+        ) as exc:  # ENOLCK, EOPNOTSUPP: a file system without flock; write without the lock
             os.close(fd)
             if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
                 lock.unlink(missing_ok=True)  # no lock to hold: its file would only stay behind
@@ -180,7 +194,9 @@ def staging_dir(final: str | os.PathLike, tag: str = "") -> Iterator[Path]:
         path = staging_name(final, tag)
         path.mkdir()
         try:
-            with disk_errors(final):  # inside: the free space is judged before the staging is removed
+            with disk_errors(
+                final
+            ):  # inside: the free space is judged before the staging is removed
                 yield path
         finally:
             shutil.rmtree(path, ignore_errors=True)
@@ -227,8 +243,11 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 
 #: errno values that mean the disk (or the user's share of it) cannot take the file
-_NO_SPACE = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
-             errno.EFBIG: "the file is larger than this system lets a process write"}
+_NO_SPACE = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EFBIG: "the file is larger than this system lets a process write",
+}
 
 
 #: free bytes under which a failed write is put down to a full disk (GDAL reports only "Write failed")
@@ -249,9 +268,13 @@ def disk_errors(final: Path) -> Iterator[None]:
         write_failed = "write failed" in str(exc).lower()
         if write_failed or type(exc).__module__.startswith("rasterio"):
             if _free_bytes(final.parent) < FULL_DISK_BYTES:
-                raise _disk_error(final, _NO_SPACE[errno.ENOSPC], os.strerror(errno.ENOSPC)) from exc
+                raise _disk_error(
+                    final, _NO_SPACE[errno.ENOSPC], os.strerror(errno.ENOSPC)
+                ) from exc
             if write_failed:
-                raise LcflowError(f"writing {final} failed: {exc} (the reason is in the log above)") from exc
+                raise LcflowError(
+                    f"writing {final} failed: {exc} (the reason is in the log above)"
+                ) from exc
         raise
 
 
@@ -271,7 +294,9 @@ def incomplete(final: Path, detail: str) -> LcflowError:
 
 
 def _disk_error(final: Path, meaning: str, detail: str) -> LcflowError:
-    return LcflowError(f"writing {final} failed: {meaning} ({detail}); free space in {final.parent} and run again")
+    return LcflowError(
+        f"writing {final} failed: {meaning} ({detail}); free space in {final.parent} and run again"
+    )
 
 
 def publish_together(pairs: Sequence[tuple[Path, Path]]) -> None:

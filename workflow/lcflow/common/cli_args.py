@@ -17,6 +17,7 @@ def int_at_least(low: int):
         if value < low:
             raise argparse.ArgumentTypeError(f"{value} must be at least {low}")
         return value
+
     return parse
 
 
@@ -31,8 +32,11 @@ def float_above(low: float, inclusive: bool = False):
     def parse(text: str) -> float:
         value = number(text)
         if not math.isfinite(value) or value < low or (value == low and not inclusive):
-            raise argparse.ArgumentTypeError(f"{text} must be a number {'>=' if inclusive else '>'} {low:g}")
+            raise argparse.ArgumentTypeError(
+                f"{text} must be a number {'>=' if inclusive else '>'} {low:g}"
+            )
         return value
+
     return parse
 
 
@@ -71,8 +75,10 @@ def worker_id(text: str) -> str:
     """A study worker's id: letters, digits, '.', '_' and '-', beginning with a letter or digit (the workflow
     numbers its workers 0 .. hpo.workers - 1)."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", text):
-        raise argparse.ArgumentTypeError(f"{text!r}: a worker id is up to 64 letters, digits, '.', '_' or '-', "
-                                         "beginning with a letter or digit")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a worker id is up to 64 letters, digits, '.', '_' or '-', "
+            "beginning with a letter or digit"
+        )
     return text
 
 
@@ -91,14 +97,22 @@ def config_value(key: str, null_as: str | None = None):
         try:
             value = int(text) if integer else float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if integer else 'a number'} "
-                                             f"({key})") from None
-        inside = (math.isfinite(value)
-                  and value >= spec.get("minimum", -math.inf) and value <= spec.get("maximum", math.inf)
-                  and value > spec.get("exclusiveMinimum", -math.inf) and value < spec.get("exclusiveMaximum", math.inf))
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'an integer' if integer else 'a number'} ({key})"
+            ) from None
+        inside = (
+            math.isfinite(value)
+            and value >= spec.get("minimum", -math.inf)
+            and value <= spec.get("maximum", math.inf)
+            and value > spec.get("exclusiveMinimum", -math.inf)
+            and value < spec.get("exclusiveMaximum", math.inf)
+        )
         if not inside:
-            raise argparse.ArgumentTypeError(f"{text} is outside {interval(spec)} ({key}"
-                                             + (f"; {null_as}: none" if null_as is not None else "") + ")")
+            raise argparse.ArgumentTypeError(
+                f"{text} is outside {interval(spec)} ({key}"
+                + (f"; {null_as}: none" if null_as is not None else "")
+                + ")"
+            )
         return value
 
     parse.config_key = key  # type: ignore[attr-defined]
@@ -114,7 +128,11 @@ def from_config(key: str, null_as: str | None = None) -> dict:
     parse = config_value(key, null_as)
     if value is None and null_as is not None:
         value = parse(null_as)
-    elif isinstance(value, int) and not isinstance(value, bool) and "integer" not in str(node_type(key)):
+    elif (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and "integer" not in str(node_type(key))
+    ):
         value = float(value)  # a number option's default is a float, as the values it parses
     return {"type": parse, "default": value}
 

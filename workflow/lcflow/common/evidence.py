@@ -24,15 +24,19 @@ log = logging.getLogger("lcflow")
 
 MIN_POINTS = 50
 MIN_CLASSES = 2
-RULE = (f"at least {MIN_POINTS} points of at least {MIN_CLASSES} classes (Congalton & Green 2019: 50 samples "
-        "the least per map class; with one class kappa and class accuracies are undefined)")
+RULE = (
+    f"at least {MIN_POINTS} points of at least {MIN_CLASSES} classes (Congalton & Green 2019: 50 samples "
+    "the least per map class; with one class kappa and class accuracies are undefined)"
+)
 #: the key that marks a withheld figure
 KEY = "not_enough_evidence"
 
 
 def shortfall(reference_codes: Iterable[int], what: str = "points") -> str | None:
     """Why these reference codes (one per point or row) cannot back an accuracy figure; None where they can."""
-    codes = np.asarray(list(reference_codes) if not isinstance(reference_codes, np.ndarray) else reference_codes)
+    codes = np.asarray(
+        list(reference_codes) if not isinstance(reference_codes, np.ndarray) else reference_codes
+    )
     n, classes = int(codes.size), int(np.unique(codes).size)
     if n >= MIN_POINTS and classes >= MIN_CLASSES:
         return None

@@ -38,7 +38,11 @@ class Standardiser:
             q25, center, q75 = np.nanpercentile(flat, [25, 50, 75], axis=1)
             std = np.nanstd(flat, axis=1)
         scale = (q75 - q25) / 1.349
-        scale = np.where(np.isfinite(scale) & (scale > 0), scale, np.where(np.isfinite(std) & (std > 0), std, 1.0))
+        scale = np.where(
+            np.isfinite(scale) & (scale > 0),
+            scale,
+            np.where(np.isfinite(std) & (std > 0), std, 1.0),
+        )
         return cls(np.nan_to_num(center).astype(np.float32), scale.astype(np.float32))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -49,8 +53,11 @@ class Standardiser:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Standardiser":
-        return cls(np.asarray(d["center"], dtype=np.float32), np.asarray(d["scale"], dtype=np.float32),
-                   float(d["clip"]))
+        return cls(
+            np.asarray(d["center"], dtype=np.float32),
+            np.asarray(d["scale"], dtype=np.float32),
+            float(d["clip"]),
+        )
 
 
 #: samples prepared at a time: the float64 temporaries of gap filling stay a few tens of MB whatever the
@@ -69,11 +76,11 @@ def prepare(x: np.ndarray, standardise: Standardiser) -> tuple[np.ndarray, np.nd
     out = np.empty((n, t, b + 1), dtype=np.float32)
     empty = np.empty(n, dtype=bool)
     for start in range(0, n, PREPARE_CHUNK):
-        part = x[start:start + PREPARE_CHUNK]
+        part = x[start : start + PREPARE_CHUNK]
         observed = np.isfinite(part).any(axis=2)
-        empty[start:start + len(part)] = ~observed.any(axis=1)
-        out[start:start + len(part), :, :b] = np.nan_to_num(standardise(fill_gaps(part)), nan=0.0)
-        out[start:start + len(part), :, b] = observed
+        empty[start : start + len(part)] = ~observed.any(axis=1)
+        out[start : start + len(part), :, :b] = np.nan_to_num(standardise(fill_gaps(part)), nan=0.0)
+        out[start : start + len(part), :, b] = observed
     return out, empty
 
 

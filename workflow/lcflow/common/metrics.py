@@ -5,7 +5,9 @@ from typing import Any
 import numpy as np
 
 
-def scores(truth: np.ndarray, predicted: np.ndarray, names: dict[int, str] | None = None) -> dict[str, Any]:
+def scores(
+    truth: np.ndarray, predicted: np.ndarray, names: dict[int, str] | None = None
+) -> dict[str, Any]:
     """The accuracy report of ``predicted`` against ``truth`` (integer class codes)."""
     # imported here: scikit-learn's import takes about 2 CPU-s (SciPy's statistics), which every process
     # importing this module paid, the maps' too (they score nothing)
@@ -21,21 +23,37 @@ def scores(truth: np.ndarray, predicted: np.ndarray, names: dict[int, str] | Non
         "overall_accuracy": float((truth == predicted).mean()) if truth.size else float("nan"),
         # the mean recall of the classes present: what always answering the commonest class cannot fake
         "balanced_accuracy": float(np.mean(r[in_truth])) if in_truth.any() else float("nan"),
-        "kappa": float(cohen_kappa_score(truth, predicted, labels=labels)) if truth.size else float("nan"),
+        "kappa": float(cohen_kappa_score(truth, predicted, labels=labels))
+        if truth.size
+        else float("nan"),
         "macro_f1": float(np.mean(f[in_truth])) if in_truth.any() else float("nan"),
         "per_class": {
-            str(c): {"name": names.get(c, str(c)), "precision": float(p[i]), "recall": float(r[i]),
-                     "f1": float(f[i]), "support": int(s[i])}
+            str(c): {
+                "name": names.get(c, str(c)),
+                "precision": float(p[i]),
+                "recall": float(r[i]),
+                "f1": float(f[i]),
+                "support": int(s[i]),
+            }
             for i, c in enumerate(labels)
         },
-        "confusion_matrix": {"labels": labels, "rows_are": "truth",
-                             "matrix": confusion_matrix(truth, predicted, labels=labels).tolist()},
+        "confusion_matrix": {
+            "labels": labels,
+            "rows_are": "truth",
+            "matrix": confusion_matrix(truth, predicted, labels=labels).tolist(),
+        },
     }
 
 
-
-def stratified_estimates(stratum, stratum_pixels: dict[int, float], map_class, reference, classes: list[int],
-                         pixel_area_m2: float, z: float = 1.96) -> dict[str, Any]:
+def stratified_estimates(
+    stratum,
+    stratum_pixels: dict[int, float],
+    map_class,
+    reference,
+    classes: list[int],
+    pixel_area_m2: float,
+    z: float = 1.96,
+) -> dict[str, Any]:
     """Accuracy and class areas of a map from a stratified random sample of reference points (Stehman 2014,
     Int. J. Remote Sensing 35(13), eq. 2-3 and 25-27: strata need not be the map's classes).
 
@@ -58,7 +76,9 @@ def stratified_estimates(stratum, stratum_pixels: dict[int, float], map_class, r
     members = {h: stratum == h for h in strata}
     small = {h: int(m.sum()) for h, m in members.items() if m.sum() < 2}
     if small:
-        raise ValueError(f"every stratum needs at least 2 sample points; strata with fewer: {small}")
+        raise ValueError(
+            f"every stratum needs at least 2 sample points; strata with fewer: {small}"
+        )
     total = float(sum(stratum_pixels.values()))
 
     def ratio(y: np.ndarray, x: np.ndarray) -> tuple[float, float]:
@@ -72,7 +92,11 @@ def stratified_estimates(stratum, stratum_pixels: dict[int, float], map_class, r
         for h, m in members.items():
             yh, xh = y[m].astype(float), x[m].astype(float)
             cov = np.cov(yh, xh, ddof=1)
-            var += stratum_pixels[h] ** 2 * (cov[0, 0] + r ** 2 * cov[1, 1] - 2 * r * cov[0, 1]) / m.sum()
+            var += (
+                stratum_pixels[h] ** 2
+                * (cov[0, 0] + r**2 * cov[1, 1] - 2 * r * cov[0, 1])
+                / m.sum()
+            )
         return float(r), float(np.sqrt(max(var, 0.0)) / x_hat)
 
     one = np.ones(stratum.shape)
@@ -87,10 +111,14 @@ def stratified_estimates(stratum, stratum_pixels: dict[int, float], map_class, r
     return {
         "classes": list(classes),
         "n_points": int(stratum.size),
-        "overall_accuracy": oa, "overall_accuracy_ci95": z * oa_se,
-        "users_accuracy": [u for u, _ in users], "users_accuracy_ci95": [z * e for _, e in users],
-        "producers_accuracy": [p for p, _ in producers], "producers_accuracy_ci95": [z * e for _, e in producers],
-        "area_ha": [a * hectares for a, _ in areas], "area_ci95_ha": [z * e * hectares for _, e in areas],
+        "overall_accuracy": oa,
+        "overall_accuracy_ci95": z * oa_se,
+        "users_accuracy": [u for u, _ in users],
+        "users_accuracy_ci95": [z * e for _, e in users],
+        "producers_accuracy": [p for p, _ in producers],
+        "producers_accuracy_ci95": [z * e for _, e in producers],
+        "area_ha": [a * hectares for a, _ in areas],
+        "area_ci95_ha": [z * e * hectares for _, e in areas],
     }
 
 
@@ -106,13 +134,16 @@ def area_adjusted(counts, mapped_pixels, pixel_area_m2: float, z: float = 1.96) 
     mapped = np.asarray(mapped_pixels, dtype=float)
     k = n.shape[0]
     if n.shape != (k, k) or mapped.shape != (k,):
-        raise ValueError(f"counts must be square (classes x classes) and mapped_pixels one per class; got "
-                         f"{n.shape} and {mapped.shape}")
+        raise ValueError(
+            f"counts must be square (classes x classes) and mapped_pixels one per class; got "
+            f"{n.shape} and {mapped.shape}"
+        )
     i, j = np.nonzero(n)
     reps = n[i, j]
     stratum, reference = np.repeat(i, reps), np.repeat(j, reps)
-    result = stratified_estimates(stratum, dict(enumerate(mapped)), stratum, reference, list(range(k)),
-                                  pixel_area_m2, z)
+    result = stratified_estimates(
+        stratum, dict(enumerate(mapped)), stratum, reference, list(range(k)), pixel_area_m2, z
+    )
     result.pop("classes")
     result["mapped_area_ha"] = (mapped * pixel_area_m2 / 10_000).tolist()
     result["sample_counts"] = n.tolist()

@@ -114,14 +114,20 @@ def check(paths: Iterable[Named]) -> None:
     for out in outputs:
         p = Path(out.path)
         if out.role.directory and p.exists() and not p.is_dir():
-            raise LcflowError(f"{out.option} {out.path} is a file, not a directory: name a directory to write into")
+            raise LcflowError(
+                f"{out.option} {out.path} is a file, not a directory: name a directory to write into"
+            )
         if not out.role.directory and p.is_dir():
-            raise LcflowError(f"{out.option} {out.path} is a directory, not a file: name the file to write")
+            raise LcflowError(
+                f"{out.option} {out.path} is a directory, not a file: name the file to write"
+            )
     for i, out in enumerate(outputs):
         for other in outputs[:i]:
             if _same(Path(out.path), Path(other.path)):
-                raise LcflowError(f"{other.option} and {out.option} name the same file {out.path}: name different "
-                                  "files")
+                raise LcflowError(
+                    f"{other.option} and {out.option} name the same file {out.path}: name different "
+                    "files"
+                )
         for inp in inputs:
             _check_pair(out, inp)
 
@@ -129,24 +135,39 @@ def check(paths: Iterable[Named]) -> None:
 def _check_pair(out: Named, inp: Named) -> None:
     o, i = Path(out.path), Path(inp.path)
     if _same(o, i):
-        raise LcflowError(f"{out.option} {out.path} is the input {inp.option} {inp.path}: writing it would destroy "
-                          f"the input; name another {'directory' if out.role.directory else 'file'}")
+        raise LcflowError(
+            f"{out.option} {out.path} is the input {inp.option} {inp.path}: writing it would destroy "
+            f"the input; name another {'directory' if out.role.directory else 'file'}"
+        )
     if inp.role.directory:
         if inp.role.reads is None and _inside(o, i):
-            raise LcflowError(f"{out.option} {out.path} lies inside the input directory {inp.option} {inp.path}: "
-                              "write it elsewhere")
+            raise LcflowError(
+                f"{out.option} {out.path} lies inside the input directory {inp.option} {inp.path}: "
+                "write it elsewhere"
+            )
         for member in inp.role.reads or ():
             if _same(o, i / member) or _inside(o, i / member):
-                raise LcflowError(f"{out.option} {out.path} is {member} of the input {inp.option} {inp.path}: "
-                                  "writing it would destroy the input; name another file")
+                raise LcflowError(
+                    f"{out.option} {out.path} is {member} of the input {inp.option} {inp.path}: "
+                    "writing it would destroy the input; name another file"
+                )
     if out.role.directory and _inside(i, o):
-        raise LcflowError(f"the input {inp.option} {inp.path} lies inside the output directory {out.option} "
-                          f"{out.path}: keep inputs apart from what the command writes")
+        raise LcflowError(
+            f"the input {inp.option} {inp.path} lies inside the output directory {out.option} "
+            f"{out.path}: keep inputs apart from what the command writes"
+        )
 
 
 def launched_rank() -> int | None:
     """This process's rank where a parallel launcher started it, else None."""
-    for variable in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "RANK", "SLURM_PROCID"):
+    for variable in (
+        "HOROVOD_RANK",
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "RANK",
+        "SLURM_PROCID",
+    ):
         value = os.environ.get(variable)
         if value is not None and value.strip().isdigit():
             return int(value)

@@ -14,8 +14,9 @@ K = TypeVar("K")
 R = TypeVar("R")
 
 
-def prefetched(load: Callable[[K], R], keys: Iterable[K], ahead: int = 1,
-               stop: Event | None = None) -> Iterator[tuple[K, R]]:
+def prefetched(
+    load: Callable[[K], R], keys: Iterable[K], ahead: int = 1, stop: Event | None = None
+) -> Iterator[tuple[K, R]]:
     """``(key, load(key))`` for each key in order, with ``ahead`` further loads running meanwhile, each in
     a thread of its own (``load`` must then be safe to run in several threads at once).
 

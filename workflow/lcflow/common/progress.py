@@ -7,7 +7,9 @@ import time
 class Progress:
     """Counts units of work (windows, pixels) and logs a line every ``every`` seconds and at the end."""
 
-    def __init__(self, log: logging.Logger, what: str, total: int, unit: str = "px", every: float = 30.0):
+    def __init__(
+        self, log: logging.Logger, what: str, total: int, unit: str = "px", every: float = 30.0
+    ):
         self.log, self.what, self.total, self.unit, self.every = log, what, total, unit, every
         self.started = self.last = time.monotonic()
         self.steps = self.amount = 0
@@ -22,8 +24,16 @@ class Progress:
             elapsed = max(now - self.started, 1e-9)
             rate = self.amount / elapsed
             left = (self.total - self.amount) / rate if rate > 0 else float("inf")
-            self.log.info("%s: %d/%d windows, %.0f %s/s, %s elapsed, %s left", self.what, self.steps, total_steps,
-                          rate, self.unit, duration(elapsed), duration(left))
+            self.log.info(
+                "%s: %d/%d windows, %.0f %s/s, %s elapsed, %s left",
+                self.what,
+                self.steps,
+                total_steps,
+                rate,
+                self.unit,
+                duration(elapsed),
+                duration(left),
+            )
 
 
 def duration(seconds: float) -> str:
@@ -41,5 +51,7 @@ def training_round(row: dict, rounds: int, seconds: float, done: int) -> str:
     the rate and the time left at the pace of the ``done`` rounds that took ``seconds``."""
     val = f", val accuracy {row['val_accuracy']:.4f}" if "val_accuracy" in row else ""
     left = seconds / max(done, 1) * (rounds - row["round"])
-    return (f"round {row['round']}/{rounds}: loss {row['loss']:.4f}, accuracy {row['accuracy']:.4f}{val}, "
-            f"{row['samples_per_s']:.0f} samples/s, {duration(left)} left")
+    return (
+        f"round {row['round']}/{rounds}: loss {row['loss']:.4f}, accuracy {row['accuracy']:.4f}{val}, "
+        f"{row['samples_per_s']:.0f} samples/s, {duration(left)} left"
+    )

@@ -31,7 +31,9 @@ class Grid:
     height: int
 
     @classmethod
-    def from_bounds(cls, crs: CRS | str | int, bounds: tuple[float, float, float, float], resolution: float) -> "Grid":
+    def from_bounds(
+        cls, crs: CRS | str | int, bounds: tuple[float, float, float, float], resolution: float
+    ) -> "Grid":
         xmin, ymin, xmax, ymax = bounds
         width = int(round((xmax - xmin) / resolution))
         height = int(round((ymax - ymin) / resolution))
@@ -53,13 +55,22 @@ class Grid:
         return self.transform.a
 
     def profile(self) -> dict[str, Any]:
-        return {"crs": self.crs, "transform": self.transform, "width": self.width, "height": self.height}
+        return {
+            "crs": self.crs,
+            "transform": self.transform,
+            "width": self.width,
+            "height": self.height,
+        }
 
     def windows(self, block: int, order: str = "rows") -> Iterator[Window]:
         """Square windows of at most ``block`` pixels a side covering the grid, row by row, or in
         ``order="z"`` (Morton order: every aligned square of 2 x 2, 4 x 4, ... windows in a row, so that
         windows inside one tile of a source file, whatever its size, follow each other)."""
-        cells = [(r, c) for r in range((self.height + block - 1) // block) for c in range((self.width + block - 1) // block)]
+        cells = [
+            (r, c)
+            for r in range((self.height + block - 1) // block)
+            for c in range((self.width + block - 1) // block)
+        ]
         if order == "z":
             cells.sort(key=lambda rc: _interleaved(*rc))
         elif order != "rows":
@@ -77,7 +88,9 @@ def _interleaved(row: int, col: int) -> int:
     return code
 
 
-def read_with_halo(ds: rasterio.io.DatasetReader, window: Window, halo: int, fill_value: float) -> np.ndarray:
+def read_with_halo(
+    ds: rasterio.io.DatasetReader, window: Window, halo: int, fill_value: float
+) -> np.ndarray:
     """Every band of ``window`` grown by ``halo`` px each side; ``fill_value`` beyond the raster.
 
     The part inside the raster is read as a plain window and placed in an array of ``fill_value``: the
@@ -92,8 +105,9 @@ def read_with_halo(ds: rasterio.io.DatasetReader, window: Window, halo: int, fil
     left, top = max(col, 0), max(row, 0)
     right, bottom = min(col + width, ds.width), min(row + height, ds.height)
     if right > left and bottom > top:
-        out[:, top - row:bottom - row, left - col:right - col] = ds.read(window=Window(left, top, right - left,
-                                                                                        bottom - top))
+        out[:, top - row : bottom - row, left - col : right - col] = ds.read(
+            window=Window(left, top, right - left, bottom - top)
+        )
     return out
 
 
@@ -107,8 +121,10 @@ def pam_categories(legend: dict[int, tuple[str, tuple[int, int, int]]]) -> str:
 
     names = [escape(legend[v][0]) if v in legend else "" for v in range(max(legend) + 1)]
     entries = "".join(f"      <Category>{n}</Category>\n" for n in names)
-    return (f"<PAMDataset>\n  <PAMRasterBand band=\"1\">\n    <CategoryNames>\n{entries}    </CategoryNames>\n"
-            "  </PAMRasterBand>\n</PAMDataset>\n")
+    return (
+        f'<PAMDataset>\n  <PAMRasterBand band="1">\n    <CategoryNames>\n{entries}    </CategoryNames>\n'
+        "  </PAMRasterBand>\n</PAMDataset>\n"
+    )
 
 
 def qgis_style(legend: dict[int, tuple[str, tuple[int, int, int]]], nodata: float | None) -> str:
@@ -116,16 +132,25 @@ def qgis_style(legend: dict[int, tuple[str, tuple[int, int, int]]], nodata: floa
     from xml.sax.saxutils import quoteattr
 
     entries = "".join(
-        f"        <paletteEntry value=\"{code}\" color=\"#{r:02x}{g:02x}{b:02x}\" alpha=\"255\" "
-        f"label={quoteattr(f'{code} {name}')}/>\n" for code, (name, (r, g, b)) in sorted(legend.items()))
-    transparent = "" if nodata is None else (
-        f"      <rasterTransparency><singleValuePixelList><pixelListEntry min=\"{nodata:g}\" max=\"{nodata:g}\" "
-        "percentTransparent=\"100\"/></singleValuePixelList></rasterTransparency>\n")
-    return ("<!DOCTYPE qgis PUBLIC 'http://mrcc.com/qgis.dtd' 'SYSTEM'>\n"
-            "<qgis version=\"3.28\" styleCategories=\"Symbology\">\n  <pipe>\n"
-            "    <rasterrenderer type=\"paletted\" band=\"1\" opacity=\"1\" alphaBand=\"-1\" nodataColor=\"\">\n"
-            f"{transparent}      <colorPalette>\n{entries}      </colorPalette>\n    </rasterrenderer>\n"
-            "  </pipe>\n</qgis>\n")
+        f'        <paletteEntry value="{code}" color="#{r:02x}{g:02x}{b:02x}" alpha="255" '
+        f"label={quoteattr(f'{code} {name}')}/>\n"
+        for code, (name, (r, g, b)) in sorted(legend.items())
+    )
+    transparent = (
+        ""
+        if nodata is None
+        else (
+            f'      <rasterTransparency><singleValuePixelList><pixelListEntry min="{nodata:g}" max="{nodata:g}" '
+            'percentTransparent="100"/></singleValuePixelList></rasterTransparency>\n'
+        )
+    )
+    return (
+        "<!DOCTYPE qgis PUBLIC 'http://mrcc.com/qgis.dtd' 'SYSTEM'>\n"
+        '<qgis version="3.28" styleCategories="Symbology">\n  <pipe>\n'
+        '    <rasterrenderer type="paletted" band="1" opacity="1" alphaBand="-1" nodataColor="">\n'
+        f"{transparent}      <colorPalette>\n{entries}      </colorPalette>\n    </rasterrenderer>\n"
+        "  </pipe>\n</qgis>\n"
+    )
 
 
 class StagedCog:
@@ -135,8 +160,15 @@ class StagedCog:
     it: ``{name}.aux.xml`` (GDAL's PAM: the band's category names, which gdalinfo lists) and ``{stem}.qml``
     (a QGIS style: the classes by name and colour, loaded with the layer)."""
 
-    def __init__(self, final: Path, tmpdir: Path, dataset: rasterio.io.DatasetWriter, count: int, resampling: str,
-                 legend: dict[int, tuple[str, tuple[int, int, int]]] | None = None):
+    def __init__(
+        self,
+        final: Path,
+        tmpdir: Path,
+        dataset: rasterio.io.DatasetWriter,
+        count: int,
+        resampling: str,
+        legend: dict[int, tuple[str, tuple[int, int, int]]] | None = None,
+    ):
         self.final, self.tmpdir, self.dataset = final, tmpdir, dataset
         self._count, self._resampling, self._legend = count, resampling, legend
 
@@ -147,7 +179,10 @@ class StagedCog:
             pam, qml = self.tmpdir / "legend.aux.xml", self.tmpdir / "legend.qml"
             pam.write_text(pam_categories(self._legend))
             qml.write_text(qgis_style(self._legend, self.dataset.nodata))
-            pairs += [(pam, self.final.with_name(self.final.name + ".aux.xml")), (qml, self.final.with_suffix(".qml"))]
+            pairs += [
+                (pam, self.final.with_name(self.final.name + ".aux.xml")),
+                (qml, self.final.with_suffix(".qml")),
+            ]
         return pairs + [(self.finish(), self.final)]
 
     def finish(self, cog: bool = True) -> Path:
@@ -162,8 +197,14 @@ class StagedCog:
         check_complete(stage, self.final)
         published = self.tmpdir / "cog.tif"
         rasterio.shutil.copy(
-            stage, published, driver="COG", compress="DEFLATE", overview_resampling=self._resampling, blocksize=256,
-            BIGTIFF="IF_SAFER", **({"interleave": "PIXEL"} if self._count > 1 and _COG_INTERLEAVE else {}),
+            stage,
+            published,
+            driver="COG",
+            compress="DEFLATE",
+            overview_resampling=self._resampling,
+            blocksize=256,
+            BIGTIFF="IF_SAFER",
+            **({"interleave": "PIXEL"} if self._count > 1 and _COG_INTERLEAVE else {}),
         )
         stage.unlink()
         check_complete(published, self.final)
@@ -196,12 +237,18 @@ def why_incomplete(path: Path) -> str | None:
             for band in [1] if interleaved else range(1, ds.count + 1):
                 for r in range(rows):
                     for c in range(cols):
-                        offset = int(ds.get_tag_item(f"BLOCK_OFFSET_{c}_{r}", "TIFF", bidx=band) or 0)
+                        offset = int(
+                            ds.get_tag_item(f"BLOCK_OFFSET_{c}_{r}", "TIFF", bidx=band) or 0
+                        )
                         length = int(ds.get_tag_item(f"BLOCK_SIZE_{c}_{r}", "TIFF", bidx=band) or 0)
                         if offset + length > size:
                             return f"block {r},{c} of band {band} ends at byte {offset + length}, past the file's {size}"
-            last = Window((cols - 1) * block_w, (rows - 1) * block_h, ds.width - (cols - 1) * block_w,
-                          ds.height - (rows - 1) * block_h)
+            last = Window(
+                (cols - 1) * block_w,
+                (rows - 1) * block_h,
+                ds.width - (cols - 1) * block_w,
+                ds.height - (rows - 1) * block_h,
+            )
             ds.read(window=last)
     except (OSError, rasterio.errors.RasterioError) as exc:
         return str(exc).replace(str(path), path.name)
@@ -219,14 +266,24 @@ STAGING_COMPRESSION = {"compress": "zstd", "zstd_level": 1}
 STAGING_INTERLEAVE = "band"
 
 
-def staging_profile(grid: Grid, count: int, dtype: str, nodata: float | None = None) -> dict[str, Any]:
+def staging_profile(
+    grid: Grid, count: int, dtype: str, nodata: float | None = None
+) -> dict[str, Any]:
     """rasterio's creation options of a staging GeoTIFF: 256 px tiles, band-interleaved, ZSTD with the
     predictor of its pixel type."""
     return dict(
-        driver="GTiff", dtype=dtype, count=count, nodata=nodata, tiled=True, blockxsize=256,
-        blockysize=256, interleave=STAGING_INTERLEAVE, **STAGING_COMPRESSION,
+        driver="GTiff",
+        dtype=dtype,
+        count=count,
+        nodata=nodata,
+        tiled=True,
+        blockxsize=256,
+        blockysize=256,
+        interleave=STAGING_INTERLEAVE,
+        **STAGING_COMPRESSION,
         predictor=3 if np.dtype(dtype).kind == "f" else 2,
-        BIGTIFF="IF_SAFER", **grid.profile(),
+        BIGTIFF="IF_SAFER",
+        **grid.profile(),
     )
 
 
@@ -270,15 +327,25 @@ def staged_cog(
     """
     final = Path(path)
     with staging_dir(final) as tmpdir:
-        dst = rasterio.open(tmpdir / "stage.tif", "w", **staging_profile(grid, bands.count, bands.dtype, bands.nodata))
+        dst = rasterio.open(
+            tmpdir / "stage.tif",
+            "w",
+            **staging_profile(grid, bands.count, bands.dtype, bands.nodata),
+        )
         try:
             if colors:
                 dst.write_colormap(1, colormap(colors))
             if tags:
-                dst.update_tags(**{k: v if isinstance(v, str) else json.dumps(v) for k, v in tags.items()})
+                dst.update_tags(
+                    **{k: v if isinstance(v, str) else json.dumps(v) for k, v in tags.items()}
+                )
             for i, d in enumerate(bands.descriptions, start=1):
                 dst.set_band_description(i, d)
-            legend = {int(c): (names[c], _rgb(colors.get(c, (0, 0, 0)))) for c in names} if names and colors else None
+            legend = (
+                {int(c): (names[c], _rgb(colors.get(c, (0, 0, 0)))) for c in names}
+                if names and colors
+                else None
+            )
             yield StagedCog(final, tmpdir, dst, bands.count, resampling, legend)
         finally:
             if not dst.closed:
@@ -286,7 +353,9 @@ def staged_cog(
 
 
 @contextlib.contextmanager
-def cog_writer(path: str | Path, grid: Grid, bands: Bands, **options: Any) -> Iterator[rasterio.io.DatasetWriter]:
+def cog_writer(
+    path: str | Path, grid: Grid, bands: Bands, **options: Any
+) -> Iterator[rasterio.io.DatasetWriter]:
     """Open a staging GeoTIFF for windowed writes; on success publish it as a COG at ``path``.
 
     Readers never see a partial file, and an error leaves nothing behind. Options as :func:`staged_cog`.
@@ -296,8 +365,15 @@ def cog_writer(path: str | Path, grid: Grid, bands: Bands, **options: Any) -> It
         publish_together(staged.finished())
 
 
-def write_cog(path: str | Path, data: np.ndarray, grid: Grid, *, nodata: float | None = None,
-              descriptions: Sequence[str] = (), **options: Any) -> None:
+def write_cog(
+    path: str | Path,
+    data: np.ndarray,
+    grid: Grid,
+    *,
+    nodata: float | None = None,
+    descriptions: Sequence[str] = (),
+    **options: Any,
+) -> None:
     """Write a whole (bands, rows, cols) or (rows, cols) array as a COG.
 
     Args:
@@ -309,7 +385,9 @@ def write_cog(path: str | Path, data: np.ndarray, grid: Grid, *, nodata: float |
         **options: as :func:`staged_cog` takes them (colours, class names, tags, resampling).
     """
     arr = data[np.newaxis] if data.ndim == 2 else data
-    with cog_writer(path, grid, Bands(arr.shape[0], arr.dtype.name, nodata, descriptions), **options) as dst:
+    with cog_writer(
+        path, grid, Bands(arr.shape[0], arr.dtype.name, nodata, descriptions), **options
+    ) as dst:
         dst.write(arr)
 
 

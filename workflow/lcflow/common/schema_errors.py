@@ -25,10 +25,20 @@ def plain_number(value: float) -> str:
 
 def interval(node: dict[str, Any]) -> str:
     """A number's accepted range from its schema, in interval notation: ``[1, 1000]``, ``(0, 3600]``."""
-    low = (f"({plain_number(node['exclusiveMinimum'])}" if "exclusiveMinimum" in node else
-           f"[{plain_number(node['minimum'])}" if "minimum" in node else "(-inf")
-    high = (f"{plain_number(node['exclusiveMaximum'])})" if "exclusiveMaximum" in node else
-            f"{plain_number(node['maximum'])}]" if "maximum" in node else "inf)")
+    low = (
+        f"({plain_number(node['exclusiveMinimum'])}"
+        if "exclusiveMinimum" in node
+        else f"[{plain_number(node['minimum'])}"
+        if "minimum" in node
+        else "(-inf"
+    )
+    high = (
+        f"{plain_number(node['exclusiveMaximum'])})"
+        if "exclusiveMaximum" in node
+        else f"{plain_number(node['maximum'])}]"
+        if "maximum" in node
+        else "inf)"
+    )
     return f"{low}, {high}"
 
 
@@ -45,7 +55,9 @@ def message(error: jsonschema.ValidationError, prefix: Sequence[str | int] = ())
         return f"{where} = {value!r} is not a valid {kind} (pattern {error.validator_value})"
     if error.validator == "enum":
         return f"{where} = {value!r} is not one of {error.validator_value}"
-    if error.validator in ("minItems", "maxItems") and value:  # an empty list: jsonschema's "should be non-empty"
+    if (
+        error.validator in ("minItems", "maxItems") and value
+    ):  # an empty list: jsonschema's "should be non-empty"
         bound = "at least" if error.validator == "minItems" else "at most"
         return f"{where} = {value!r} has {len(value)} item(s): {bound} {error.validator_value}"
     if error.validator == "required":

@@ -42,13 +42,22 @@ class ConfigSection:
                 object.__setattr__(self, field.name, tuple(value))
             elif isinstance(value, Mapping):
                 object.__setattr__(self, field.name, dict(value))
-        errors = sorted(_validator(self.SECTION).iter_errors(self.as_config()), key=lambda e: list(map(str, e.path)))
+        errors = sorted(
+            _validator(self.SECTION).iter_errors(self.as_config()),
+            key=lambda e: list(map(str, e.path)),
+        )
         if errors:  # checked as given: a refusal quotes the value as it was written
             raise LcflowError(schema_errors.message(errors[0], self.SECTION.split(".")))
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if isinstance(value, int) and not isinstance(value, bool) and _is_number(self.SECTION, field.name):
-                object.__setattr__(self, field.name, float(value))  # a number key holds a float, as the CLI parses it
+            if (
+                isinstance(value, int)
+                and not isinstance(value, bool)
+                and _is_number(self.SECTION, field.name)
+            ):
+                object.__setattr__(
+                    self, field.name, float(value)
+                )  # a number key holds a float, as the CLI parses it
 
     def as_config(self) -> dict[str, Any]:
         """The settings as the config section writes them (lists, not tuples; nested sections as mappings)."""
@@ -66,7 +75,9 @@ class ConfigSection:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(section) - known)
         if unknown:
-            raise LcflowError(f"unknown key {unknown[0]!r} in {cls.SECTION} (its keys: {', '.join(sorted(known))})")
+            raise LcflowError(
+                f"unknown key {unknown[0]!r} in {cls.SECTION} (its keys: {', '.join(sorted(known))})"
+            )
         return cls(**section)
 
     @classmethod
@@ -74,31 +85,62 @@ class ConfigSection:
         """``--settings JSON`` (a whole section, as the rules pass it) and an option for each key
         (``dilation_px``: ``--dilation-px``; ``clean.folds``: ``--clean-folds``), typed, bounded and described
         by the schema; an option given overrides ``--settings``."""
-        group = parser.add_argument_group(f"{cls.SECTION} settings (config section {cls.SECTION!r}; each "
-                                          "default is the config's)")
-        group.add_argument("--settings", type=cli_args.json_object, default=None, metavar="JSON",
-                           help=f"the whole {cls.SECTION} section of a config as a JSON object; the options below "
-                                "override its keys")
+        group = parser.add_argument_group(
+            f"{cls.SECTION} settings (config section {cls.SECTION!r}; each default is the config's)"
+        )
+        group.add_argument(
+            "--settings",
+            type=cli_args.json_object,
+            default=None,
+            metavar="JSON",
+            help=f"the whole {cls.SECTION} section of a config as a JSON object; the options below "
+            "override its keys",
+        )
         for path, key, spec in cls._option_leaves():
             value = spec.get("default")
-            shown = ((",".join(map(str, value)) or "empty") if isinstance(value, list) else
-                     json.dumps(value) if isinstance(value, dict) else "none" if value is None else
-                     ("yes" if value else "no") if isinstance(value, bool) else value)
-            help_text = f"{_summary(spec.get('description', ''), 'enum' in spec)} (default: {shown})"
+            shown = (
+                (",".join(map(str, value)) or "empty")
+                if isinstance(value, list)
+                else json.dumps(value)
+                if isinstance(value, dict)
+                else "none"
+                if value is None
+                else ("yes" if value else "no")
+                if isinstance(value, bool)
+                else value
+            )
+            help_text = (
+                f"{_summary(spec.get('description', ''), 'enum' in spec)} (default: {shown})"
+            )
             if spec.get("type") == "boolean":
-                group.add_argument(_option(path), dest=_dest(path), default=argparse.SUPPRESS, help=help_text,
-                                   action=argparse.BooleanOptionalAction)
+                group.add_argument(
+                    _option(path),
+                    dest=_dest(path),
+                    default=argparse.SUPPRESS,
+                    help=help_text,
+                    action=argparse.BooleanOptionalAction,
+                )
                 continue
-            group.add_argument(_option(path), dest=_dest(path), default=argparse.SUPPRESS,
-                               metavar=None if "enum" in spec else "_".join(path).upper(),
-                               type=_parser(key, spec), choices=spec.get("enum"), help=help_text)
+            group.add_argument(
+                _option(path),
+                dest=_dest(path),
+                default=argparse.SUPPRESS,
+                metavar=None if "enum" in spec else "_".join(path).upper(),
+                type=_parser(key, spec),
+                choices=spec.get("enum"),
+                help=help_text,
+            )
 
     @classmethod
     def from_options(cls, args: argparse.Namespace) -> Self:
         """The settings a command line gives (:meth:`add_options`)."""
-        section = json.loads(json.dumps(getattr(args, "settings", None) or {}))  # a copy, nested mappings too
+        section = json.loads(
+            json.dumps(getattr(args, "settings", None) or {})
+        )  # a copy, nested mappings too
         for path, _, _ in cls._option_leaves():
-            if hasattr(args, _dest(path)):  # given (an option not given leaves no attribute: None is a value)
+            if hasattr(
+                args, _dest(path)
+            ):  # given (an option not given leaves no attribute: None is a value)
                 given = getattr(args, _dest(path))
                 place = section
                 for part in path[:-1]:
@@ -112,7 +154,9 @@ class ConfigSection:
         return [leaf for leaf in cls._leaves() if leaf[0][0] not in cls.RULE_KEYS | cls.OWN_OPTIONS]
 
     @classmethod
-    def _leaves(cls, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
+    def _leaves(
+        cls, path: tuple[str, ...] = ()
+    ) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
         """(key path below the section, dotted config key, its schema) of every key, nested ones included."""
         nested, found = _nested(cls), []
         for field in dataclasses.fields(cls):
@@ -126,7 +170,9 @@ class ConfigSection:
 
 def _is_number(section: str, name: str) -> bool:
     """The schema types the key as a number, not an integer (``3`` in a YAML file is then ``3.0``)."""
-    spec = node(section).get("properties", {}).get(name, {})  # a key the schema lacks is refused after this
+    spec = (
+        node(section).get("properties", {}).get(name, {})
+    )  # a key the schema lacks is refused after this
     kinds = spec.get("type")
     return "number" in (kinds if isinstance(kinds, list) else [kinds])
 
@@ -138,8 +184,11 @@ def _nested(cls: type) -> dict[str, type[ConfigSection]]:
     """The fields of ``cls`` that are sections of their own, by name (found once a class)."""
     if cls not in _NESTED:
         hints = typing.get_type_hints(cls)
-        _NESTED[cls] = {f.name: hint for f in dataclasses.fields(cls)
-                        if isinstance(hint := hints[f.name], type) and issubclass(hint, ConfigSection)}
+        _NESTED[cls] = {
+            f.name: hint
+            for f in dataclasses.fields(cls)
+            if isinstance(hint := hints[f.name], type) and issubclass(hint, ConfigSection)
+        }
     return _NESTED[cls]
 
 
@@ -166,7 +215,7 @@ def _summary(description: str, choices: bool = False) -> str:
     depth, ends = 0, "." if choices else ".;"
     for i, char in enumerate(description):
         depth += (char in "([") - (char in ")]")
-        if depth == 0 and char in ends and description[i + 1:i + 2] in (" ", ""):
+        if depth == 0 and char in ends and description[i + 1 : i + 2] in (" ", ""):
             return description[:i]
     return description
 
@@ -188,6 +237,7 @@ def _parser(key: str, spec: dict[str, Any]) -> Callable[[str], Any]:
 
 def _or_none(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """``parse``, with ``none`` for the config's null."""
+
     def parse_or_none(text: str) -> Any:
         return None if text.strip().lower() in ("none", "null") else parse(text)
 
@@ -203,7 +253,9 @@ def _items(key: str, kind: type, text: str) -> list[Any]:
     try:
         return [kind(p) for p in parts]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers ({key})") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of integers ({key})"
+        ) from None
 
 
 @functools.cache

@@ -53,8 +53,12 @@ def ended_by_sigterm(what: str, grace_s: float = GRACE_S) -> Iterator[None]:
             if not got or done.is_set():
                 return
             if signal.SIGTERM in got and not done.wait(grace_s):
-                print(f"lcflow {what}: error: stopped by SIGTERM{rank_named()} while blocked (in a collective, or "
-                      f"a read that does not return); ended after {grace_s:g} s", file=sys.stderr, flush=True)
+                print(
+                    f"lcflow {what}: error: stopped by SIGTERM{rank_named()} while blocked (in a collective, or "
+                    f"a read that does not return); ended after {grace_s:g} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 os._exit(128 + signal.SIGTERM)
 
     previous_handler = signal.signal(signal.SIGTERM, _unwind)

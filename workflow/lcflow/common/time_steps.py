@@ -17,20 +17,30 @@ from lcflow.errors import LcflowError
 def parse(time_steps: object, steps: int, where: str) -> list[dt.date]:
     """``time_steps`` as ``steps`` dates in order; refused, naming ``where``, if it is anything else."""
     if not isinstance(time_steps, list) or len(time_steps) != steps:
-        count = f"{len(time_steps)} entries" if isinstance(time_steps, list) else type(time_steps).__name__
-        raise LcflowError(f"{where}: metadata 'time_steps' holds {count}; a list of {steps} ISO dates "
-                          f"(one per time step) expected")
+        count = (
+            f"{len(time_steps)} entries"
+            if isinstance(time_steps, list)
+            else type(time_steps).__name__
+        )
+        raise LcflowError(
+            f"{where}: metadata 'time_steps' holds {count}; a list of {steps} ISO dates "
+            f"(one per time step) expected"
+        )
     dates = []
     for k, value in enumerate(time_steps):
         try:
             dates.append(dt.date.fromisoformat(str(value)[:10]))
         except ValueError:
-            raise LcflowError(f"{where}: metadata 'time_steps'[{k}] = {value!r} is not an ISO date (YYYY-MM-DD)") from None
+            raise LcflowError(
+                f"{where}: metadata 'time_steps'[{k}] = {value!r} is not an ISO date (YYYY-MM-DD)"
+            ) from None
     backwards = [k for k in range(1, steps) if dates[k] < dates[k - 1]]
     if backwards:
         k = backwards[0]
-        raise LcflowError(f"{where}: metadata 'time_steps' goes back in time at step {k} "
-                          f"({dates[k - 1].isoformat()} then {dates[k].isoformat()})")
+        raise LcflowError(
+            f"{where}: metadata 'time_steps' goes back in time at step {k} "
+            f"({dates[k - 1].isoformat()} then {dates[k].isoformat()})"
+        )
     return dates
 
 

@@ -47,19 +47,27 @@ def load_file(path: str | Path, what: str = "config file") -> dict[str, Any]:
     except OSError as exc:
         raise LcflowError(f"{what} {path}: cannot be read ({exc.strerror})") from exc
     except UnicodeDecodeError:
-        raise LcflowError(f"{what} {path}: is not a text file (a YAML or JSON mapping of keys)") from None
+        raise LcflowError(
+            f"{what} {path}: is not a text file (a YAML or JSON mapping of keys)"
+        ) from None
     except DuplicateKey as exc:
-        raise LcflowError(f"{what} {path}: {exc}: YAML would keep the last one silently; give each key once") from None
+        raise LcflowError(
+            f"{what} {path}: {exc}: YAML would keep the last one silently; give each key once"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise LcflowError(f"{what} {path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})") from exc
+        raise LcflowError(
+            f"{what} {path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)})"
+        ) from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise LcflowError(f"{what} {path}: expected a mapping of keys, found {type(data).__name__}")
     if TEMPLATE_KEY in data:
-        raise LcflowError(f"{what} {path} sets {TEMPLATE_KEY}, which makes Snakemake run the code in it as a template "
-                          "when it reads the file, before lcflow can check it; lcflow configs are data: remove the "
-                          "key (check a config from others with lcflow check-config, which never runs it)")
+        raise LcflowError(
+            f"{what} {path} sets {TEMPLATE_KEY}, which makes Snakemake run the code in it as a template "
+            "when it reads the file, before lcflow can check it; lcflow configs are data: remove the "
+            "key (check a config from others with lcflow check-config, which never runs it)"
+        )
     return data

@@ -16,25 +16,38 @@ def cmd_check_config(a) -> None:
     """The demo's config of this checkout unless files are named; one line that says it is sound."""
     root = Path(__file__).resolve().parents[3]
     if not a.configfile and not (root / DEFAULT_CONFIG).exists():
-        raise LcflowError("name the config to check: --configfile CONFIG.yaml [OVERRIDE.yaml ...] (the demo's is "
-                          f"{DEFAULT_CONFIG} of lcflow's repository)")
+        raise LcflowError(
+            "name the config to check: --configfile CONFIG.yaml [OVERRIDE.yaml ...] (the demo's is "
+            f"{DEFAULT_CONFIG} of lcflow's repository)"
+        )
     files = a.configfile or [root / DEFAULT_CONFIG]
     merged = merge(files)
     unset_nulls(merged)
     check(merged, SCHEMA, base=a.directory, origins=Origins(files))
-    from lcflow.train.models import DEEP  # here, not at the top: every lcflow command imports this module
+    from lcflow.train.models import (
+        DEEP,
+    )  # here, not at the top: every lcflow command imports this module
 
     backend = (merged.get("distributed") or {}).get("backend", default("distributed.backend"))
     if set(merged["models"]) & set(DEEP) and (problem := backend_check.problem(backend)):
         raise LcflowError(problem)  # the deep models' ranks load it wherever the jobs run
-    print(f"config OK: {len(merged['tiles'])} tile(s) x {len(merged['years'])} year(s), models {', '.join(merged['models'])}")
+    print(
+        f"config OK: {len(merged['tiles'])} tile(s) x {len(merged['years'])} year(s), models {', '.join(merged['models'])}"
+    )
 
 
 def register(command) -> None:
     """``lcflow check-config``; ``command(name, help, **kw)`` makes its sub-parser."""
-    p = command("check-config", "check a workflow configuration as the workflow does before any job")
-    p.add_argument("--configfile", nargs="+", type=path_guard.input_file,
-                   help="config file(s), merged in order (default: config/config.yaml "
-                                                    "of this checkout)")
-    p.add_argument("--directory", default=".", help="directory the config's relative paths start from")
+    p = command(
+        "check-config", "check a workflow configuration as the workflow does before any job"
+    )
+    p.add_argument(
+        "--configfile",
+        nargs="+",
+        type=path_guard.input_file,
+        help="config file(s), merged in order (default: config/config.yaml of this checkout)",
+    )
+    p.add_argument(
+        "--directory", default=".", help="directory the config's relative paths start from"
+    )
     p.set_defaults(func=cmd_check_config)

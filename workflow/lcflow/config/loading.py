@@ -15,7 +15,9 @@ DEFAULT_CONFIG = "config/config.yaml"
 class Origins:
     """Which source set each config value: the last config file that has the key, or ``--config``."""
 
-    def __init__(self, files: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None):
+    def __init__(
+        self, files: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None
+    ):
         self.files = [Path(f) for f in files]
         self.loaded = [load_file(f) for f in self.files]
         self.overrides = dict(overrides or {})
@@ -60,7 +62,9 @@ def _update(base: dict, new: Mapping) -> None:
             base[k] = v
 
 
-def unset_nulls(config: dict[str, Any], schema: Mapping[str, Any] | None = None) -> list[tuple[str, ...]]:
+def unset_nulls(
+    config: dict[str, Any], schema: Mapping[str, Any] | None = None
+) -> list[tuple[str, ...]]:
     """Remove, in place, every key set to null where the schema has no null for it: ``demo: null`` or
     ``labels: {corine: null}`` in a config layered over another unsets what the file below set, and the
     schema's default (or the key's absence) applies. A key the schema does not know is kept, for the

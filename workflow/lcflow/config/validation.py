@@ -25,8 +25,14 @@ if TYPE_CHECKING:
     import jsonschema
 
 
-def check(config: dict[str, Any], schema_path: str | Path, base: str | Path = ".", today: dt.date | None = None,
-          origins: Origins | None = None, files: bool = True) -> None:
+def check(
+    config: dict[str, Any],
+    schema_path: str | Path,
+    base: str | Path = ".",
+    today: dt.date | None = None,
+    origins: Origins | None = None,
+    files: bool = True,
+) -> None:
     """Raise :class:`LcflowError` naming the first bad key and value (and, given ``origins``, its file).
 
     Args:
@@ -44,10 +50,14 @@ def check(config: dict[str, Any], schema_path: str | Path, base: str | Path = ".
         hint = ""
         if not bad.path and "is a required property" in bad.message and origins and origins.files:
             given = " ".join(map(str, origins.files))
-            hint = (f" (config files: {given}): a config names tiles, years, models, results, stac and labels; to "
-                    f"change a few keys of another config, give both, yours last: --configfile {DEFAULT_CONFIG} "
-                    f"{origins.files[-1]}")
-        raise LcflowError(f"config: {bad.message}" + (f" (set in {source})" if source else "") + hint) from None
+            hint = (
+                f" (config files: {given}): a config names tiles, years, models, results, stac and labels; to "
+                f"change a few keys of another config, give both, yours last: --configfile {DEFAULT_CONFIG} "
+                f"{origins.files[-1]}"
+            )
+        raise LcflowError(
+            f"config: {bad.message}" + (f" (set in {source})" if source else "") + hint
+        ) from None
 
 
 @functools.lru_cache(maxsize=4)
@@ -68,7 +78,7 @@ def _refuse_secrets(node: Any, path: tuple = (), seen: set[int] | None = None) -
         if id(node) in seen:
             return
         seen.add(id(node))
-        for k, v in (node.items() if isinstance(node, Mapping) else enumerate(node)):
+        for k, v in node.items() if isinstance(node, Mapping) else enumerate(node):
             _refuse_secrets(v, path + (k,), seen)
     elif isinstance(node, str) and "://" in node:
         try:
@@ -77,13 +87,21 @@ def _refuse_secrets(node: Any, path: tuple = (), seen: set[int] | None = None) -
             raise BadValue(path, str(exc)) from None
 
 
-def _check(config: dict[str, Any], schema_path: str | Path, base: Path, today: dt.date | None,
-           files: bool = True) -> None:
+def _check(
+    config: dict[str, Any],
+    schema_path: str | Path,
+    base: Path,
+    today: dt.date | None,
+    files: bool = True,
+) -> None:
     """Every check, in the order their messages take precedence: secrets, the schema, then lcflow's own."""
     _refuse_secrets(config)
     schema_path = Path(schema_path).resolve()
     validator = _validator(schema_path, schema_path.stat().st_mtime_ns)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    errors = sorted(
+        validator.iter_errors(config),
+        key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))),
+    )
     if errors:
         raise BadValue(errors[0].absolute_path, schema_errors.message(errors[0]))
     cross_stage.check_all(config, validator.schema, base, today, files)

@@ -22,13 +22,20 @@ from lcflow.common.raster import Grid, write_cog
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.labels import vector as vector_labels
-from lcflow.labels.nomenclature import CLC_NOT_A_CLASS, Nomenclature, clc_codes_from_raster, clc_legend
+from lcflow.labels.nomenclature import (
+    CLC_NOT_A_CLASS,
+    Nomenclature,
+    clc_codes_from_raster,
+    clc_legend,
+)
 from lcflow.labels.vector import NO_CODE
 
 log = logging.getLogger(__name__)
 
 
-def _read_window(path: Path, crs, bounds, where: str, what: str) -> tuple[np.ndarray, Affine, CRS, float | None]:
+def _read_window(
+    path: Path, crs, bounds, where: str, what: str
+) -> tuple[np.ndarray, Affine, CRS, float | None]:
     """Values of the cells of raster ``path`` covering ``bounds`` (in ``crs``), with a 2-cell margin; their
     transform, CRS and nodata. Only that window is read."""
     if not path.exists():
@@ -43,7 +50,9 @@ def _read_window(path: Path, crs, bounds, where: str, what: str) -> tuple[np.nda
         left, bottom, right, top = transform_bounds(crs, src.crs, *bounds, densify_pts=21)
         win = from_bounds(left, bottom, right, top, src.transform).round_offsets().round_lengths()
         if not _overlaps(win, src):
-            raise LcflowError(f"{what} {path} does not cover the area of {where} {list(bounds)} ({crs})")
+            raise LcflowError(
+                f"{what} {path} does not cover the area of {where} {list(bounds)} ({crs})"
+            )
         col0, row0 = max(int(win.col_off) - 2, 0), max(int(win.row_off) - 2, 0)
         col1 = min(int(win.col_off + win.width) + 2, src.width)
         row1 = min(int(win.row_off + win.height) + 2, src.height)
@@ -51,11 +60,15 @@ def _read_window(path: Path, crs, bounds, where: str, what: str) -> tuple[np.nda
         try:
             values = src.read(1, window=win)
         except rasterio.errors.RasterioIOError as exc:
-            raise LcflowError(f"{what} {path}: reading the window of {where} failed ({exc})") from exc
+            raise LcflowError(
+                f"{what} {path}: reading the window of {where} failed ({exc})"
+            ) from exc
         return values, src.window_transform(win), src.crs, src.nodata
 
 
-def corine_window_codes(corine: str | Path, crs, bounds, where: str) -> tuple[np.ndarray, Affine, CRS]:
+def corine_window_codes(
+    corine: str | Path, crs, bounds, where: str
+) -> tuple[np.ndarray, Affine, CRS]:
     """CLC level-3 codes of the CORINE cells covering ``bounds`` (in ``crs``), with a 2-cell margin;
     their transform and CRS. Only that window is read; its values must be CORINE codes of one kind."""
     corine = Path(corine)
@@ -68,7 +81,9 @@ def corine_window_codes(corine: str | Path, crs, bounds, where: str) -> tuple[np
 RESAMPLING = ("auto", "nearest", "mode")
 
 
-def clc_on_grid(corine: str | Path, grid: Grid, where: str = "the tile", resampling: str = "auto") -> np.ndarray:
+def clc_on_grid(
+    corine: str | Path, grid: Grid, where: str = "the tile", resampling: str = "auto"
+) -> np.ndarray:
     """CLC level-3 codes of a CORINE raster (grid or CLC codes, any CRS) on ``grid``; 0 outside classes.
 
     Categorical data: the CORINE cells are decoded first (grid codes and CLC codes map one to one, so
@@ -81,21 +96,36 @@ def clc_on_grid(corine: str | Path, grid: Grid, where: str = "the tile", resampl
     codes, transform, crs = corine_window_codes(corine, grid.crs, grid.bounds, where)
     resampling = _resampling(resampling, grid, transform, crs, codes.shape)
     out = np.zeros((grid.height, grid.width), dtype=np.uint16)
-    reproject(codes, out, src_transform=transform, src_crs=crs, src_nodata=0,
-              dst_transform=grid.transform, dst_crs=grid.crs, dst_nodata=0, resampling=Resampling[resampling])
+    reproject(
+        codes,
+        out,
+        src_transform=transform,
+        src_crs=crs,
+        src_nodata=0,
+        dst_transform=grid.transform,
+        dst_crs=grid.crs,
+        dst_nodata=0,
+        resampling=Resampling[resampling],
+    )
     return out
 
 
 def _check_resampling(resampling: str) -> None:
     if resampling not in RESAMPLING:
-        raise LcflowError(f"label resampling {resampling!r}: expected one of {', '.join(RESAMPLING)}")
+        raise LcflowError(
+            f"label resampling {resampling!r}: expected one of {', '.join(RESAMPLING)}"
+        )
 
 
 def _resampling(resampling: str, grid: Grid, transform: Affine, crs, shape: tuple[int, int]) -> str:
     """``auto`` resolved: nearest where a tile pixel is no larger than a source cell, else mode."""
     if resampling != "auto":
         return resampling
-    return "nearest" if _pixel_area(grid.transform) <= _cell_area_in(transform, crs, shape, grid.crs) else "mode"
+    return (
+        "nearest"
+        if _pixel_area(grid.transform) <= _cell_area_in(transform, crs, shape, grid.crs)
+        else "mode"
+    )
 
 
 def _pixel_area(transform: Affine) -> float:
@@ -110,7 +140,12 @@ def _cell_area_in(transform: Affine, crs, shape: tuple[int, int], target_crs) ->
 
 
 def _overlaps(win, src) -> bool:
-    return win.col_off < src.width and win.row_off < src.height and win.col_off + win.width > 0 and win.row_off + win.height > 0
+    return (
+        win.col_off < src.width
+        and win.row_off < src.height
+        and win.col_off + win.width > 0
+        and win.row_off + win.height > 0
+    )
 
 
 @dataclass(frozen=True)
@@ -131,7 +166,9 @@ class LabelSource:
 
     @property
     def what(self) -> str:
-        return ("CORINE " if self.corine else "reference ") + ("layer" if vector_labels.is_vector(self.path) else "raster")
+        return ("CORINE " if self.corine else "reference ") + (
+            "layer" if vector_labels.is_vector(self.path) else "raster"
+        )
 
 
 def _source(source: "LabelSource | str | Path") -> LabelSource:
@@ -150,7 +187,9 @@ def codes_in_area(source: LabelSource, crs, bounds, where: str) -> dict[int, int
             codes, counts = np.unique(values[values > 0], return_counts=True)
         else:
             values, _, _, nodata = _read_window(Path(source.path), crs, bounds, where, source.what)
-            codes, counts = np.unique(values[values != nodata] if nodata is not None else values, return_counts=True)
+            codes, counts = np.unique(
+                values[values != nodata] if nodata is not None else values, return_counts=True
+            )
     return {int(c): int(n) for c, n in zip(codes, counts)}
 
 
@@ -158,26 +197,38 @@ def _features(source: LabelSource, crs, bounds, where: str):
     """The features of a vector source in the area, with their codes checked; and their geometry kind."""
     layer = vector_labels.open_layer(source.path, source.layer)
     column = vector_labels.code_column(layer, source.code_column, source.corine)
-    features, geometry = vector_labels.read_in_area(layer, crs, bounds, where, column, mend=source.corine)
+    features, geometry = vector_labels.read_in_area(
+        layer, crs, bounds, where, column, mend=source.corine
+    )
     if features.empty:
-        raise LcflowError(f"{source.what} {source.path} has no feature within the area of {where} {list(bounds)} ({crs})")
+        raise LcflowError(
+            f"{source.what} {source.path} has no feature within the area of {where} {list(bounds)} ({crs})"
+        )
     if source.corine:
-        unknown = set(features["code"].tolist()) - {e.clc_code for e in clc_legend()} - CLC_NOT_A_CLASS
+        unknown = (
+            set(features["code"].tolist()) - {e.clc_code for e in clc_legend()} - CLC_NOT_A_CLASS
+        )
         if unknown:
-            raise LcflowError(f"{source.path}: column {column!r} holds value(s) {', '.join(map(str, sorted(unknown)[:10]))} "
-                              f"in {where} that are not CLC level-3 codes (111..523)")
+            raise LcflowError(
+                f"{source.path}: column {column!r} holds value(s) {', '.join(map(str, sorted(unknown)[:10]))} "
+                f"in {where} that are not CLC level-3 codes (111..523)"
+            )
         features = features[~features["code"].isin(CLC_NOT_A_CLASS)]
     return features, (geometry, column)
 
 
-def source_on_grid(source: "LabelSource | str | Path", grid: Grid, where: str = "the tile") -> tuple[np.ndarray, dict]:
+def source_on_grid(
+    source: "LabelSource | str | Path", grid: Grid, where: str = "the tile"
+) -> tuple[np.ndarray, dict]:
     """Source codes on ``grid`` (int32, :data:`~lcflow.labels.vector.NO_CODE` where none), and a record of
     what was read (kept in the labels raster's metadata)."""
     source = _source(source)
     record = {"path": str(source.path), "kind": "corine" if source.corine else "reference"}
     if vector_labels.is_vector(source.path):
         features, (geometry, column) = _features(source, grid.crs, grid.bounds, where)
-        record.update(format="vector", code_column=column, geometry=geometry, features=int(len(features)))
+        record.update(
+            format="vector", code_column=column, geometry=geometry, features=int(len(features))
+        )
         if geometry == "points":
             codes, stats = vector_labels.place_points(features, grid, where)
             record.update(stats)
@@ -187,31 +238,57 @@ def source_on_grid(source: "LabelSource | str | Path", grid: Grid, where: str = 
     record.update(format="raster")
     if source.corine:
         clc = clc_on_grid(source.path, grid, where, source.resampling)
-        return np.where(clc > 0, clc.astype(np.int32), NO_CODE).astype(np.int32), {**record, "geometry": "areas"}
-    values, transform, crs, nodata = _read_window(Path(source.path), grid.crs, grid.bounds, where, source.what)
+        return np.where(clc > 0, clc.astype(np.int32), NO_CODE).astype(np.int32), {
+            **record,
+            "geometry": "areas",
+        }
+    values, transform, crs, nodata = _read_window(
+        Path(source.path), grid.crs, grid.bounds, where, source.what
+    )
     values = values.astype(np.int32)
     if nodata is not None:
         values[values == nodata] = NO_CODE
     out = np.full((grid.height, grid.width), NO_CODE, dtype=np.int32)
-    reproject(values, out, src_transform=transform, src_crs=crs, src_nodata=NO_CODE, dst_transform=grid.transform,
-              dst_crs=grid.crs, dst_nodata=NO_CODE,
-              resampling=Resampling[_resampling(source.resampling, grid, transform, crs, values.shape)])
+    reproject(
+        values,
+        out,
+        src_transform=transform,
+        src_crs=crs,
+        src_nodata=NO_CODE,
+        dst_transform=grid.transform,
+        dst_crs=grid.crs,
+        dst_nodata=NO_CODE,
+        resampling=Resampling[_resampling(source.resampling, grid, transform, crs, values.shape)],
+    )
     return out, {**record, "geometry": "areas"}
 
 
-def change_mask(change: str | Path, grid: Grid, where: str = "the tile", layer: str | None = None) -> np.ndarray:
+def change_mask(
+    change: str | Path, grid: Grid, where: str = "the tile", layer: str | None = None
+) -> np.ndarray:
     """Pixels a CLC change layer marks (any feature of a vector layer, any value but 0 and nodata of a
     raster), widened to every pixel that touches a change: those pixels' labels are not trusted."""
     change = Path(change)
     if vector_labels.is_vector(change):
         layer_ = vector_labels.open_layer(change, layer, "labels.change_layer")
-        features, _ = vector_labels.read_in_area(layer_, grid.crs, grid.bounds, where, None, mend=True)
+        features, _ = vector_labels.read_in_area(
+            layer_, grid.crs, grid.bounds, where, None, mend=True
+        )
         return vector_labels.burn(features, grid, all_touched=True) != NO_CODE
-    values, transform, crs, nodata = _read_window(change, grid.crs, grid.bounds, where, "change layer")
+    values, transform, crs, nodata = _read_window(
+        change, grid.crs, grid.bounds, where, "change layer"
+    )
     marked = ((values != 0) & ((values != nodata) if nodata is not None else True)).astype(np.uint8)
     out = np.zeros((grid.height, grid.width), dtype=np.uint8)
-    reproject(marked, out, src_transform=transform, src_crs=crs, dst_transform=grid.transform, dst_crs=grid.crs,
-              resampling=Resampling.max)
+    reproject(
+        marked,
+        out,
+        src_transform=transform,
+        src_crs=crs,
+        dst_transform=grid.transform,
+        dst_crs=grid.crs,
+        resampling=Resampling.max,
+    )
     return out > 0
 
 
@@ -226,14 +303,21 @@ class Unlabelled:
     def check(self, share: float, source: "LabelSource", where: str) -> None:
         if not source.corine:
             return  # reference data label parts of a tile by nature
-        said = (f"{source.what} {source.path} gives no class to {100 * share:.1f} % of {where} (outside its coverage, "
-                "no data or unclassified)")
+        said = (
+            f"{source.what} {source.path} gives no class to {100 * share:.1f} % of {where} (outside its coverage, "
+            "no data or unclassified)"
+        )
         if share > self.max:
-            raise LcflowError(f"{said}, above labels.unlabelled_max ({100 * self.max:g} %): give a CORINE file that "
-                              "covers the tile, or raise the share")
+            raise LcflowError(
+                f"{said}, above labels.unlabelled_max ({100 * self.max:g} %): give a CORINE file that "
+                "covers the tile, or raise the share"
+            )
         if share > self.warn:
-            log.warning("%s, above labels.unlabelled_warn (%g %%): only the rest is sampled and assessed", said,
-                        100 * self.warn)
+            log.warning(
+                "%s, above labels.unlabelled_warn (%g %%): only the rest is sampled and assessed",
+                said,
+                100 * self.warn,
+            )
 
 
 def unlabelled_share(source: LabelSource, crs, bounds, where: str) -> float:
@@ -246,9 +330,15 @@ def unlabelled_share(source: LabelSource, crs, bounds, where: str) -> float:
     return float((codes == NO_CODE).mean())
 
 
-def run(source: "LabelSource | str | Path", grid_of: str | Path, out: str | Path, nomenclature: Nomenclature,
-        change: str | Path | None = None, change_layer: str | None = None,
-        unlabelled: Unlabelled = Unlabelled()) -> np.ndarray:
+def run(
+    source: "LabelSource | str | Path",
+    grid_of: str | Path,
+    out: str | Path,
+    nomenclature: Nomenclature,
+    change: str | Path | None = None,
+    change_layer: str | None = None,
+    unlabelled: Unlabelled = Unlabelled(),
+) -> np.ndarray:
     """Write the class raster of one tile, on the grid of ``grid_of`` (its cube); return the classes.
 
     Every source code on the grid must be mapped or ignored by the nomenclature (checked before writing);
@@ -269,27 +359,48 @@ def run(source: "LabelSource | str | Path", grid_of: str | Path, out: str | Path
     codes, record = source_on_grid(source, grid)
     present = codes[codes != NO_CODE]
     if present.size == 0:
-        raise LcflowError(f"{source.what} {source.path} has no class inside the tile area {grid.bounds} ({grid.crs})")
+        raise LcflowError(
+            f"{source.what} {source.path} has no class inside the tile area {grid.bounds} ({grid.crs})"
+        )
     unlabelled.check(1 - present.size / codes.size, source, f"the tile area {list(grid.bounds)}")
     values, counts = np.unique(present, return_counts=True)
-    nomenclature.check_covers(dict(zip(values.tolist(), counts.tolist())), f"{source.path} in the tile area")
+    nomenclature.check_covers(
+        dict(zip(values.tolist(), counts.tolist())), f"{source.path} in the tile area"
+    )
     if change is not None:
         marked = change_mask(change, grid, layer=change_layer)
-        record["change_layer"] = {"path": str(change), "excluded_pixels": int((marked & (codes != NO_CODE)).sum())}
+        record["change_layer"] = {
+            "path": str(change),
+            "excluded_pixels": int((marked & (codes != NO_CODE)).sum()),
+        }
         codes[marked] = NO_CODE
-        log.info("change layer %s: %d labelled pixels left out", change, record["change_layer"]["excluded_pixels"])
+        log.info(
+            "change layer %s: %d labelled pixels left out",
+            change,
+            record["change_layer"]["excluded_pixels"],
+        )
     classes = nomenclature.apply(codes)
     values, counts = np.unique(classes, return_counts=True)
     pixels = {int(c): int(n) for c, n in zip(values, counts) if c != nomenclature.nodata}
     if not pixels:
-        raise LcflowError(f"{source.path}: no labelled pixel is left in the tile area {grid.bounds} ({grid.crs}) "
-                          "once ignored codes and the change layer are taken out")
+        raise LcflowError(
+            f"{source.path}: no labelled pixel is left in the tile area {grid.bounds} ({grid.crs}) "
+            "once ignored codes and the change layer are taken out"
+        )
     present = sorted(pixels)
     log.info("labels from %s: %s", source.path, pixels)
-    write_cog(out, classes, grid, nodata=nomenclature.nodata, colors=nomenclature.colors,
-              names={c: nomenclature.names[c] for c in present},
-              tags={"nomenclature": nomenclature.name,
-                    "class_names": {str(c): nomenclature.names[c] for c in present},
-                    "class_colors": {str(c): nomenclature.colors.get(c) for c in present},
-                    "label_source": record})
+    write_cog(
+        out,
+        classes,
+        grid,
+        nodata=nomenclature.nodata,
+        colors=nomenclature.colors,
+        names={c: nomenclature.names[c] for c in present},
+        tags={
+            "nomenclature": nomenclature.name,
+            "class_names": {str(c): nomenclature.names[c] for c in present},
+            "class_colors": {str(c): nomenclature.colors.get(c) for c in present},
+            "label_source": record,
+        },
+    )
     return classes

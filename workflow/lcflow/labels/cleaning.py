@@ -46,13 +46,22 @@ class Cleaning:
     trees: int = default("sample.clean.trees")
     seed: int = default("sample.seed")
     reference_data: bool = default("sample.clean.reference_data")
-    tree_rows: int | None = default("sample.clean.tree_rows")  # None: each tree on a bootstrap of all its fold's rows
+    tree_rows: int | None = default(
+        "sample.clean.tree_rows"
+    )  # None: each tree on a bootstrap of all its fold's rows
 
     @classmethod
     def of(cls, settings: CleanSettings, seed: int) -> Cleaning:
         """The cleaning ``sample.clean`` asks for, its forests seeded by ``sample.seed``."""
-        return cls(settings.min_label_probability, settings.folds, settings.max_drop_fraction, settings.trees,
-                   seed, settings.reference_data, settings.tree_rows)
+        return cls(
+            settings.min_label_probability,
+            settings.folds,
+            settings.max_drop_fraction,
+            settings.trees,
+            seed,
+            settings.reference_data,
+            settings.tree_rows,
+        )
 
     @property
     def enabled(self) -> bool:
@@ -81,9 +90,16 @@ def forest_rows(series: np.ndarray) -> np.ndarray:
     return np.nan_to_num(fill_gaps(series), nan=0.0).reshape(len(series), -1)
 
 
-def out_of_fold_proba(x: np.ndarray, y: np.ndarray, groups: np.ndarray, forests: JudgingForests, n_jobs: int = -1,
-                      *, only: Collection[int] | None = None,
-                      what: str = "out-of-fold forests") -> tuple[np.ndarray, np.ndarray]:
+def out_of_fold_proba(
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    forests: JudgingForests,
+    n_jobs: int = -1,
+    *,
+    only: Collection[int] | None = None,
+    what: str = "out-of-fold forests",
+) -> tuple[np.ndarray, np.ndarray]:
     """(class probabilities of each sample, the classes of their columns: ``np.unique(y)``) from forests
     that were trained on the other groups only; a class missing from those has probability 0. Each
     fold's fit is logged, with the time left.
@@ -107,16 +123,31 @@ def out_of_fold_proba(x: np.ndarray, y: np.ndarray, groups: np.ndarray, forests:
         if fold not in todo:
             continue
         per_tree = None if max_rows is None or max_rows >= len(train) else max_rows
-        forest = RandomForestClassifier(trees, n_jobs=n_jobs, random_state=seed, max_samples=per_tree)
+        forest = RandomForestClassifier(
+            trees, n_jobs=n_jobs, random_state=seed, max_samples=per_tree
+        )
         forest.fit(x[train], y[train])
-        proba[np.ix_(held, np.searchsorted(classes, forest.classes_))] = forest.predict_proba(x[held])
+        proba[np.ix_(held, np.searchsorted(classes, forest.classes_))] = forest.predict_proba(
+            x[held]
+        )
         done = todo.index(fold) + 1
         elapsed = time.monotonic() - started
         nodes = sum(e.tree_.node_count for e in forest.estimators_)
-        log.info("%s: fold %d (%d of %d here): %d trees on %d rows (each on %s), %d nodes, %.0f MB; %.0f s elapsed, "
-                 "%.0f s left", what, fold, done, len(todo), trees, len(train),
-                 f"{per_tree} drawn from them" if per_tree else "a bootstrap of them", nodes,
-                 forest_bytes(forest) / 1e6, elapsed, elapsed / done * (len(todo) - done))
+        log.info(
+            "%s: fold %d (%d of %d here): %d trees on %d rows (each on %s), %d nodes, %.0f MB; %.0f s elapsed, "
+            "%.0f s left",
+            what,
+            fold,
+            done,
+            len(todo),
+            trees,
+            len(train),
+            f"{per_tree} drawn from them" if per_tree else "a bootstrap of them",
+            nodes,
+            forest_bytes(forest) / 1e6,
+            elapsed,
+            elapsed / done * (len(todo) - done),
+        )
         del forest  # freed before the next fold's grows
     return proba, classes
 
@@ -124,11 +155,18 @@ def out_of_fold_proba(x: np.ndarray, y: np.ndarray, groups: np.ndarray, forests:
 def forest_bytes(forest: RandomForestClassifier) -> int:
     """The bytes a fitted forest's trees hold (their node records and class-count rows)."""
     trees = [e.tree_ for e in forest.estimators_]
-    return sum(t.node_count for t in trees) * NODE_DTYPE.itemsize + sum(t.value.nbytes for t in trees)
+    return sum(t.node_count for t in trees) * NODE_DTYPE.itemsize + sum(
+        t.value.nbytes for t in trees
+    )
 
 
-def out_of_fold_probability(x: np.ndarray, y: np.ndarray, groups: np.ndarray, forests: JudgingForests,
-                            what: str = "out-of-fold forests") -> tuple[np.ndarray, np.ndarray]:
+def out_of_fold_probability(
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    forests: JudgingForests,
+    what: str = "out-of-fold forests",
+) -> tuple[np.ndarray, np.ndarray]:
     """(probability of each sample's own label, the most likely class) from forests that were trained
     on the other groups only (:func:`out_of_fold_proba`).
 
@@ -144,7 +182,9 @@ def out_of_fold_probability(x: np.ndarray, y: np.ndarray, groups: np.ndarray, fo
     return own, classes[proba.argmax(axis=1)]
 
 
-def noisy(x: np.ndarray, y: np.ndarray, groups: np.ndarray, cleaning: Cleaning, where: str) -> np.ndarray:
+def noisy(
+    x: np.ndarray, y: np.ndarray, groups: np.ndarray, cleaning: Cleaning, where: str
+) -> np.ndarray:
     """Which samples to drop as mislabelled (a boolean mask).
 
     Args:
@@ -159,19 +199,32 @@ def noisy(x: np.ndarray, y: np.ndarray, groups: np.ndarray, cleaning: Cleaning, 
     if not cleaning.enabled or len(y) == 0:
         return drop
     if n_groups < 2 or np.unique(y).size < 2:
-        log.warning("%s: label cleaning skipped (%d spatial block(s), %d class(es): nothing to judge against)",
-                    where, n_groups, np.unique(y).size)
+        log.warning(
+            "%s: label cleaning skipped (%d spatial block(s), %d class(es): nothing to judge against)",
+            where,
+            n_groups,
+            np.unique(y).size,
+        )
         return drop
-    own, likeliest = out_of_fold_probability(x, y, groups, cleaning.forests(n_groups), what=f"{where}: label cleaning")
+    own, likeliest = out_of_fold_probability(
+        x, y, groups, cleaning.forests(n_groups), what=f"{where}: label cleaning"
+    )
     suspect = (own < cleaning.min_label_probability) & (likeliest != y)
     for c in np.unique(y):
         members = np.flatnonzero(y == c)
         flagged = members[suspect[members]]
         cap = int(np.floor(cleaning.max_drop_fraction * members.size))
         if flagged.size > cap:
-            log.warning("%s: class %d: %d of %d samples contradict their label; only the %d least likely are "
-                        "dropped (max_drop_fraction %.2f)", where, c, flagged.size, members.size, cap,
-                        cleaning.max_drop_fraction)
+            log.warning(
+                "%s: class %d: %d of %d samples contradict their label; only the %d least likely are "
+                "dropped (max_drop_fraction %.2f)",
+                where,
+                c,
+                flagged.size,
+                members.size,
+                cap,
+                cleaning.max_drop_fraction,
+            )
             flagged = flagged[np.argsort(own[flagged], kind="stable")[:cap]]
         drop[flagged] = True
     return drop

@@ -35,7 +35,9 @@ def clc_legend() -> list[ClcEntry]:
         code = int(r["clc_code"])
         if 111 <= code <= 523:
             rgb = (int(r["red"]), int(r["green"]), int(r["blue"]))
-            rows.append(ClcEntry(int(r["grid_code"]), code, r["label1"], r["label2"], r["label3"], rgb))
+            rows.append(
+                ClcEntry(int(r["grid_code"]), code, r["label1"], r["label2"], r["label3"], rgb)
+            )
     return rows
 
 
@@ -64,14 +66,18 @@ def corine_coding(values: np.ndarray, nodata: float | None, where: str) -> str:
     clc = {e.clc_code for e in clc_legend()}
     as_grid, as_clc = present & grid, present & clc
     if as_grid and as_clc:
-        raise LcflowError(f"{where}: the CORINE raster mixes grid codes (1..44: {_listed(as_grid)}) and CLC codes "
-                          f"(111..523: {_listed(as_clc)})")
+        raise LcflowError(
+            f"{where}: the CORINE raster mixes grid codes (1..44: {_listed(as_grid)}) and CLC codes "
+            f"(111..523: {_listed(as_clc)})"
+        )
     coding = "clc" if as_clc else "grid"
     unknown = present - (clc | CLC_NOT_A_CLASS if coding == "clc" else grid | GRID_NOT_A_CLASS)
     if unknown:
         kind = "CLC codes 111..523" if coding == "clc" else "grid codes 1..44"
-        raise LcflowError(f"{where}: value(s) {_listed(unknown)} of the CORINE raster are not CORINE codes "
-                          f"(read as {kind}; declare fill values as the raster's nodata)")
+        raise LcflowError(
+            f"{where}: value(s) {_listed(unknown)} of the CORINE raster are not CORINE codes "
+            f"(read as {kind}; declare fill values as the raster's nodata)"
+        )
     return coding
 
 
@@ -80,7 +86,9 @@ def _listed(values: set[int], n: int = 10) -> str:
     return ", ".join(map(str, v[:n])) + (f" ... ({len(v)} values)" if len(v) > n else "")
 
 
-def clc_codes_from_raster(values: np.ndarray, nodata: float | None = None, where: str = "CORINE raster") -> np.ndarray:
+def clc_codes_from_raster(
+    values: np.ndarray, nodata: float | None = None, where: str = "CORINE raster"
+) -> np.ndarray:
     """CLC level-3 codes from a CORINE raster stored either as grid codes (1..44) or as CLC codes.
 
     The coding is decided by :func:`corine_coding`; everything that is not a class becomes 0.
@@ -131,14 +139,18 @@ class Nomenclature:
         out = np.empty(codes.shape, dtype=self.dtype)
         flat_in, flat_out = codes.reshape(-1), out.reshape(-1)
         for i in range(0, flat_in.size, chunk):
-            part = flat_in[i:i + chunk].astype(np.int64)
+            part = flat_in[i : i + chunk].astype(np.int64)
             pos = np.clip(np.searchsorted(keys, part), 0, len(keys) - 1)
-            flat_out[i:i + chunk] = np.where(keys[pos] == part, values[pos], self.nodata)
+            flat_out[i : i + chunk] = np.where(keys[pos] == part, values[pos], self.nodata)
         return out
 
     def unmapped(self, present: dict[int, int]) -> dict[int, int]:
         """Of the source codes present (code -> pixel or feature count), those neither mapped nor ignored."""
-        return {c: n for c, n in sorted(present.items()) if c not in self.mapping and c not in self.ignored}
+        return {
+            c: n
+            for c, n in sorted(present.items())
+            if c not in self.mapping and c not in self.ignored
+        }
 
     def check_covers(self, present: dict[int, int], where: str) -> None:
         """Every source code present in an area is mapped or explicitly ignored, else one line listing the others."""
@@ -146,8 +158,10 @@ class Nomenclature:
         if missing:
             listed = ", ".join(f"{c} ({n})" for c, n in list(missing.items())[:20])
             more = f" ... ({len(missing)} codes)" if len(missing) > 20 else ""
-            raise LcflowError(f"{where}: code(s) {listed}{more} (count in brackets) are neither mapped nor ignored by "
-                              f"the nomenclature {self.name!r}; map them to a class or list them as ignored")
+            raise LcflowError(
+                f"{where}: code(s) {listed}{more} (count in brackets) are neither mapped nor ignored by "
+                f"the nomenclature {self.name!r}; map them to a class or list them as ignored"
+            )
 
 
 def clc_level(level: int) -> Nomenclature:
@@ -208,7 +222,9 @@ def from_mapping_file(path: str | Path, clc_codes: bool = True) -> Nomenclature:
         if clc_codes and r.code not in known:
             raise LcflowError(f"{r.at}: clc_code {r.code} is not a CLC level-3 code")
         if r.code in first:
-            raise LcflowError(f"{r.at}: code {r.code} is given twice (also at {first[r.code].at.split(':', 1)[-1]})")
+            raise LcflowError(
+                f"{r.at}: code {r.code} is given twice (also at {first[r.code].at.split(':', 1)[-1]})"
+            )
         first[r.code] = r
         if r.class_code is None:
             ignored.add(r.code)
@@ -217,11 +233,15 @@ def from_mapping_file(path: str | Path, clc_codes: bool = True) -> Nomenclature:
             raise LcflowError(f"{r.at}: class_code {r.class_code} must be within 1..65534")
         mapping[r.code] = r.class_code
         if names.setdefault(r.class_code, r.class_name) != r.class_name:
-            raise LcflowError(f"{r.at}: class {r.class_code} is named {r.class_name!r} here and "
-                              f"{names[r.class_code]!r} before; one class, one name")
+            raise LcflowError(
+                f"{r.at}: class {r.class_code} is named {r.class_name!r} here and "
+                f"{names[r.class_code]!r} before; one class, one name"
+            )
         if r.color is not None and colors.setdefault(r.class_code, r.color) != r.color:
-            raise LcflowError(f"{r.at}: class {r.class_code} has colour {r.color} here and {colors[r.class_code]} "
-                              "before; one class, one colour")
+            raise LcflowError(
+                f"{r.at}: class {r.class_code} has colour {r.color} here and {colors[r.class_code]} "
+                "before; one class, one colour"
+            )
     if not mapping:
         raise LcflowError(f"{path}: every code is ignored; map at least one to a class")
     return Nomenclature(name, mapping, names, colors, frozenset(ignored))
@@ -235,17 +255,25 @@ def _csv_rows(path: Path) -> list[_Row]:
         code_col = "clc_code" if "clc_code" in columns else "code"
         missing = {code_col, "class_code", "class_name"} - columns
         if missing:
-            raise LcflowError(f"{path}: missing column(s) {sorted(missing)} (clc_code or code, class_code, class_name; "
-                              f"found {sorted(columns)})")
+            raise LcflowError(
+                f"{path}: missing column(s) {sorted(missing)} (clc_code or code, class_code, class_name; "
+                f"found {sorted(columns)})"
+            )
         for lineno, r in enumerate(reader, start=2):
             at = f"{path}:{lineno}"
             ignored = (r["class_code"] or "").strip().lower() == IGNORE
             try:
                 code = int(r[code_col])
                 class_code = None if ignored else int(r["class_code"])
-                color = (int(r["red"]), int(r["green"]), int(r["blue"])) if r.get("red") not in (None, "") else None
+                color = (
+                    (int(r["red"]), int(r["green"]), int(r["blue"]))
+                    if r.get("red") not in (None, "")
+                    else None
+                )
             except (TypeError, ValueError) as exc:
-                raise LcflowError(f"{at}: codes and colours must be integers, class_code may be {IGNORE!r} ({exc})") from exc
+                raise LcflowError(
+                    f"{at}: codes and colours must be integers, class_code may be {IGNORE!r} ({exc})"
+                ) from exc
             rows.append(_Row(code, class_code, (r["class_name"] or "").strip(), color, at))
     return rows
 
@@ -258,11 +286,15 @@ def _yaml_rows(path: Path) -> tuple[str, list[_Row]]:
     try:
         data = strict_load(path.read_text())
     except DuplicateKey as exc:
-        raise LcflowError(f"{path}: {exc}: YAML would keep the last one silently; give each key once") from None
+        raise LcflowError(
+            f"{path}: {exc}: YAML would keep the last one silently; give each key once"
+        ) from None
     except yaml.YAMLError as exc:
         raise LcflowError(f"{path}: not YAML ({exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("classes"), list):
-        raise LcflowError(f"{path}: expected a mapping with a list 'classes' (class_code, class_name, codes, color)")
+        raise LcflowError(
+            f"{path}: expected a mapping with a list 'classes' (class_code, class_name, codes, color)"
+        )
     unknown = set(data) - {"name", "classes", "ignore"}
     if unknown:
         raise LcflowError(f"{path}: unknown key(s) {sorted(unknown)} (name, classes, ignore)")
@@ -273,12 +305,19 @@ def _yaml_rows(path: Path) -> tuple[str, list[_Row]]:
             raise LcflowError(f"{at}: needs class_code, class_name and codes")
         extra = set(entry) - {"class_code", "class_name", "codes", "color"}
         if extra:
-            raise LcflowError(f"{at}: unknown key(s) {sorted(extra)} (class_code, class_name, codes, color)")
+            raise LcflowError(
+                f"{at}: unknown key(s) {sorted(extra)} (class_code, class_name, codes, color)"
+            )
         codes = entry["codes"] if isinstance(entry["codes"], list) else [entry["codes"]]
         if not codes or not all(_is_int(c) for c in codes) or not _is_int(entry["class_code"]):
-            raise LcflowError(f"{at}: class_code and codes must be integers (codes a non-empty list)")
+            raise LcflowError(
+                f"{at}: class_code and codes must be integers (codes a non-empty list)"
+            )
         color = _color(entry.get("color"), at)
-        rows += [_Row(int(c), int(entry["class_code"]), str(entry["class_name"]), color, at) for c in codes]
+        rows += [
+            _Row(int(c), int(entry["class_code"]), str(entry["class_name"]), color, at)
+            for c in codes
+        ]
     ignore = data.get("ignore") or []
     if not isinstance(ignore, list) or not all(_is_int(c) for c in ignore):
         raise LcflowError(f"{path}: ignore must be a list of integer codes")
@@ -296,11 +335,15 @@ def _color(value, at: str) -> tuple[int, int, int] | None:
         return None
     if isinstance(value, str) and len(value) == 7 and value.startswith("#"):
         try:
-            r, g, b = (int(value[i:i + 2], 16) for i in (1, 3, 5))
+            r, g, b = (int(value[i : i + 2], 16) for i in (1, 3, 5))
             return r, g, b
         except ValueError:
             pass
-    elif isinstance(value, list) and len(value) == 3 and all(_is_int(v) and 0 <= v <= 255 for v in value):
+    elif (
+        isinstance(value, list)
+        and len(value) == 3
+        and all(_is_int(v) and 0 <= v <= 255 for v in value)
+    ):
         return tuple(value)
     raise LcflowError(f"{at}: color {value!r} is neither [r, g, b] (0..255) nor '#rrggbb'")
 

@@ -27,7 +27,9 @@ from lcflow.train import blend
 log = logging.getLogger("lcflow.maps.blend")
 
 
-def _member_rasters(paths: list[Path], members: list[str], classes: list[int], model_dir: Path) -> list[Path]:
+def _member_rasters(
+    paths: list[Path], members: list[str], classes: list[int], model_dir: Path
+) -> list[Path]:
     """``paths`` in the order of the blend's members, each checked: a member's probabilities of the blend's
     classes, all on one grid."""
     by_model: dict[str, Path] = {}
@@ -39,23 +41,35 @@ def _member_rasters(paths: list[Path], members: list[str], classes: list[int], m
                 model, codes = tags.get("model"), json.loads(tags.get("class_codes", "null"))
                 here = Grid(src.crs, src.transform, src.width, src.height)
         except (rasterio.errors.RasterioIOError, json.JSONDecodeError) as exc:
-            raise LcflowError(f"{path} is not a probabilities raster written by lcflow predict ({exc})") from None
+            raise LcflowError(
+                f"{path} is not a probabilities raster written by lcflow predict ({exc})"
+            ) from None
         if model not in members:
-            raise LcflowError(f"{path} holds the probabilities of model {model!r}, not of a member of blend {model_dir} "
-                              f"({', '.join(members)})")
+            raise LcflowError(
+                f"{path} holds the probabilities of model {model!r}, not of a member of blend {model_dir} "
+                f"({', '.join(members)})"
+            )
         if model in by_model:
-            raise LcflowError(f"{path} and {by_model[model]} both hold member {model}'s probabilities: give each once")
+            raise LcflowError(
+                f"{path} and {by_model[model]} both hold member {model}'s probabilities: give each once"
+            )
         if codes != classes:
-            raise LcflowError(f"{path}: classes {codes}, where blend {model_dir} has {classes} (was {model} trained "
-                              "again since it mapped?)")
+            raise LcflowError(
+                f"{path}: classes {codes}, where blend {model_dir} has {classes} (was {model} trained "
+                "again since it mapped?)"
+            )
         if grid is not None and here != grid:
-            raise LcflowError(f"{path} is on another grid than {paths[0]}: give one tile-year's probabilities")
+            raise LcflowError(
+                f"{path} is on another grid than {paths[0]}: give one tile-year's probabilities"
+            )
         grid = here
         by_model[model] = path
     missing = [m for m in members if m not in by_model]
     if missing:
-        raise LcflowError(f"blend {model_dir}: no probabilities of member(s) {', '.join(missing)} among "
-                          f"{', '.join(map(str, paths))}")
+        raise LcflowError(
+            f"blend {model_dir}: no probabilities of member(s) {', '.join(missing)} among "
+            f"{', '.join(map(str, paths))}"
+        )
     return [by_model[m] for m in members]
 
 
@@ -67,19 +81,33 @@ def _member_seconds(timings: list[Path], members: list[str]) -> tuple[float, int
             t = json.loads(Path(path).read_text())
             model, s = t["model"], float(t["seconds"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise LcflowError(f"{path} is not a timing file written by lcflow predict ({type(exc).__name__}: "
-                              f"{exc})") from None
+            raise LcflowError(
+                f"{path} is not a timing file written by lcflow predict ({type(exc).__name__}: "
+                f"{exc})"
+            ) from None
         if model not in members or model in seen:
-            raise LcflowError(f"timing file {path} is of model {model!r}: give each member's ({', '.join(members)}) once")
+            raise LcflowError(
+                f"timing file {path} is of model {model!r}: give each member's ({', '.join(members)}) once"
+            )
         seen.add(model)
-        seconds, ranks, gpu = seconds + s, max(ranks, int(t.get("ranks", 1))), gpu or t.get("device") == "gpu"
+        seconds, ranks, gpu = (
+            seconds + s,
+            max(ranks, int(t.get("ranks", 1))),
+            gpu or t.get("device") == "gpu",
+        )
     return seconds, ranks, gpu
 
 
-def run(model_dir: str | Path, member_probabilities: list[str | Path], out_map: str | Path,
-        out_confidence: str | Path, out_probabilities: str | Path | None = None,
-        member_timings: list[str | Path] | None = None, out_timing: str | Path | None = None,
-        block: int = default("predict.block_px")) -> None:
+def run(
+    model_dir: str | Path,
+    member_probabilities: list[str | Path],
+    out_map: str | Path,
+    out_confidence: str | Path,
+    out_probabilities: str | Path | None = None,
+    member_timings: list[str | Path] | None = None,
+    out_timing: str | Path | None = None,
+    block: int = default("predict.block_px"),
+) -> None:
     """Write the blend's class map, confidence and (if asked) probabilities from its members' stored
     probabilities of one tile-year, published together as ``lcflow predict`` publishes them.
 
@@ -96,25 +124,47 @@ def run(model_dir: str | Path, member_probabilities: list[str | Path], out_map: 
     model_dir = Path(model_dir)
     trained = blend.described(model_dir)
     members = trained.model.params["members"]
-    paths = _member_rasters([Path(p) for p in member_probabilities], members, trained.classes, model_dir)
+    paths = _member_rasters(
+        [Path(p) for p in member_probabilities], members, trained.classes, model_dir
+    )
     if member_timings is not None:
         member_seconds, ranks, gpu = _member_seconds([Path(t) for t in member_timings], members)
     grid = Grid.of(paths[0])
     started = time.perf_counter()
-    publish(trained, grid, _windows(paths, grid, block, trained.classes, out_probabilities is not None),
-            out_map, out_confidence, out_probabilities)
+    publish(
+        trained,
+        grid,
+        _windows(paths, grid, block, trained.classes, out_probabilities is not None),
+        out_map,
+        out_confidence,
+        out_probabilities,
+    )
     seconds = time.perf_counter() - started
     if out_timing is not None and member_timings is not None:
         pixels = grid.width * grid.height
         total = member_seconds + seconds
-        write_text(out_timing, json.dumps({
-            "model": blend.NAME, "pixels": pixels, "seconds": round(total, 6), "px_per_s": round(pixels / max(total, 1e-9), 1),
-            "ranks": ranks, "device": "gpu" if gpu else "cpu", "members_seconds": round(member_seconds, 6),
-            "blend_seconds": round(seconds, 6)}, indent=1) + "\n")
+        write_text(
+            out_timing,
+            json.dumps(
+                {
+                    "model": blend.NAME,
+                    "pixels": pixels,
+                    "seconds": round(total, 6),
+                    "px_per_s": round(pixels / max(total, 1e-9), 1),
+                    "ranks": ranks,
+                    "device": "gpu" if gpu else "cpu",
+                    "members_seconds": round(member_seconds, 6),
+                    "blend_seconds": round(seconds, 6),
+                },
+                indent=1,
+            )
+            + "\n",
+        )
 
 
-def _windows(paths: list[Path], grid: Grid, block: int, classes: list[int], probabilities: bool
-             ) -> Iterator[tuple[int, object, dict[str, np.ndarray]]]:
+def _windows(
+    paths: list[Path], grid: Grid, block: int, classes: list[int], probabilities: bool
+) -> Iterator[tuple[int, object, dict[str, np.ndarray]]]:
     windows = list(grid.windows(block))
     progress = Progress(log, f"blend {', '.join(p.name for p in paths)}", grid.width * grid.height)
     sources = [rasterio.open(p) for p in paths]

@@ -21,24 +21,40 @@ STABLE_COLOR = (225, 225, 225)
 def change_codes(n_classes: int) -> dict[int, tuple[int, int]]:
     """From-to code -> (from index, to index) for every ordered pair of different classes."""
     if n_classes * n_classes + 1 >= CHANGE_NODATA:
-        raise LcflowError(f"{n_classes} classes have too many from-to pairs for a uint16 change map")
-    return {1 + i * n_classes + j: (i, j) for i in range(n_classes) for j in range(n_classes) if i != j}
+        raise LcflowError(
+            f"{n_classes} classes have too many from-to pairs for a uint16 change map"
+        )
+    return {
+        1 + i * n_classes + j: (i, j) for i in range(n_classes) for j in range(n_classes) if i != j
+    }
 
 
-def change_map(before: np.ndarray, after: np.ndarray, valid: np.ndarray, n_classes: int) -> np.ndarray:
+def change_map(
+    before: np.ndarray, after: np.ndarray, valid: np.ndarray, n_classes: int
+) -> np.ndarray:
     """From-to codes (uint16) of two maps of class indices; CHANGE_NODATA where either has no data."""
     code = np.where(before == after, STABLE, 1 + before.astype(np.int64) * n_classes + after)
     return np.where(valid, code, CHANGE_NODATA).astype(np.uint16)
 
 
-def change_table(classes: list[int], names: dict[int, str],
-                 colors: dict[int, tuple[int, int, int]]) -> list[dict]:
+def change_table(
+    classes: list[int], names: dict[int, str], colors: dict[int, tuple[int, int, int]]
+) -> list[dict]:
     """One row per from-to code: code, from and to class codes and names, colour (that of the new class)."""
-    rows = [{"code": STABLE, "from": None, "to": None, "name": "no change", "color": list(STABLE_COLOR)}]
+    rows = [
+        {"code": STABLE, "from": None, "to": None, "name": "no change", "color": list(STABLE_COLOR)}
+    ]
     for code, (i, j) in change_codes(len(classes)).items():
         a, b = classes[i], classes[j]
-        rows.append({"code": code, "from": a, "to": b, "name": f"{names.get(a, a)} -> {names.get(b, b)}",
-                     "color": list(colors.get(b, (0, 0, 0)))})
+        rows.append(
+            {
+                "code": code,
+                "from": a,
+                "to": b,
+                "name": f"{names.get(a, a)} -> {names.get(b, b)}",
+                "color": list(colors.get(b, (0, 0, 0))),
+            }
+        )
     return rows
 
 
@@ -81,9 +97,15 @@ class PairTally:
             precision = found / (found + stable_flagged) if found + stable_flagged else 0.0
             recall = found / (found + missed) if found + missed else 0.0
             out["truth"] = {
-                "stable_pixels": stable_kept + stable_flagged, "changed_pixels": missed + found,
-                "stable_kept": stable_kept / (stable_kept + stable_flagged) if stable_kept + stable_flagged else None,
-                "change_precision": precision, "change_recall": recall,
-                "change_f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
+                "stable_pixels": stable_kept + stable_flagged,
+                "changed_pixels": missed + found,
+                "stable_kept": stable_kept / (stable_kept + stable_flagged)
+                if stable_kept + stable_flagged
+                else None,
+                "change_precision": precision,
+                "change_recall": recall,
+                "change_f1": 2 * precision * recall / (precision + recall)
+                if precision + recall
+                else 0.0,
             }
         return out

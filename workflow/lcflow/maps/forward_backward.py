@@ -48,7 +48,9 @@ def _pairwise_columns(a, m, out):  # pragma: no cover - compiled
                 acc[q] += row[q]
         i += 8
     for q in range(m):
-        out[q] = ((r[0, q] + r[1, q]) + (r[2, q] + r[3, q])) + ((r[4, q] + r[5, q]) + (r[6, q] + r[7, q]))
+        out[q] = ((r[0, q] + r[1, q]) + (r[2, q] + r[3, q])) + (
+            (r[4, q] + r[5, q]) + (r[6, q] + r[7, q])
+        )
     while i < n:
         row = a[i]
         for q in range(m):
@@ -71,7 +73,9 @@ def _step(v, total, keep, move, gain, out, m):  # pragma: no cover - compiled
 
 
 @numba.njit(**_VECTOR)
-def forward_backward(codes, empty, levels, k, move, gain, frozen, has_frozen, path, along):  # pragma: no cover
+def forward_backward(
+    codes, empty, levels, k, move, gain, frozen, has_frozen, path, along
+):  # pragma: no cover
     """Scaled forward-backward, ``LANES`` pixels side by side: a step moves ``v`` to ``move * sum(v) +
     gain * v`` (the transition matrix is symmetric: the same step serves both directions), or keeps it
     where refused. ``along``: only the marginal of ``path``'s class is kept."""
@@ -81,7 +85,9 @@ def forward_backward(codes, empty, levels, k, move, gain, frozen, has_frozen, pa
     alpha = np.empty((t_n, n, LANES))
     beta = np.empty((t_n, n, LANES))
     a = np.empty((n, LANES))
-    moved = np.empty((n, LANES))  # apart from a: a step in place would keep the compiler's loops scalar
+    moved = np.empty(
+        (n, LANES)
+    )  # apart from a: a step in place would keep the compiler's loops scalar
     s = np.empty(LANES)
     total = np.empty(LANES)
     keep = np.zeros(LANES, dtype=np.bool_)

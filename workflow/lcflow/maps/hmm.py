@@ -47,8 +47,10 @@ class ChangePrior:
 
     def __post_init__(self) -> None:
         if not 0 < self.change < 1 - 1 / self.n_classes:
-            raise LcflowError(f"consistency change probability {self.change} must lie between 0 and "
-                              f"{1 - 1 / self.n_classes:.3f} (1 - 1/classes; more means change is likelier than not)")
+            raise LcflowError(
+                f"consistency change probability {self.change} must lie between 0 and "
+                f"{1 - 1 / self.n_classes:.3f} (1 - 1/classes; more means change is likelier than not)"
+            )
 
     def stay_move(self, years_apart: int) -> tuple[float, float]:
         """Probabilities of keeping the class and of moving to one given other class over ``years_apart``.
@@ -91,8 +93,13 @@ class CodedEvidence:
         return CodedEvidence(self.codes[:, which], self.levels, self.empty[:, which])
 
 
-def viterbi(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: ChangePrior,
-            frozen: np.ndarray | None = None) -> np.ndarray:
+def viterbi(
+    proba: np.ndarray,
+    empty: np.ndarray,
+    years: list[int],
+    prior: ChangePrior,
+    frozen: np.ndarray | None = None,
+) -> np.ndarray:
     """The most likely class index of every pixel in every year: (years, pixels) from (years, pixels, classes).
 
     O(years x pixels x classes): with one stay and one move probability, the best predecessor of class
@@ -109,13 +116,25 @@ def viterbi(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: Chang
     return _viterbi(evidence, evidence.log_levels(), years, prior, frozen)
 
 
-def _viterbi(evidence: CodedEvidence, log_levels: np.ndarray, years: list[int], prior: ChangePrior,
-             frozen: np.ndarray | None) -> np.ndarray:
+def _viterbi(
+    evidence: CodedEvidence,
+    log_levels: np.ndarray,
+    years: list[int],
+    prior: ChangePrior,
+    frozen: np.ndarray | None,
+) -> np.ndarray:
     """:func:`viterbi` from coded evidence and its levels' logarithms."""
     t_n, p_n, k = evidence.codes.shape
     log_stay, log_move = _log_transitions(years, prior)
-    return _viterbi_pixels(evidence.codes, evidence.empty, log_levels, np.log(k), log_stay, log_move,
-                           *_frozen_arg(frozen, t_n, p_n))
+    return _viterbi_pixels(
+        evidence.codes,
+        evidence.empty,
+        log_levels,
+        np.log(k),
+        log_stay,
+        log_move,
+        *_frozen_arg(frozen, t_n, p_n),
+    )
 
 
 def _transitions(years: list[int], prior: ChangePrior) -> list[tuple[float, float]]:
@@ -126,7 +145,9 @@ def _transitions(years: list[int], prior: ChangePrior) -> list[tuple[float, floa
 def _log_transitions(years: list[int], prior: ChangePrior) -> tuple[np.ndarray, np.ndarray]:
     """log stay and log move of each step (as :func:`_transitions`), taken by numpy's log."""
     steps = _transitions(years, prior)
-    return np.array([np.log(stay) for stay, _ in steps]), np.array([np.log(move) for _, move in steps])
+    return np.array([np.log(stay) for stay, _ in steps]), np.array(
+        [np.log(move) for _, move in steps]
+    )
 
 
 def _frozen_arg(frozen: np.ndarray | None, t_n: int, p_n: int) -> tuple[np.ndarray, bool]:
@@ -137,7 +158,9 @@ def _frozen_arg(frozen: np.ndarray | None, t_n: int, p_n: int) -> tuple[np.ndarr
 
 
 @numba.njit(cache=True, nogil=True)
-def _viterbi_pixels(codes, empty, log_levels, log_k, log_stay, log_move, frozen, has_frozen):  # pragma: no cover
+def _viterbi_pixels(
+    codes, empty, log_levels, log_k, log_stay, log_move, frozen, has_frozen
+):  # pragma: no cover
     """Each pixel's best path: the best predecessor of class j is j itself or the best other class (the
     best overall, the lowest index among equals; for the best class itself, the best of the rest)."""
     t_n, p_n, k = codes.shape
@@ -205,7 +228,9 @@ def _steady_best(codes, empty, log_levels, p):  # pragma: no cover - compiled
         if empty[t, p]:
             return -1
         best, top = 0, log_levels[codes[t, p, 0]]
-        for j in range(1, k):  # a running best taken by selects, not branches: the data decides them
+        for j in range(
+            1, k
+        ):  # a running best taken by selects, not branches: the data decides them
             value = log_levels[codes[t, p, j]]
             higher = value > top
             best = j if higher else best
@@ -220,8 +245,13 @@ def _steady_best(codes, empty, log_levels, p):  # pragma: no cover - compiled
     return steady
 
 
-def marginals(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: ChangePrior,
-              frozen: np.ndarray | None = None) -> np.ndarray:
+def marginals(
+    proba: np.ndarray,
+    empty: np.ndarray,
+    years: list[int],
+    prior: ChangePrior,
+    frozen: np.ndarray | None = None,
+) -> np.ndarray:
     """P(class in year t | every year's evidence), (years, pixels, classes), by scaled forward-backward.
 
     Args:
@@ -235,8 +265,14 @@ def marginals(proba: np.ndarray, empty: np.ndarray, years: list[int], prior: Cha
     return _marginals(evidence, np.exp(evidence.log_levels()), years, prior, frozen, None)
 
 
-def _marginals(evidence: CodedEvidence, levels: np.ndarray, years: list[int], prior: ChangePrior,
-               frozen: np.ndarray | None, path: np.ndarray | None) -> np.ndarray:
+def _marginals(
+    evidence: CodedEvidence,
+    levels: np.ndarray,
+    years: list[int],
+    prior: ChangePrior,
+    frozen: np.ndarray | None,
+    path: np.ndarray | None,
+) -> np.ndarray:
     """:func:`marginals` from coded evidence and each level's evidence; given a ``path`` (years, pixels),
     only the marginal of the path's class, (years, pixels, 1)."""
     t_n, p_n, k = evidence.codes.shape
@@ -244,20 +280,33 @@ def _marginals(evidence: CodedEvidence, levels: np.ndarray, years: list[int], pr
     move = np.array([m for _, m in steps])
     gain = np.array([s - m for s, m in steps])  # stay - move, as a Python float each
     along = path is not None
-    return forward_backward(evidence.codes, evidence.empty, levels, float(k), move, gain, *_frozen_arg(frozen, t_n, p_n),
-                             np.ascontiguousarray(path) if along else np.zeros((t_n, p_n), np.int64), along)
+    return forward_backward(
+        evidence.codes,
+        evidence.empty,
+        levels,
+        float(k),
+        move,
+        gain,
+        *_frozen_arg(frozen, t_n, p_n),
+        np.ascontiguousarray(path) if along else np.zeros((t_n, p_n), np.int64),
+        along,
+    )
 
 
 def change_prior(evidence_ratio: float, n_classes: int) -> ChangePrior:
     """The prior under which a change from one class to another needs ``evidence_ratio`` times more
     evidence than keeping the class: move / stay = 1 / ratio, i.e. change = (K - 1) / (ratio + K - 1)."""
     if not evidence_ratio > 1:
-        raise LcflowError(f"consistency evidence ratio {evidence_ratio} must be above 1 (1: any evidence for "
-                          "a change is enough, as in independent annual maps)")
+        raise LcflowError(
+            f"consistency evidence ratio {evidence_ratio} must be above 1 (1: any evidence for "
+            "a change is enough, as in independent annual maps)"
+        )
     return ChangePrior((n_classes - 1) / (evidence_ratio + n_classes - 1), n_classes)
 
 
-def small_changes(path: np.ndarray, valid: np.ndarray, shape: tuple[int, int], min_px: int) -> np.ndarray:
+def small_changes(
+    path: np.ndarray, valid: np.ndarray, shape: tuple[int, int], min_px: int
+) -> np.ndarray:
     """(years - 1, pixels): pixels whose change between year t and t + 1 is part of a patch (8-connected)
     of fewer than ``min_px`` changed pixels."""
     small = np.zeros((path.shape[0] - 1, path.shape[1]), dtype=bool)
@@ -270,9 +319,15 @@ def small_changes(path: np.ndarray, valid: np.ndarray, shape: tuple[int, int], m
     return small
 
 
-def smooth(proba: np.ndarray, empty: np.ndarray, years: list[int], evidence_ratio: float,
-           min_change_px: int = 1, shape: tuple[int, int] | None = None,
-           rounds: int = 3) -> tuple[np.ndarray, np.ndarray]:
+def smooth(
+    proba: np.ndarray,
+    empty: np.ndarray,
+    years: list[int],
+    evidence_ratio: float,
+    min_change_px: int = 1,
+    shape: tuple[int, int] | None = None,
+    rounds: int = 3,
+) -> tuple[np.ndarray, np.ndarray]:
     """Consistent class indices (years, pixels) and their confidence 0..1 given all years.
 
     Args:
@@ -288,12 +343,22 @@ def smooth(proba: np.ndarray, empty: np.ndarray, years: list[int], evidence_rati
             another pair of years).
     """
     if proba.ndim != 3 or empty.shape != proba.shape[:2] or len(years) != proba.shape[0]:
-        raise LcflowError(f"probabilities {proba.shape}, no-data mask {empty.shape} and {len(years)} years disagree")
-    return smooth_coded(CodedEvidence.of(proba, empty), years, evidence_ratio, min_change_px, shape, rounds)
+        raise LcflowError(
+            f"probabilities {proba.shape}, no-data mask {empty.shape} and {len(years)} years disagree"
+        )
+    return smooth_coded(
+        CodedEvidence.of(proba, empty), years, evidence_ratio, min_change_px, shape, rounds
+    )
 
 
-def smooth_coded(evidence: CodedEvidence, years: list[int], evidence_ratio: float, min_change_px: int = 1,
-                 shape: tuple[int, int] | None = None, rounds: int = 3) -> tuple[np.ndarray, np.ndarray]:
+def smooth_coded(
+    evidence: CodedEvidence,
+    years: list[int],
+    evidence_ratio: float,
+    min_change_px: int = 1,
+    shape: tuple[int, int] | None = None,
+    rounds: int = 3,
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`smooth` of coded probabilities (a stored probability raster's uint8 levels, say).
 
     Args:
@@ -306,8 +371,10 @@ def smooth_coded(evidence: CodedEvidence, years: list[int], evidence_ratio: floa
     """
     t_n, p_n, k = evidence.codes.shape
     if evidence.empty.shape != (t_n, p_n) or len(years) != t_n:
-        raise LcflowError(f"probabilities {evidence.codes.shape}, no-data mask {evidence.empty.shape} and "
-                          f"{len(years)} years disagree")
+        raise LcflowError(
+            f"probabilities {evidence.codes.shape}, no-data mask {evidence.empty.shape} and "
+            f"{len(years)} years disagree"
+        )
     if list(years) != sorted(set(years)):
         raise LcflowError(f"years {years} must increase")
     prior = change_prior(evidence_ratio, k)
@@ -316,7 +383,9 @@ def smooth_coded(evidence: CodedEvidence, years: list[int], evidence_ratio: floa
     frozen = None
     if min_change_px > 1 and len(years) > 1:
         if shape is None or shape[0] * shape[1] != p_n:
-            raise LcflowError(f"a minimum change patch needs the window's shape (got {shape} for {p_n} pixels)")
+            raise LcflowError(
+                f"a minimum change patch needs the window's shape (got {shape} for {p_n} pixels)"
+            )
         frozen = np.zeros((len(years) - 1, p_n), dtype=bool)
         for _ in range(rounds):
             small = small_changes(path, ~evidence.empty, shape, min_change_px) & ~frozen
@@ -326,6 +395,8 @@ def smooth_coded(evidence: CodedEvidence, years: list[int], evidence_ratio: floa
             # a pixel's sequence depends on its own evidence and refusals alone: only those with a new
             # refusal are found again (a few percent of a window), the same as finding every pixel again
             again = np.flatnonzero(small.any(axis=0))
-            path[:, again] = _viterbi(evidence.pixels(again), log_levels, years, prior, frozen[:, again])
+            path[:, again] = _viterbi(
+                evidence.pixels(again), log_levels, years, prior, frozen[:, again]
+            )
     confidence = _marginals(evidence, np.exp(log_levels), years, prior, frozen, path)[..., 0]
     return path, confidence

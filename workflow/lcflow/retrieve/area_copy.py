@@ -17,13 +17,19 @@ from lcflow.errors import LcflowError
 from lcflow.retrieve import remote
 
 
-def window_on(transform: Affine, shape: tuple[int, int], block: tuple[int, int],
-              bounds: tuple[float, float, float, float]) -> tuple[int, int, int, int] | None:
+def window_on(
+    transform: Affine,
+    shape: tuple[int, int],
+    block: tuple[int, int],
+    bounds: tuple[float, float, float, float],
+) -> tuple[int, int, int, int] | None:
     """(row, col, height, width) of the whole internal tiles (``block``: rows, cols) of a raster of
     ``shape`` on ``transform`` that cover ``bounds``; None where the raster does not reach them."""
     xmin, ymin, xmax, ymax = bounds
     inverse = ~transform
-    cols, rows = zip(*(inverse * (x, y) for x, y in ((xmin, ymax), (xmax, ymin), (xmin, ymin), (xmax, ymax))))
+    cols, rows = zip(
+        *(inverse * (x, y) for x, y in ((xmin, ymax), (xmax, ymin), (xmin, ymin), (xmax, ymax)))
+    )
     r0 = max(0, math.floor(min(rows) / block[0]) * block[0])
     c0 = max(0, math.floor(min(cols) / block[1]) * block[1])
     r1 = min(shape[0], math.ceil(max(rows) / block[0]) * block[0])
@@ -39,8 +45,14 @@ def estimate_bytes(asset: dict, bounds: tuple[float, float, float, float]) -> in
     return int(area / abs(transform[0] * transform[4]) * 2) + (1 << 16)
 
 
-def copy_area(href: str, dest: Path, bounds: tuple[float, float, float, float], network: remote.Network,
-              sign: Callable[[str], str] | None, what: str) -> tuple[list[int], list[float]]:
+def copy_area(
+    href: str,
+    dest: Path,
+    bounds: tuple[float, float, float, float],
+    network: remote.Network,
+    sign: Callable[[str], str] | None,
+    what: str,
+) -> tuple[list[int], list[float]]:
     """Write the internal tiles of ``href`` over ``bounds`` to ``dest`` (atomically, checked whole);
     its ``proj:shape`` and ``proj:transform``.
 
@@ -61,23 +73,49 @@ def copy_area(href: str, dest: Path, bounds: tuple[float, float, float, float], 
         with remote.gdal_env(network), rasterio.open(sign(href) if sign else href) as src:
             found = window_on(src.transform, (src.height, src.width), src.block_shapes[0], bounds)
             if found is None:
-                raise LcflowError(f"{what} ({remote.redact(href)}) does not reach the area {list(bounds)}")
+                raise LcflowError(
+                    f"{what} ({remote.redact(href)}) does not reach the area {list(bounds)}"
+                )
             row, col, height, width = found
             window = Window(col, row, width, height)
             data = src.read(1, window=window)
             transform = src.window_transform(window)
-            tags, scale, offset, description = src.tags(), src.scales[0], src.offsets[0], src.descriptions[0]
+            tags, scale, offset, description = (
+                src.tags(),
+                src.scales[0],
+                src.offsets[0],
+                src.descriptions[0],
+            )
             block_h, block_w = src.block_shapes[0]
-            profile = {"driver": "GTiff", "width": width, "height": height, "count": 1, "dtype": src.dtypes[0],
-                       "crs": src.crs, "transform": transform, "nodata": src.nodata, "compress": "deflate",
-                       **({"tiled": True, "blockxsize": block_w, "blockysize": block_h}
-                          if block_w % 16 == 0 and block_h % 16 == 0 and block_w < width and block_h < height else {})}
+            profile = {
+                "driver": "GTiff",
+                "width": width,
+                "height": height,
+                "count": 1,
+                "dtype": src.dtypes[0],
+                "crs": src.crs,
+                "transform": transform,
+                "nodata": src.nodata,
+                "compress": "deflate",
+                **(
+                    {"tiled": True, "blockxsize": block_w, "blockysize": block_h}
+                    if block_w % 16 == 0
+                    and block_h % 16 == 0
+                    and block_w < width
+                    and block_h < height
+                    else {}
+                ),
+            }
     except rasterio.errors.RasterioError as exc:
-        raise LcflowError(f"{what} ({remote.redact(href)}): reading its tiles over the area failed: "
-                          f"{remote.redact(str(exc))}") from None
+        raise LcflowError(
+            f"{what} ({remote.redact(href)}): reading its tiles over the area failed: "
+            f"{remote.redact(str(exc))}"
+        ) from None
     dest.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(dest) as tmp:
-        with rasterio.open(tmp, "w", **profile) as out:  # the pixels, and what the file says of them
+        with rasterio.open(
+            tmp, "w", **profile
+        ) as out:  # the pixels, and what the file says of them
             out.write(data, 1)
             out.update_tags(**tags)
             out.scales, out.offsets = (scale,), (offset,)

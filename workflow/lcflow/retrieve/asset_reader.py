@@ -25,7 +25,10 @@ from lcflow.retrieve import remote
 _SPARE_FILES = 256
 #: GDAL's messages that say why a remote read failed (its error then is often only "not recognized as
 #: being in a supported file format"): an HTTP status, curl's words; not any message that holds a URL
-_NETWORK_MESSAGE = re.compile(r"HTTP (response|error) code|curl error|timed out|could not resolve|connection|SSL", re.IGNORECASE)
+_NETWORK_MESSAGE = re.compile(
+    r"HTTP (response|error) code|curl error|timed out|could not resolve|connection|SSL",
+    re.IGNORECASE,
+)
 
 
 class AssetReadError(Exception):
@@ -49,10 +52,17 @@ class AssetReader:
     """Reads windows of raster files opened once and kept open (at most ``max_open`` at a time, the
     least recently read closed first). One reader serves many threads, each file one thread at a time."""
 
-    def __init__(self, sign: Callable[[str], str] | None = None, max_age_s: float = 600.0,
-                 max_open: int | None = None, shapes: dict[str, tuple[int, int]] | None = None):
+    def __init__(
+        self,
+        sign: Callable[[str], str] | None = None,
+        max_age_s: float = 600.0,
+        max_open: int | None = None,
+        shapes: dict[str, tuple[int, int]] | None = None,
+    ):
         self.sign = sign
-        self.shapes = shapes or {}  # href -> (rows, cols) its STAC item gives (proj:shape), checked at opening
+        self.shapes = (
+            shapes or {}
+        )  # href -> (rows, cols) its STAC item gives (proj:shape), checked at opening
         self.max_age_s = max_age_s
         self.max_open = max_open or open_files_allowed()
         self._open: OrderedDict[str, tuple[object, float]] = OrderedDict()
@@ -60,7 +70,9 @@ class AssetReader:
         self._messages = _GdalMessages()
         logging.getLogger("rasterio._env").addHandler(self._messages)
 
-    def read(self, href: str, region: Affine, shape: tuple[int, int], out: np.ndarray | None = None) -> np.ndarray:
+    def read(
+        self, href: str, region: Affine, shape: tuple[int, int], out: np.ndarray | None = None
+    ) -> np.ndarray:
         """Band 1 of ``href`` over ``region`` (the transform of the window's first pixel, on the file's
         own pixel grid) and ``shape``, in the file's data type (into ``out`` where given: it must be the
         file's type); pixels beyond the file are 0, Sentinel-2's no-data. A failure raises
@@ -72,6 +84,7 @@ class AssetReader:
     def block_bytes(self, href: str) -> int:
         """The bytes of one decoded block (internal tile) of ``href``'s band 1: what GDAL's block cache
         holds of the file while windows inside that block are read. Failures as :meth:`read`."""
+
         def size(href: str) -> int:
             src = self._dataset(href)
             rows, cols = src.block_shapes[0]
@@ -87,23 +100,33 @@ class AssetReader:
             raise
         except Exception as exc:
             reason, said = _reason(exc, self._messages.local.messages)
-            if not said and remote.is_url(href):  # GDAL read nothing and did not say why: ask the server
+            if not said and remote.is_url(
+                href
+            ):  # GDAL read nothing and did not say why: ask the server
                 answer = _probe(self.sign(href) if self.sign else href)
                 reason += f" ({answer})" if answer else ""
-            raise AssetReadError(remote.redact(reason)) from exc  # GDAL's messages quote signed URLs
+            raise AssetReadError(
+                remote.redact(reason)
+            ) from exc  # GDAL's messages quote signed URLs
         finally:
             self._messages.local.messages = None
 
-    def _read(self, href: str, region: Affine, shape: tuple[int, int], out: np.ndarray | None) -> np.ndarray:
+    def _read(
+        self, href: str, region: Affine, shape: tuple[int, int], out: np.ndarray | None
+    ) -> np.ndarray:
         src = self._dataset(href)
         row, col = pixel_offset(src.transform, region)
         if row is None:
-            raise LcflowError(f"{remote.redact(href)}: its pixel grid {tuple(src.transform)[:6]} is not the grid "
-                              f"its STAC item gives ({tuple(region)[:6]} is not on it)")
+            raise LcflowError(
+                f"{remote.redact(href)}: its pixel grid {tuple(src.transform)[:6]} is not the grid "
+                f"its STAC item gives ({tuple(region)[:6]} is not on it)"
+            )
         if out is None:
             out = np.empty(shape, dtype=src.dtypes[0])
         elif out.dtype != np.dtype(src.dtypes[0]):
-            raise LcflowError(f"{remote.redact(href)}: stores {src.dtypes[0]} pixels, {out.dtype} expected")
+            raise LcflowError(
+                f"{remote.redact(href)}: stores {src.dtypes[0]} pixels, {out.dtype} expected"
+            )
         h, w = shape
         r0, r1 = max(row, 0), min(row + h, src.height)
         c0, c1 = max(col, 0), min(col + w, src.width)
@@ -111,7 +134,7 @@ class AssetReader:
             return src.read(1, window=((r0, r1), (c0, c1)), out=out)
         out[...] = 0
         if r0 < r1 and c0 < c1:
-            out[r0 - row:r1 - row, c0 - col:c1 - col] = src.read(1, window=((r0, r1), (c0, c1)))
+            out[r0 - row : r1 - row, c0 - col : c1 - col] = src.read(1, window=((r0, r1), (c0, c1)))
         return out
 
     def _dataset(self, href: str):
@@ -136,9 +159,14 @@ class AssetReader:
         """A Sentinel-2 band asset is one band, of the size its item gives: a file of three bands would be
         read as its first, and one smaller than its item would leave the rest of the scene empty."""
         want = self.shapes.get(href)
-        why = (f"holds {src.count} bands, where a Sentinel-2 band asset holds one" if src.count != 1 else
-               f"is {src.height} x {src.width} px, where its STAC item's proj:shape says {want[0]} x {want[1]}: it is "
-               "not the file its item describes" if want and (src.height, src.width) != tuple(want) else "")
+        why = (
+            f"holds {src.count} bands, where a Sentinel-2 band asset holds one"
+            if src.count != 1
+            else f"is {src.height} x {src.width} px, where its STAC item's proj:shape says {want[0]} x {want[1]}: it is "
+            "not the file its item describes"
+            if want and (src.height, src.width) != tuple(want)
+            else ""
+        )
         if why:
             src.close()
             raise LcflowError(f"{remote.redact(href)} {why}")
@@ -175,7 +203,9 @@ def _probe(url: str, timeout_s: float = 10.0) -> str | None:
     import urllib.request
 
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers={"Range": "bytes=0-0"}), timeout=timeout_s):
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers={"Range": "bytes=0-0"}), timeout=timeout_s
+        ):
             return None  # it answers now
     except urllib.error.HTTPError as exc:
         return f"the server answers HTTP {exc.code} {exc.reason}"
@@ -183,11 +213,18 @@ def _probe(url: str, timeout_s: float = 10.0) -> str | None:
         return f"the server cannot be reached: {getattr(exc, 'reason', exc)}"
 
 
-def pixel_offset(transform: Affine, region: Affine, tolerance: float = 1e-6) -> tuple[int | None, int | None]:
+def pixel_offset(
+    transform: Affine, region: Affine, tolerance: float = 1e-6
+) -> tuple[int | None, int | None]:
     """(row, col) of ``region``'s first pixel on the grid ``transform``, or (None, None) where the two
     grids differ in pixel size or rotation, or are shifted by a fraction of a pixel."""
-    if any(not math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance) for a, b in
-           zip((transform.a, transform.b, transform.d, transform.e), (region.a, region.b, region.d, region.e))):
+    if any(
+        not math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance)
+        for a, b in zip(
+            (transform.a, transform.b, transform.d, transform.e),
+            (region.a, region.b, region.d, region.e),
+        )
+    ):
         return None, None
     col, row = ~transform * (region.c, region.f)
     if abs(col - round(col)) > tolerance or abs(row - round(row)) > tolerance:

@@ -22,8 +22,10 @@ def fill_time_gaps(composites: np.ndarray, chunk_px: int = 65536) -> np.ndarray:
     steps, n_bands, h, w = composites.shape
     flat = composites.reshape(steps, n_bands, h * w)  # a view: filled in place
     for start in range(0, h * w, chunk_px):  # bounded temporaries
-        part = flat[:, :, start:start + chunk_px]
-        flat[:, :, start:start + chunk_px] = np.moveaxis(features.fill_gaps(np.moveaxis(part, 2, 0)), 0, 2)
+        part = flat[:, :, start : start + chunk_px]
+        flat[:, :, start : start + chunk_px] = np.moveaxis(
+            features.fill_gaps(np.moveaxis(part, 2, 0)), 0, 2
+        )
     return composites
 
 
@@ -34,7 +36,7 @@ def to_int16(composites: np.ndarray, chunk: int = 1 << 18) -> np.ndarray:
     flat = composites.reshape(-1)
     stored = np.empty(flat.shape, dtype=np.int16)
     for start in range(0, flat.size, chunk):
-        part, out = flat[start:start + chunk], stored[start:start + chunk]
+        part, out = flat[start : start + chunk], stored[start : start + chunk]
         nodata = np.isnan(part)
         np.rint(part, out=part)
         np.clip(part, -32767, 32767, out=part)
@@ -78,8 +80,14 @@ def _among(scl: np.ndarray, classes: list[int]) -> np.ndarray:
     return table[scl]
 
 
-def composite(values: list[np.ndarray], clear: np.ndarray, times: np.ndarray, edges: list[dt.datetime],
-              offsets: np.ndarray | None = None, stored: bool = False):
+def composite(
+    values: list[np.ndarray],
+    clear: np.ndarray,
+    times: np.ndarray,
+    edges: list[dt.datetime],
+    offsets: np.ndarray | None = None,
+    stored: bool = False,
+):
     """Median of clear observations per time window.
 
     Returns (steps, bands, rows, cols) float32 with NaN where no clear observation (``stored``: int16 as
@@ -103,10 +111,14 @@ def composite(values: list[np.ndarray], clear: np.ndarray, times: np.ndarray, ed
     starts = np.cumsum([0] + [len(m) for m in members]).astype(np.intp)
     order = np.concatenate(members).astype(np.intp) if n_obs else np.zeros(0, np.intp)
     # each step's comparators: a network for its padded size, less those that reach the padding
-    networks = [[(i, j) for i, j in _sorting_network(_padded(len(m))) if j < len(m)] for m in members]
+    networks = [
+        [(i, j) for i, j in _sorting_network(_padded(len(m))) if j < len(m)] for m in members
+    ]
     pair_starts = np.cumsum([0] + [len(n) for n in networks]).astype(np.intp)
     pairs = np.array([p for n in networks for p in n], dtype=np.intp).reshape(-1, 2)
-    offsets = np.zeros(n_obs, np.float32) if offsets is None else np.asarray(offsets, dtype=np.float32)
+    offsets = (
+        np.zeros(n_obs, np.float32) if offsets is None else np.asarray(offsets, dtype=np.float32)
+    )
     out = np.empty((steps, len(values), h, w), dtype=np.int16 if stored else np.float32)
     counts = np.empty((steps, h, w), dtype=np.uint8)
     _clear_counts(clear, order, starts, counts)

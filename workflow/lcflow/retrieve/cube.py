@@ -28,7 +28,12 @@ from lcflow.common.raster import Bands, Grid, staged_cog
 from lcflow.errors import LcflowError
 from lcflow.retrieve import indices, mgrs, remote, resample, sentinel2
 from lcflow.retrieve.asset_reader import AssetReader, AssetReadError
-from lcflow.retrieve.block_cache import block_cache_bytes, block_cache_size, gdal_cache_bytes, window_bytes
+from lcflow.retrieve.block_cache import (
+    block_cache_bytes,
+    block_cache_size,
+    gdal_cache_bytes,
+    window_bytes,
+)
 from lcflow.retrieve.composite import NODATA, clear_mask, composite, fill_time_gaps, to_int16
 from lcflow.retrieve.cube_settings import CubeSettings
 from lcflow.retrieve.read_failure import first_line, read_failure

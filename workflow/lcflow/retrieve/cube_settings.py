@@ -30,5 +30,7 @@ class CubeSettings(ConfigSection):
     fill_gaps: str = default("cube.fill_gaps")
 
     def __post_init__(self) -> None:
-        sentinel2.check_bands(list(self.bands))  # before the schema: its messages name the band at fault
+        sentinel2.check_bands(
+            list(self.bands)
+        )  # before the schema: its messages name the band at fault
         super().__post_init__()

@@ -35,12 +35,26 @@ LONGEST_WAIT_S = 600
 #: a staged file's name while it is written (a prefix and suffix no product of lcflow or a user has)
 PART_SUFFIX = ".lcflow-part"
 #: the first bytes of the rasters a scene asset may be: TIFF (classic and BigTIFF, both byte orders), JPEG 2000
-RASTER_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+", b"\x00\x00\x00\x0cjP  \r\n\x87\n", b"\xffO\xffQ")
+RASTER_MAGIC = (
+    b"II*\x00",
+    b"MM\x00*",
+    b"II+\x00",
+    b"MM\x00+",
+    b"\x00\x00\x00\x0cjP  \r\n\x87\n",
+    b"\xffO\xffQ",
+)
 #: multihash function codes (multiformats' table) -> hashlib constructor
 MULTIHASH: dict[int, Callable[[], Any]] = {
-    0x11: hashlib.sha1, 0x12: hashlib.sha256, 0x13: hashlib.sha512, 0x14: hashlib.sha3_512,
-    0x15: hashlib.sha3_384, 0x16: hashlib.sha3_256, 0x17: hashlib.sha3_224, 0xD5: hashlib.md5,
-    0xB220: lambda: hashlib.blake2b(digest_size=32), 0xB240: hashlib.blake2b,
+    0x11: hashlib.sha1,
+    0x12: hashlib.sha256,
+    0x13: hashlib.sha512,
+    0x14: hashlib.sha3_512,
+    0x15: hashlib.sha3_384,
+    0x16: hashlib.sha3_256,
+    0x17: hashlib.sha3_224,
+    0xD5: hashlib.md5,
+    0xB220: lambda: hashlib.blake2b(digest_size=32),
+    0xB240: hashlib.blake2b,
 }
 
 
@@ -82,9 +96,11 @@ def parse_multihash(text: str) -> tuple[Callable[[], "hashlib._Hash"], bytes] | 
 
     code, at = varint(0)
     length, at = varint(at)
-    digest = data[at:at + length]
+    digest = data[at : at + length]
     if len(digest) != length:
-        raise ValueError(f"multihash {text[:16]}...: its digest has {len(digest)} bytes, {length} said")
+        raise ValueError(
+            f"multihash {text[:16]}...: its digest has {len(digest)} bytes, {length} said"
+        )
     return (MULTIHASH[code], digest) if code in MULTIHASH else None
 
 
@@ -112,10 +128,22 @@ class Rate:
     def log(self, now: float) -> None:
         elapsed = max(now - self.started, 1e-9)
         rate = self.received / elapsed
-        left = 0.0 if self.done_files >= self.files else (
-            max(0, self.total - self.done_bytes) / rate if rate > 0 else float("inf"))
-        log.info("%s: %d/%d files, %.2f/%.2f GB, %.1f MB/s, %s elapsed, %s left", self.what, self.done_files,
-                 self.files, self.done_bytes / 1e9, self.total / 1e9, rate / 1e6, duration(elapsed), duration(left))
+        left = (
+            0.0
+            if self.done_files >= self.files
+            else (max(0, self.total - self.done_bytes) / rate if rate > 0 else float("inf"))
+        )
+        log.info(
+            "%s: %d/%d files, %.2f/%.2f GB, %.1f MB/s, %s elapsed, %s left",
+            self.what,
+            self.done_files,
+            self.files,
+            self.done_bytes / 1e9,
+            self.total / 1e9,
+            rate / 1e6,
+            duration(elapsed),
+            duration(left),
+        )
 
 
 class _WithoutQueries(logging.Filter):
@@ -161,16 +189,29 @@ class Fetcher:
     (signatures expire while a queue waits) and sending credentials (remote.request_headers) to their own
     host only."""
 
-    def __init__(self, network: remote.Network, connections: int, sign: Callable[[str], str] | None = None):
+    def __init__(
+        self, network: remote.Network, connections: int, sign: Callable[[str], str] | None = None
+    ):
         import urllib3
 
         self.network, self.sign = network, sign
-        retry = _retry_class()(total=network.retries, backoff_factor=network.retry_delay_s, backoff_max=LONGEST_WAIT_S,
-                              status_forcelist=(429, 500, 502, 503, 504), allowed_methods=("GET", "HEAD"),
-                              respect_retry_after_header=True, raise_on_status=False, redirect=5)
-        self.pool = urllib3.PoolManager(num_pools=8, maxsize=connections, block=True, retries=retry,
-                                        timeout=urllib3.Timeout(connect=network.connect_timeout_s,
-                                                                read=network.timeout_s))
+        retry = _retry_class()(
+            total=network.retries,
+            backoff_factor=network.retry_delay_s,
+            backoff_max=LONGEST_WAIT_S,
+            status_forcelist=(429, 500, 502, 503, 504),
+            allowed_methods=("GET", "HEAD"),
+            respect_retry_after_header=True,
+            raise_on_status=False,
+            redirect=5,
+        )
+        self.pool = urllib3.PoolManager(
+            num_pools=8,
+            maxsize=connections,
+            block=True,
+            retries=retry,
+            timeout=urllib3.Timeout(connect=network.connect_timeout_s, read=network.timeout_s),
+        )
 
     def size(self, asset: Asset) -> int:
         """The asset's size: STAC's ``file:size``, else the server's (a HEAD request), else the local file's."""
@@ -181,12 +222,16 @@ class Fetcher:
         try:
             answer = self._request("HEAD", asset, {})
         except Failed as exc:  # urllib3 retried already: no host, no route, no answer
-            raise LcflowError(f"{asset.what} ({remote.redact(asset.href)}): its size cannot be asked for: {exc} "
-                              "(the stage-in runs where the network is: docs/slurm.md)") from None
+            raise LcflowError(
+                f"{asset.what} ({remote.redact(asset.href)}): its size cannot be asked for: {exc} "
+                "(the stage-in runs where the network is: docs/slurm.md)"
+            ) from None
         answer.release_conn()
         if answer.status != 200 or answer.headers.get("Content-Length") is None:
-            raise LcflowError(f"{asset.what} ({remote.redact(asset.href)}): the server gives no size "
-                              f"(HEAD answered {answer.status})")
+            raise LcflowError(
+                f"{asset.what} ({remote.redact(asset.href)}): the server gives no size "
+                f"(HEAD answered {answer.status})"
+            )
         return int(answer.headers["Content-Length"])
 
     def fetch(self, asset: Asset, rate: Rate | None = None) -> int:
@@ -200,8 +245,14 @@ class Fetcher:
         for attempt in range(self.network.retries + 1):
             if attempt:
                 delay = min(LONGEST_WAIT_S, self.network.retry_delay_s * 2 ** (attempt - 1))
-                log.warning("%s: %s; attempt %d of %d in %s", asset.what, reason, attempt + 1,
-                            self.network.retries + 1, duration(delay))
+                log.warning(
+                    "%s: %s; attempt %d of %d in %s",
+                    asset.what,
+                    reason,
+                    attempt + 1,
+                    self.network.retries + 1,
+                    duration(delay),
+                )
                 time.sleep(delay)
             try:
                 received += self._attempt(asset, rate)
@@ -215,8 +266,10 @@ class Fetcher:
             if rate:
                 rate.add(0, 1)
             return received
-        raise LcflowError(f"{asset.what} ({remote.redact(asset.href)}): {reason}, {self.network.retries + 1} "
-                          "attempts; nothing of it reaches a cube, and a rerun resumes it")
+        raise LcflowError(
+            f"{asset.what} ({remote.redact(asset.href)}): {reason}, {self.network.retries + 1} "
+            "attempts; nothing of it reaches a cube, and a rerun resumes it"
+        )
 
     def _attempt(self, asset: Asset, rate: Rate | None) -> int:
         """One request, appended to the partial file; the bytes received."""
@@ -228,7 +281,9 @@ class Fetcher:
                 rate.add(got)
             return got
         have = asset.part.stat().st_size if asset.part.exists() else 0
-        answer = self._request("GET", asset, {"Range": f"bytes={have}-"} if have else {}, stream=True)
+        answer = self._request(
+            "GET", asset, {"Range": f"bytes={have}-"} if have else {}, stream=True
+        )
         try:
             total = self._expected(answer, asset, have)
             if total is None:  # the partial file is whole already (416)
@@ -244,12 +299,19 @@ class Fetcher:
 
         url = self.sign(asset.href) if self.sign else asset.href
         try:
-            return self.pool.request(method, url, headers={**remote.request_headers(url), **headers},
-                                     preload_content=not stream, decode_content=False)
+            return self.pool.request(
+                method,
+                url,
+                headers={**remote.request_headers(url), **headers},
+                preload_content=not stream,
+                decode_content=False,
+            )
         except _WaitTooLong as exc:
-            raise LcflowError(f"{asset.what} ({remote.redact(asset.href)}): the server asks to be asked again in "
-                              f"{duration(exc.seconds)} (Retry-After), longer than the {duration(LONGEST_WAIT_S)} "
-                              "lcflow waits; run again later, and the files staged so far are kept") from None
+            raise LcflowError(
+                f"{asset.what} ({remote.redact(asset.href)}): the server asks to be asked again in "
+                f"{duration(exc.seconds)} (Retry-After), longer than the {duration(LONGEST_WAIT_S)} "
+                "lcflow waits; run again later, and the files staged so far are kept"
+            ) from None
         except urllib3.exceptions.HTTPError as exc:
             raise Failed(f"no answer ({type(exc).__name__}: {remote.redact(str(exc))})") from None
 
@@ -261,18 +323,32 @@ class Fetcher:
             whole = headers.get("Content-Range", "").rpartition("/")[2]
             if whole.isdigit() and int(whole) == have:
                 return None
-            raise Failed(f"the partial file's {have} bytes are more than the server's {whole or '?'}", restart=True)
+            raise Failed(
+                f"the partial file's {have} bytes are more than the server's {whole or '?'}",
+                restart=True,
+            )
         if status in (401, 403, 404, 410):
-            raise LcflowError(f"{asset.what} ({remote.redact(asset.href)}): the server answered {status} "
-                              f"{answer.reason}" + (": credentials go in ~/.netrc for that host" if status == 401 else ""))
+            raise LcflowError(
+                f"{asset.what} ({remote.redact(asset.href)}): the server answered {status} "
+                f"{answer.reason}"
+                + (": credentials go in ~/.netrc for that host" if status == 401 else "")
+            )
         if status not in (200, 206):
             raise Failed(f"the server answered {status} {answer.reason}")
-        if headers.get("Content-Type", "").split(";")[0].strip().lower() in ("text/html", "application/xhtml+xml"):
-            raise Failed(f"the server sent an HTML page (status {status}), not the raster", restart=True)
+        if headers.get("Content-Type", "").split(";")[0].strip().lower() in (
+            "text/html",
+            "application/xhtml+xml",
+        ):
+            raise Failed(
+                f"the server sent an HTML page (status {status}), not the raster", restart=True
+            )
         if status == 206:
             start, _, whole = headers.get("Content-Range", "").removeprefix("bytes ").partition("/")
             if not start.startswith(f"{have}-") or not whole.isdigit():
-                raise Failed(f"the server answered bytes {start or '?'} of a request for bytes {have}-", restart=True)
+                raise Failed(
+                    f"the server answered bytes {start or '?'} of a request for bytes {have}-",
+                    restart=True,
+                )
             return int(whole)
         length = headers.get("Content-Length")
         return int(length) if length and length.isdigit() else asset.size or -1
@@ -304,7 +380,7 @@ class Fetcher:
 
 def _local(asset: Asset) -> Path:
     """The local file an asset names; refused, naming the asset, where there is none."""
-    path = Path(asset.href[len("file://"):] if asset.href.startswith("file://") else asset.href)
+    path = Path(asset.href[len("file://") :] if asset.href.startswith("file://") else asset.href)
     if not path.is_file():
         raise LcflowError(f"{asset.what}: {path} is not a file")
     return path
@@ -322,10 +398,14 @@ def verify(path: Path, asset: Asset) -> None:
         try:
             known = parse_multihash(asset.checksum)
         except ValueError as exc:
-            raise LcflowError(f"{asset.what}: its file:checksum {asset.checksum!r} is no multihash ({exc})") from None
+            raise LcflowError(
+                f"{asset.what}: its file:checksum {asset.checksum!r} is no multihash ({exc})"
+            ) from None
         if known is None:
-            log.warning("%s: file:checksum uses a hash function lcflow does not know; only its size is checked",
-                        asset.what)
+            log.warning(
+                "%s: file:checksum uses a hash function lcflow does not know; only its size is checked",
+                asset.what,
+            )
         else:
             digest = known[0]()
             with path.open("rb") as src:

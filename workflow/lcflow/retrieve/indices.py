@@ -15,6 +15,7 @@ from lcflow.errors import LcflowError
 def _normalized_difference(a: str, b: str) -> Callable[[Mapping[str, np.ndarray]], np.ndarray]:
     def index(r: Mapping[str, np.ndarray]) -> np.ndarray:
         return _ratio(r[a] - r[b], r[a] + r[b])
+
     return index
 
 
@@ -49,16 +50,25 @@ def check(indices: list[str], bands: list[str], where: str = "cube.indices") -> 
     """Refuse unknown indices and indices whose bands are not among ``bands``, naming them."""
     for name in indices:
         if name not in INDICES:
-            raise LcflowError(f"{where}: unknown spectral index {name!r}; known: {', '.join(INDICES)}")
+            raise LcflowError(
+                f"{where}: unknown spectral index {name!r}; known: {', '.join(INDICES)}"
+            )
         missing = [b for b in INDICES[name][0] if b not in bands]
         if missing:
-            raise LcflowError(f"{where}: index {name} needs band(s) {', '.join(missing)}, which the cube's bands "
-                              f"({', '.join(bands)}) do not include")
+            raise LcflowError(
+                f"{where}: index {name} needs band(s) {', '.join(missing)}, which the cube's bands "
+                f"({', '.join(bands)}) do not include"
+            )
     return list(indices)
 
 
 def compute(indices: list[str], values: np.ndarray, bands: list[str], scale: float) -> np.ndarray:
     """The indices of ``values`` (..., bands, rows, cols) holding reflectance x ``scale``, in the same
     scale and layout (..., indices, rows, cols); NaN where a band has no value."""
-    reflectance = {b: values[..., bands.index(b), :, :] / scale for b in {b for i in indices for b in INDICES[i][0]}}
-    return np.stack([INDICES[name][1](reflectance) * scale for name in indices], axis=-3).astype(np.float32)
+    reflectance = {
+        b: values[..., bands.index(b), :, :] / scale
+        for b in {b for i in indices for b in INDICES[i][0]}
+    }
+    return np.stack([INDICES[name][1](reflectance) * scale for name in indices], axis=-3).astype(
+        np.float32
+    )

@@ -14,7 +14,9 @@ S2_TILE_SIZE = 109_800.0
 def check_tile(tile: str) -> str:
     """Return the tile id unchanged, or raise naming it when it is not an MGRS 100 km square."""
     if not isinstance(tile, str) or not _TILE_RE.match(tile):
-        raise LcflowError(f"tile {tile!r} is not an MGRS tile id (e.g. 31UFT; pattern {TILE_PATTERN})")
+        raise LcflowError(
+            f"tile {tile!r} is not an MGRS tile id (e.g. 31UFT; pattern {TILE_PATTERN})"
+        )
     return tile
 
 
@@ -39,7 +41,9 @@ def tile_bounds(tile: str) -> tuple[float, float, float, float]:
     check_tile(tile)
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # GeoTrans warns on squares cut by a band edge
+            warnings.simplefilter(
+                "ignore", RuntimeWarning
+            )  # GeoTrans warns on squares cut by a band edge
             _, _, easting, northing = geotrans.MGRS().MGRSToUTM(f"{tile}0000000000")
     except Exception as exc:  # GeoTrans raises its own MGRSError for squares that do not exist
         raise LcflowError(f"tile {tile} is not an MGRS square that exists ({exc})") from exc
@@ -51,6 +55,13 @@ def check_inside_tile(tile: str, bounds, tolerance: float = 100.0) -> None:
     """Refuse an area (xmin, ymin, xmax, ymax in the tile's CRS) that is not inside the tile."""
     xmin, ymin, xmax, ymax = tile_bounds(tile)
     bx0, by0, bx1, by1 = bounds
-    if bx0 < xmin - tolerance or by0 < ymin - tolerance or bx1 > xmax + tolerance or by1 > ymax + tolerance:
-        raise LcflowError(f"area {list(bounds)} is not inside tile {tile} (EPSG:{tile_epsg(tile)} "
-                          f"x {xmin:.0f}..{xmax:.0f}, y {ymin:.0f}..{ymax:.0f})")
+    if (
+        bx0 < xmin - tolerance
+        or by0 < ymin - tolerance
+        or bx1 > xmax + tolerance
+        or by1 > ymax + tolerance
+    ):
+        raise LcflowError(
+            f"area {list(bounds)} is not inside tile {tile} (EPSG:{tile_epsg(tile)} "
+            f"x {xmin:.0f}..{xmax:.0f}, y {ymin:.0f}..{ymax:.0f})"
+        )

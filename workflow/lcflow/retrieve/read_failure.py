@@ -12,8 +12,9 @@ if TYPE_CHECKING:
     from odc.geo.geobox import GeoBox
 
 
-def read_failure(exc: Exception, items, keys: list[str], tile: str, year: int, window: GeoBox,
-                 sign=None) -> LcflowError:
+def read_failure(
+    exc: Exception, items, keys: list[str], tile: str, year: int, window: GeoBox, sign=None
+) -> LcflowError:
     """One line naming the item and asset whose read failed (URLs without credentials or query strings:
     no signatures, no tokens).
 
@@ -31,11 +32,15 @@ def read_failure(exc: Exception, items, keys: list[str], tile: str, year: int, w
     """
     failed = _failing_asset(items, keys, window, sign)
     if failed is None:
-        return LcflowError(f"tile {tile} {year}: reading the scenes failed ({type(exc).__name__}: "
-                           f"{first_line(str(exc))})")
+        return LcflowError(
+            f"tile {tile} {year}: reading the scenes failed ({type(exc).__name__}: "
+            f"{first_line(str(exc))})"
+        )
     item, key, error = failed
-    return LcflowError(f"tile {tile} {year}: reading item {item.id} asset {key} ({remote.redact(item.assets[key].href)}) "
-                       f"failed: {first_line(_root_cause(error, exc))}")
+    return LcflowError(
+        f"tile {tile} {year}: reading item {item.id} asset {key} ({remote.redact(item.assets[key].href)}) "
+        f"failed: {first_line(_root_cause(error, exc))}"
+    )
 
 
 def _root_cause(error: BaseException, handled: BaseException) -> str:
@@ -60,7 +65,11 @@ def _failing_asset(items, keys: list[str], window: GeoBox, sign=None):
             try:
                 with rasterio.open(sign(href) if sign else href) as src:
                     left, bottom, right, top = transform_bounds(str(window.crs), src.crs, *bounds)
-                    win = from_bounds(left, bottom, right, top, src.transform).round_offsets().round_lengths()
+                    win = (
+                        from_bounds(left, bottom, right, top, src.transform)
+                        .round_offsets()
+                        .round_lengths()
+                    )
                     src.read(1, window=win, boundless=True)
             except Exception as error:  # the same errors odc-stac met, now with their file
                 return item, key, error

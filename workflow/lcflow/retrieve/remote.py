@@ -55,7 +55,9 @@ class Network:
             "VSI_CACHE": "FALSE",
         }
         if self.s3_endpoint:
-            options.update(AWS_S3_ENDPOINT=self.s3_endpoint, AWS_VIRTUAL_HOSTING="FALSE", AWS_HTTPS="YES")
+            options.update(
+                AWS_S3_ENDPOINT=self.s3_endpoint, AWS_VIRTUAL_HOSTING="FALSE", AWS_HTTPS="YES"
+            )
         return options
 
 
@@ -80,21 +82,30 @@ def _planetary_computer_signer() -> Callable[[str], str]:
     try:
         import planetary_computer
     except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise LcflowError("Planetary Computer assets must be signed: install the planetary-computer package") from exc
+        raise LcflowError(
+            "Planetary Computer assets must be signed: install the planetary-computer package"
+        ) from exc
     return planetary_computer.sign
 
 
 #: signing method -> a factory of the function that turns an asset URL into one that can be read
-SIGNERS: dict[str, Callable[[], Callable[[str], str]]] = {"planetary-computer": _planetary_computer_signer}
+SIGNERS: dict[str, Callable[[], Callable[[str], str]]] = {
+    "planetary-computer": _planetary_computer_signer
+}
 SIGNING_CHOICES = ("auto", "none", *SIGNERS)
 
 
 def needs_signing(items: Iterable[Any]) -> str:
     """The signing an item list needs, judged from where its assets and links point."""
     for item in items:
-        hrefs = [a.href for a in item.assets.values()] + [link.get_target_str() for link in item.links]
-        if any(any(h in str(href) for h in PLANETARY_COMPUTER_HOSTS) or PLANETARY_COMPUTER_API in str(href)
-               for href in hrefs):
+        hrefs = [a.href for a in item.assets.values()] + [
+            link.get_target_str() for link in item.links
+        ]
+        if any(
+            any(h in str(href) for h in PLANETARY_COMPUTER_HOSTS)
+            or PLANETARY_COMPUTER_API in str(href)
+            for href in hrefs
+        ):
             return "planetary-computer"
     return "none"
 
@@ -105,7 +116,9 @@ def signer(signing: str, items: Iterable[Any]) -> Callable[[str], str] | None:
     Signatures expire, so URLs are signed as they are read, never stored in the manifest.
     """
     if signing not in SIGNING_CHOICES:
-        raise LcflowError(f"unknown signing {signing!r}; choose one of {', '.join(SIGNING_CHOICES)}")
+        raise LcflowError(
+            f"unknown signing {signing!r}; choose one of {', '.join(SIGNING_CHOICES)}"
+        )
     method = needs_signing(items) if signing == "auto" else signing
     return None if method == "none" else SIGNERS[method]()
 
@@ -118,7 +131,9 @@ def s3_endpoint(items: Iterable[Any]) -> str | None:
     return None
 
 
-_URL = re.compile(r"([a-z][a-z0-9+.-]*://)(?:[^/@\s'\"]+@)?([^\s?'\",]*)(\?[^\s'\",]*)?", re.IGNORECASE)
+_URL = re.compile(
+    r"([a-z][a-z0-9+.-]*://)(?:[^/@\s'\"]+@)?([^\s?'\",]*)(\?[^\s'\",]*)?", re.IGNORECASE
+)
 
 
 def redact(text: str) -> str:
@@ -128,11 +143,15 @@ def redact(text: str) -> str:
 
 #: where credentials for a catalogue and its scenes come from: the variables GDAL reads for every scene
 #: it opens, which lcflow reads too for a catalogue's own requests (to the catalogue's host only)
-CREDENTIAL_SOURCES = ("GDAL_HTTP_USERPWD=user:password", "GDAL_HTTP_HEADERS='Authorization: Bearer TOKEN'",
-                      "a machine entry in ~/.netrc")
+CREDENTIAL_SOURCES = (
+    "GDAL_HTTP_USERPWD=user:password",
+    "GDAL_HTTP_HEADERS='Authorization: Bearer TOKEN'",
+    "a machine entry in ~/.netrc",
+)
 #: query parameters that carry a secret: tokens, signatures, keys, passwords, Azure SAS and S3 pre-signing
-_SECRET_PARAMETER = re.compile(r"token|sig|secret|pass|pwd|key|auth|credential|session|^s[etpvrk]$|^x-amz-",
-                               re.IGNORECASE)
+_SECRET_PARAMETER = re.compile(
+    r"token|sig|secret|pass|pwd|key|auth|credential|session|^s[etpvrk]$|^x-amz-", re.IGNORECASE
+)
 
 
 def secrets_in(url: str) -> list[str]:
@@ -146,7 +165,11 @@ def secrets_in(url: str) -> list[str]:
     found = []
     if parts.username is not None or parts.password is not None:
         found.append("a user name and password (user:password@)")
-    names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_PARAMETER.search(name)]
+    names = [
+        name
+        for name, _ in parse_qsl(parts.query, keep_blank_values=True)
+        if _SECRET_PARAMETER.search(name)
+    ]
     if names:
         found.append(f"a secret in its query ({', '.join(sorted(set(names)))})")
     return found
@@ -156,9 +179,12 @@ def refuse_secrets(url: str, where: str) -> None:
     """Refuse a location that carries credentials, which would reach command lines, logs and manifests."""
     found = secrets_in(url)
     if found:
-        raise LcflowError(f"{where} = {redact(url)!r} carries {' and '.join(found)}: credentials must not be written "
-                          "where commands, logs and manifests show them; give them as " + ", ".join(CREDENTIAL_SOURCES[:-1])
-                          + f" or {CREDENTIAL_SOURCES[-1]}")
+        raise LcflowError(
+            f"{where} = {redact(url)!r} carries {' and '.join(found)}: credentials must not be written "
+            "where commands, logs and manifests show them; give them as "
+            + ", ".join(CREDENTIAL_SOURCES[:-1])
+            + f" or {CREDENTIAL_SOURCES[-1]}"
+        )
 
 
 def clean_href(href: str) -> str:
@@ -172,7 +198,11 @@ def clean_href(href: str) -> str:
     host = parts.hostname or ""
     if parts.port is not None:
         host = f"{host}:{parts.port}"
-    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _SECRET_PARAMETER.search(k)]
+    kept = [
+        (k, v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        if not _SECRET_PARAMETER.search(k)
+    ]
     return urlunsplit((parts.scheme, host, parts.path, urlencode(kept), ""))
 
 
@@ -205,7 +235,12 @@ def request_headers(url: str, env: dict[str, str] | None = None) -> dict[str, st
     if "Authorization" not in headers and env.get("GDAL_HTTP_USERPWD"):
         token = base64.b64encode(env["GDAL_HTTP_USERPWD"].encode()).decode()
         headers["Authorization"] = f"Basic {token}"
-    if "Authorization" not in headers and env.get("GDAL_HTTP_NETRC", "YES").upper() not in ("NO", "FALSE", "OFF", "0"):
+    if "Authorization" not in headers and env.get("GDAL_HTTP_NETRC", "YES").upper() not in (
+        "NO",
+        "FALSE",
+        "OFF",
+        "0",
+    ):
         path = env.get("NETRC") or os.path.expanduser("~/.netrc")
         try:
             entry = netrc.netrc(path).authenticators(_host(url).split(":")[0])
@@ -230,14 +265,17 @@ def credentials_in_env(env: dict[str, str] | None = None) -> str | None:
     env = os.environ if env is None else env
     if env.get("GDAL_HTTP_USERPWD"):
         return "GDAL_HTTP_USERPWD"
-    if any(line.partition(":")[0].strip().lower() == "authorization"
-           for line in re.split(r"\r?\n", env.get("GDAL_HTTP_HEADERS", ""))):
+    if any(
+        line.partition(":")[0].strip().lower() == "authorization"
+        for line in re.split(r"\r?\n", env.get("GDAL_HTTP_HEADERS", ""))
+    ):
         return "GDAL_HTTP_HEADERS"
     return None
 
 
-def check_credentials_reach(hrefs: Iterable[tuple[str, str]], source: str | None,
-                            env: dict[str, str] | None = None) -> None:
+def check_credentials_reach(
+    hrefs: Iterable[tuple[str, str]], source: str | None, env: dict[str, str] | None = None
+) -> None:
     """Refuse reads that would carry credentials where they were not given for, before any read.
 
     GDAL sends GDAL_HTTP_USERPWD and GDAL_HTTP_HEADERS with every request, to every host: so with one of
@@ -262,9 +300,11 @@ def check_credentials_reach(hrefs: Iterable[tuple[str, str]], source: str | None
         elif _host(href) != allowed:
             why = f"to {_host(href)}, not the host they are for ({allowed})"
         if why:
-            raise LcflowError(f"{variable} is set, and GDAL sends it with every request: reading {what} "
-                              f"({redact(href)}) would send the credentials {why}; give them for their host in "
-                              f"~/.netrc (GDAL sends an entry to its own host only) and unset {variable}")
+            raise LcflowError(
+                f"{variable} is set, and GDAL sends it with every request: reading {what} "
+                f"({redact(href)}) would send the credentials {why}; give them for their host in "
+                f"~/.netrc (GDAL sends an entry to its own host only) and unset {variable}"
+            )
 
 
 def catalogue_io(root: str):
@@ -275,7 +315,9 @@ def catalogue_io(root: str):
 
     from pystac.stac_io import DefaultStacIO
 
-    logging.getLogger("pystac.stac_io").setLevel(logging.INFO)  # its debug line prints the request's headers
+    logging.getLogger("pystac.stac_io").setLevel(
+        logging.INFO
+    )  # its debug line prints the request's headers
     remote, host = is_url(root), _host(root) if is_url(root) else None
 
     class CatalogueIO(DefaultStacIO):
@@ -285,12 +327,16 @@ def catalogue_io(root: str):
             if not is_url(href):
                 self.files.append(href)
             if remote and not is_url(href):
-                raise LcflowError(f"STAC catalog {redact(root)} links to {redact(href)}, which is not an http(s) URL: "
-                                  "a remote catalogue may link to remote files only")
+                raise LcflowError(
+                    f"STAC catalog {redact(root)} links to {redact(href)}, which is not an http(s) URL: "
+                    "a remote catalogue may link to remote files only"
+                )
             self.headers = request_headers(href) if remote and _host(href) == host else {}
             if self.headers and href.startswith("http://") and _hostname(href) not in LOOPBACK:
-                raise LcflowError(f"STAC catalog {redact(root)}: reading {redact(href)} would send credentials over "
-                                  "plain http, where anyone on the way reads them: use its https URL")
+                raise LcflowError(
+                    f"STAC catalog {redact(root)}: reading {redact(href)} would send credentials over "
+                    "plain http, where anyone on the way reads them: use its https URL"
+                )
             return super().read_text_from_href(href)
 
     reader = CatalogueIO()

@@ -17,8 +17,9 @@ import numpy as np
 from affine import Affine
 
 
-def source_window(src: Affine, dst: Affine, dst_shape: tuple[int, int],
-                  method: str = "bilinear") -> tuple[Affine, tuple[int, int]]:
+def source_window(
+    src: Affine, dst: Affine, dst_shape: tuple[int, int], method: str = "bilinear"
+) -> tuple[Affine, tuple[int, int]]:
     """Transform and shape of the part of the source pixel grid ``src`` that resampling onto ``dst``
     (its ``dst_shape``) reads: for bilinear the source pixels around every destination pixel centre, for
     nearest those under them (on an aligned grid of the same pixel size: the destination window itself)."""
@@ -28,8 +29,9 @@ def source_window(src: Affine, dst: Affine, dst_shape: tuple[int, int],
     return src * Affine.translation(c0, r0), (r1 - r0 + 1, c1 - c0 + 1)
 
 
-def _span(dst_origin: float, dst_step: float, n: int, src_origin: float, src_step: float,
-          method: str) -> tuple[int, int]:
+def _span(
+    dst_origin: float, dst_step: float, n: int, src_origin: float, src_step: float, method: str
+) -> tuple[int, int]:
     first = (dst_origin + 0.5 * dst_step - src_origin) / src_step
     last = (dst_origin + (n - 0.5) * dst_step - src_origin) / src_step
     if method == "nearest":
@@ -51,7 +53,9 @@ def nearest(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int, 
     return values[..., rows.under[:, None], cols.under]
 
 
-def bilinear(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int, int], nodata: float = 0) -> np.ndarray:
+def bilinear(
+    values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int, int], nodata: float = 0
+) -> np.ndarray:
     """``values`` on the grid ``src``, interpolated onto ``dst``; integer types are rounded half up, as
     GDAL does.
 
@@ -68,9 +72,23 @@ def bilinear(values: np.ndarray, src: Affine, dst: Affine, dst_shape: tuple[int,
     flat = values.reshape(-1, *values.shape[-2:])
     out = np.empty((len(flat), h, w), dtype=values.dtype)
     integer = np.issubdtype(values.dtype, np.integer)
-    lowest, highest = (np.iinfo(values.dtype).min, np.iinfo(values.dtype).max) if integer else (0, 0)
-    _bilinear_kernel(flat, values.dtype.type(nodata), rows.low, rows.weight, rows.under, cols.low, cols.weight,
-                     cols.under, integer, np.float32(lowest), np.float32(highest), out)
+    lowest, highest = (
+        (np.iinfo(values.dtype).min, np.iinfo(values.dtype).max) if integer else (0, 0)
+    )
+    _bilinear_kernel(
+        flat,
+        values.dtype.type(nodata),
+        rows.low,
+        rows.weight,
+        rows.under,
+        cols.low,
+        cols.weight,
+        cols.under,
+        integer,
+        np.float32(lowest),
+        np.float32(highest),
+        out,
+    )
     return out.reshape(*values.shape[:-2], h, w)
 
 
@@ -81,7 +99,9 @@ def compiled() -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _axis(dst_origin: float, dst_step: float, n: int, src_origin: float, src_step: float, size: int) -> "_Axis":
+def _axis(
+    dst_origin: float, dst_step: float, n: int, src_origin: float, src_step: float, size: int
+) -> "_Axis":
     """An axis shared by every scene of a window: each asset of each date is resampled on the same grids."""
     return _Axis(dst_origin, dst_step, n, src_origin, src_step, size)
 
@@ -90,8 +110,18 @@ class _Axis:
     """Along one axis, for each destination pixel centre: its lower source neighbour (``low``), the
     weight of the upper one (``weight``) and the source pixel it lies in (``under``)."""
 
-    def __init__(self, dst_origin: float, dst_step: float, n: int, src_origin: float, src_step: float, size: int):
-        at = (dst_origin + (np.arange(n) + 0.5) * dst_step - src_origin) / src_step  # in source pixels
+    def __init__(
+        self,
+        dst_origin: float,
+        dst_step: float,
+        n: int,
+        src_origin: float,
+        src_step: float,
+        size: int,
+    ):
+        at = (
+            dst_origin + (np.arange(n) + 0.5) * dst_step - src_origin
+        ) / src_step  # in source pixels
         pos = at - 0.5  # from the first source pixel's centre
         low = np.floor(pos).astype(np.intp)
         self.low = np.clip(low, 0, size - 2)
@@ -100,8 +130,20 @@ class _Axis:
 
 
 @numba.njit(nogil=True, cache=True)
-def _bilinear_kernel(a, nodata, row_low, row_weight, row_under, col_low, col_weight, col_under, integer, lowest,
-                     highest, out):
+def _bilinear_kernel(
+    a,
+    nodata,
+    row_low,
+    row_weight,
+    row_under,
+    col_low,
+    col_weight,
+    col_under,
+    integer,
+    lowest,
+    highest,
+    out,
+):
     """Each image of ``a`` interpolated into ``out``, a row at a time: ``low * (1 - weight) + high * weight``
     in float32 along the rows, then along the columns, with the arithmetic of the array expressions to the
     bit. Where an image holds ``nodata``, the interpolated validity (0 or 1) divides the interpolated
@@ -120,9 +162,13 @@ def _bilinear_kernel(a, nodata, row_low, row_weight, row_under, col_low, col_wei
             for c in range(a.shape[2]):
                 upper, lower = a[i, low + 1, c], a[i, low, c]
                 if holed:
-                    values[c] = np.float32(lower if lower != nodata else 0) * (one - w) + \
-                        np.float32(upper if upper != nodata else 0) * w
-                    weights[c] = np.float32(lower != nodata) * (one - w) + np.float32(upper != nodata) * w
+                    values[c] = (
+                        np.float32(lower if lower != nodata else 0) * (one - w)
+                        + np.float32(upper if upper != nodata else 0) * w
+                    )
+                    weights[c] = (
+                        np.float32(lower != nodata) * (one - w) + np.float32(upper != nodata) * w
+                    )
                 else:
                     values[c] = np.float32(lower) * (one - w) + np.float32(upper) * w
             for c in range(out.shape[2]):

@@ -18,7 +18,14 @@ from lcflow.common import path_guard
 from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
 from lcflow.retrieve import mgrs, sentinel2
-from lcflow.retrieve.remote import CREDENTIAL_SOURCES, catalogue_io, clean_href, is_url, redact, refuse_secrets
+from lcflow.retrieve.remote import (
+    CREDENTIAL_SOURCES,
+    catalogue_io,
+    clean_href,
+    is_url,
+    redact,
+    refuse_secrets,
+)
 
 log = logging.getLogger("lcflow.retrieve.search")
 #: acquisitions of one tile closer in time than this are the same acquisition

@@ -12,8 +12,19 @@ log = logging.getLogger("lcflow.retrieve.sentinel2")
 
 #: band -> native resolution in metres
 BAND_RESOLUTION: dict[str, int] = {
-    "B01": 60, "B02": 10, "B03": 10, "B04": 10, "B05": 20, "B06": 20, "B07": 20,
-    "B08": 10, "B8A": 20, "B09": 60, "B11": 20, "B12": 20, "SCL": 20,
+    "B01": 60,
+    "B02": 10,
+    "B03": 10,
+    "B04": 10,
+    "B05": 20,
+    "B06": 20,
+    "B07": 20,
+    "B08": 10,
+    "B8A": 20,
+    "B09": 60,
+    "B11": 20,
+    "B12": 20,
+    "SCL": 20,
 }
 REFLECTANCE_BANDS = tuple(b for b in BAND_RESOLUTION if b != "SCL")
 
@@ -25,15 +36,34 @@ FEATURES = REFLECTANCE_BANDS + SPECTRAL_INDICES
 
 #: Earth Search v1 (element84) lower-case asset keys
 EARTH_SEARCH_KEYS: dict[str, str] = {
-    "B01": "coastal", "B02": "blue", "B03": "green", "B04": "red", "B05": "rededge1",
-    "B06": "rededge2", "B07": "rededge3", "B08": "nir", "B8A": "nir08", "B09": "nir09",
-    "B11": "swir16", "B12": "swir22", "SCL": "scl",
+    "B01": "coastal",
+    "B02": "blue",
+    "B03": "green",
+    "B04": "red",
+    "B05": "rededge1",
+    "B06": "rededge2",
+    "B07": "rededge3",
+    "B08": "nir",
+    "B8A": "nir08",
+    "B09": "nir09",
+    "B11": "swir16",
+    "B12": "swir22",
+    "SCL": "scl",
 }
 
 SCL_CLASSES: dict[int, str] = {
-    0: "no data", 1: "saturated or defective", 2: "dark area pixels", 3: "cloud shadows",
-    4: "vegetation", 5: "not vegetated", 6: "water", 7: "unclassified",
-    8: "cloud medium probability", 9: "cloud high probability", 10: "thin cirrus", 11: "snow or ice",
+    0: "no data",
+    1: "saturated or defective",
+    2: "dark area pixels",
+    3: "cloud shadows",
+    4: "vegetation",
+    5: "not vegetated",
+    6: "water",
+    7: "unclassified",
+    8: "cloud medium probability",
+    9: "cloud high probability",
+    10: "thin cirrus",
+    11: "snow or ice",
 }
 
 #: Digital numbers are reflectance x 10000; from baseline 04.00 they carry +1000.
@@ -48,7 +78,9 @@ def check_bands(bands: list[str]) -> list[str]:
         raise LcflowError(f"unknown Sentinel-2 band(s) {unknown}; known: {list(REFLECTANCE_BANDS)}")
     repeated = sorted({b for b in bands if list(bands).count(b) > 1})
     if repeated:
-        raise LcflowError(f"band(s) {', '.join(repeated)} given more than once in {', '.join(bands)}: name each once")
+        raise LcflowError(
+            f"band(s) {', '.join(repeated)} given more than once in {', '.join(bands)}: name each once"
+        )
     return list(bands)
 
 
@@ -64,8 +96,10 @@ def asset_key(assets: Mapping[str, Any], band: str, item_id: str = "") -> str:
         if key in assets:
             return key
     which = f"item {item_id}" if item_id else "item"
-    raise LcflowError(f"{which} has no asset for band {band} (looked for {', '.join(map(repr, asset_keys(band)))}; "
-                      f"it has {', '.join(sorted(assets)) or 'none'})")
+    raise LcflowError(
+        f"{which} has no asset for band {band} (looked for {', '.join(map(repr, asset_keys(band)))}; "
+        f"it has {', '.join(sorted(assets)) or 'none'})"
+    )
 
 
 #: the day processing baseline 04.00, and with it the +1000 offset, reached every new product
@@ -88,8 +122,10 @@ def processing_baseline(properties: Mapping[str, Any], item_id: str = "") -> flo
         try:
             return float(text)
         except ValueError:
-            raise LcflowError(f"item {item_id or '?'}: unreadable {key} {value!r} (a processing baseline such as "
-                              "05.09)") from None
+            raise LcflowError(
+                f"item {item_id or '?'}: unreadable {key} {value!r} (a processing baseline such as "
+                "05.09)"
+            ) from None
     return None
 
 
@@ -107,9 +143,17 @@ def boa_offset(properties: Mapping[str, Any], item_id: str = "") -> int:
     if baseline is None:
         when = acquired(properties, item_id)
         late = when >= BASELINE_04_FROM
-        log.warning("item %s records no processing baseline (%s): acquired %s, %s %s, so its reflectances are taken "
-                    "to %s the +%d offset", item_id or "?", " or ".join(BASELINE_PROPERTIES), when,
-                    "on or after" if late else "before", BASELINE_04_FROM, "carry" if late else "lack", BOA_ADD_OFFSET)
+        log.warning(
+            "item %s records no processing baseline (%s): acquired %s, %s %s, so its reflectances are taken "
+            "to %s the +%d offset",
+            item_id or "?",
+            " or ".join(BASELINE_PROPERTIES),
+            when,
+            "on or after" if late else "before",
+            BASELINE_04_FROM,
+            "carry" if late else "lack",
+            BOA_ADD_OFFSET,
+        )
         return BOA_ADD_OFFSET if late else 0
     return BOA_ADD_OFFSET if baseline >= 4.0 else 0
 
@@ -126,7 +170,9 @@ def acquired(properties: Mapping[str, Any], item_id: str = "") -> dt.date:
     try:
         when = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
-        raise LcflowError(f"item {item_id or '?'}: no readable acquisition time (datetime {value!r})") from None
+        raise LcflowError(
+            f"item {item_id or '?'}: no readable acquisition time (datetime {value!r})"
+        ) from None
     return utc(when).date()
 
 

@@ -56,7 +56,9 @@ class Staged(NamedTuple):
     fields: dict
 
 
-def plan(items, tile: str, year: int, bands: list[str], folder: Path, copy_local: bool = False) -> list[Staged]:
+def plan(
+    items, tile: str, year: int, bands: list[str], folder: Path, copy_local: bool = False
+) -> list[Staged]:
     """The assets of ``items`` a cube of ``bands`` reads (their bands and SCL), with the local copy of each
     under ``folder/tile/year/item``.
 
@@ -77,16 +79,31 @@ def plan(items, tile: str, year: int, bands: list[str], folder: Path, copy_local
             asset = item.assets[key]
             href = str(asset.href)
             if href.startswith("s3://"):
-                raise LcflowError(f"tile {tile} {year}: item {item.id} asset {key} is on S3 ({remote.redact(href)}), "
-                                  "which lcflow stage does not fetch: set stage.mode: remote")
+                raise LcflowError(
+                    f"tile {tile} {year}: item {item.id} asset {key} is on S3 ({remote.redact(href)}), "
+                    "which lcflow stage does not fetch: set stage.mode: remote"
+                )
             if not copy_local and not remote.is_url(href):
                 continue
             size = asset.extra_fields.get("file:size")
-            assets.append(Staged(item.id, key, fields=asset.extra_fields, asset=Asset(
-                what=f"tile {tile} {year}: item {item.id} asset {key}", href=href,
-                dest=folder / tile / str(year) / safe_name(item.id) / f"{safe_name(key)}{suffix(href)}",
-                size=int(size) if isinstance(size, int | float) else None,
-                checksum=asset.extra_fields.get("file:checksum"))))
+            assets.append(
+                Staged(
+                    item.id,
+                    key,
+                    fields=asset.extra_fields,
+                    asset=Asset(
+                        what=f"tile {tile} {year}: item {item.id} asset {key}",
+                        href=href,
+                        dest=folder
+                        / tile
+                        / str(year)
+                        / safe_name(item.id)
+                        / f"{safe_name(key)}{suffix(href)}",
+                        size=int(size) if isinstance(size, int | float) else None,
+                        checksum=asset.extra_fields.get("file:checksum"),
+                    ),
+                )
+            )
     return assets
 
 
@@ -105,7 +122,9 @@ def _free_bytes(folder: Path) -> int:
     return shutil.disk_usage(existing).free
 
 
-def budget(assets: list[Asset], size: Callable[[Asset], int], folder: Path, what: str, connections: int) -> int:
+def budget(
+    assets: list[Asset], size: Callable[[Asset], int], folder: Path, what: str, connections: int
+) -> int:
     """The bytes the stage-in stores; refused in one line, before any download, where the file system
     holding ``folder`` has not that much free (beyond MARGIN_BYTES).
 
@@ -116,7 +135,10 @@ def budget(assets: list[Asset], size: Callable[[Asset], int], folder: Path, what
         what: the tile-year, named in the messages.
         connections: how many sizes are asked for at a time.
     """
-    def stored(asset: Asset) -> int:  # a staged file is whole: no request for it (the server may be gone)
+
+    def stored(
+        asset: Asset,
+    ) -> int:  # a staged file is whole: no request for it (the server may be gone)
         return asset.dest.stat().st_size if asset.dest.exists() else size(asset)
 
     with ThreadPoolExecutor(max(1, connections)) as pool:
@@ -124,12 +146,21 @@ def budget(assets: list[Asset], size: Callable[[Asset], int], folder: Path, what
     total = sum(sizes)
     needed = total - sum(min(_present(a), s) for a, s in zip(assets, sizes))
     free = _free_bytes(folder)
-    log.info("%s: %d files, %.2f GB, %.2f GB of them to fetch; %.2f GB free in %s", what, len(assets), total / 1e9,
-             needed / 1e9, free / 1e9, folder)
+    log.info(
+        "%s: %d files, %.2f GB, %.2f GB of them to fetch; %.2f GB free in %s",
+        what,
+        len(assets),
+        total / 1e9,
+        needed / 1e9,
+        free / 1e9,
+        folder,
+    )
     if needed + MARGIN_BYTES > free:
-        raise LcflowError(f"{what}: staging needs {needed / 1e9:.2f} GB more (and {MARGIN_BYTES / 1e9:.1f} GB to spare) "
-                          f"in {folder}, whose file system has {free / 1e9:.2f} GB free: free space or set stage.dir "
-                          "to a larger file system")
+        raise LcflowError(
+            f"{what}: staging needs {needed / 1e9:.2f} GB more (and {MARGIN_BYTES / 1e9:.1f} GB to spare) "
+            f"in {folder}, whose file system has {free / 1e9:.2f} GB free: free space or set stage.dir "
+            "to a larger file system"
+        )
     return total
 
 
@@ -143,12 +174,21 @@ class _Plan(NamedTuple):
     what: str
 
 
-def _planned(manifest: str | Path, tile: str, year: int, bands: list[str], settings: StageSettings,
-             network: remote.Network, bounds: tuple[float, float, float, float] | None) -> _Plan:
+def _planned(
+    manifest: str | Path,
+    tile: str,
+    year: int,
+    bands: list[str],
+    settings: StageSettings,
+    network: remote.Network,
+    bounds: tuple[float, float, float, float] | None,
+) -> _Plan:
     """The files of ``tile``/``year`` to stage and what they will store, refused in one line where the
     mode stages nothing, the manifest is empty, credentials would reach another host, or the disk is short."""
     if settings.mode == "remote":
-        raise LcflowError("stage.mode is remote: nothing is staged (the cube's jobs read the scenes over the network)")
+        raise LcflowError(
+            "stage.mode is remote: nothing is staged (the cube's jobs read the scenes over the network)"
+        )
     folder = Path(settings.dir).absolute()
     what = f"stage {tile} {year}"
     items = read_manifest(manifest)
@@ -164,8 +204,16 @@ def _planned(manifest: str | Path, tile: str, year: int, bands: list[str], setti
     return _Plan(staged, fetcher, total, folder, what)
 
 
-def dry_run(manifest: str | Path, tile: str, year: int, bands: list[str], settings: StageSettings | None = None, *,
-            network: remote.Network | None = None, bounds: tuple[float, float, float, float] | None = None) -> int:
+def dry_run(
+    manifest: str | Path,
+    tile: str,
+    year: int,
+    bands: list[str],
+    settings: StageSettings | None = None,
+    *,
+    network: remote.Network | None = None,
+    bounds: tuple[float, float, float, float] | None = None,
+) -> int:
     """Say what the stage-in of ``tile``/``year`` would store and check the disk budget, fetching and writing
     nothing; the number of files it would stage.
 
@@ -178,15 +226,36 @@ def dry_run(manifest: str | Path, tile: str, year: int, bands: list[str], settin
         network: how sizes are asked for (HEAD requests where STAC gives none); None: the schema's defaults.
         bounds: the configured area in the tile's CRS: only the internal tiles over it are counted.
     """
-    planned = _planned(manifest, tile, year, bands, settings or StageSettings(), network or remote.Network(), bounds)
-    log.info("%s: dry run: %d files, %.2f GB in %s; nothing fetched", planned.what, len(planned.staged),
-             planned.total / 1e9, planned.folder / tile / str(year))
+    planned = _planned(
+        manifest,
+        tile,
+        year,
+        bands,
+        settings or StageSettings(),
+        network or remote.Network(),
+        bounds,
+    )
+    log.info(
+        "%s: dry run: %d files, %.2f GB in %s; nothing fetched",
+        planned.what,
+        len(planned.staged),
+        planned.total / 1e9,
+        planned.folder / tile / str(year),
+    )
     return len(planned.staged)
 
 
-def run(manifest: str | Path, tile: str, year: int, bands: list[str], out: str | Path,
-        settings: StageSettings | None = None, *, network: remote.Network | None = None,
-        bounds: tuple[float, float, float, float] | None = None) -> int:
+def run(
+    manifest: str | Path,
+    tile: str,
+    year: int,
+    bands: list[str],
+    out: str | Path,
+    settings: StageSettings | None = None,
+    *,
+    network: remote.Network | None = None,
+    bounds: tuple[float, float, float, float] | None = None,
+) -> int:
     """Fetch what the cube of ``tile``/``year`` reads into ``settings.dir`` and write the manifest ``out`` whose
     hrefs are the local copies; the number of files staged. Files already staged are kept as they are.
 
@@ -216,7 +285,9 @@ def run(manifest: str | Path, tile: str, year: int, bands: list[str], out: str |
                 fetcher.fetch(s.asset, rate)
                 return
             if not s.asset.dest.exists():
-                area_copy.copy_area(s.asset.href, s.asset.dest, bounds, network, fetcher.sign, s.asset.what)
+                area_copy.copy_area(
+                    s.asset.href, s.asset.dest, bounds, network, fetcher.sign, s.asset.what
+                )
             grids[(s.item_id, s.key)] = area_copy.grid_of(s.asset.dest)
             rate.add(s.asset.dest.stat().st_size, 1)
         except LcflowError as exc:
@@ -230,13 +301,22 @@ def run(manifest: str | Path, tile: str, year: int, bands: list[str], out: str |
         more = f" ({len(errors) - 1} more above)" if len(errors) > 1 else ""
         raise LcflowError(f"{errors[0]}{more}")
     write_text(out, json.dumps(staged_manifest(manifest, staged, grids), indent=1))
-    log.info("%s: %d files in %s (%.2f GB received this run) -> %s", what, len(staged), folder / tile / str(year),
-             rate.received / 1e9, out)
+    log.info(
+        "%s: %d files in %s (%.2f GB received this run) -> %s",
+        what,
+        len(staged),
+        folder / tile / str(year),
+        rate.received / 1e9,
+        out,
+    )
     return len(staged)
 
 
-def staged_manifest(manifest: str | Path, staged: list[Staged],
-                    grids: dict[tuple[str, str], tuple[list[int], list[float]]] | None = None) -> dict:
+def staged_manifest(
+    manifest: str | Path,
+    staged: list[Staged],
+    grids: dict[tuple[str, str], tuple[list[int], list[float]]] | None = None,
+) -> dict:
     """``manifest``'s items with each staged asset's href its local copy (and, for a copy of an area, its
     own ``proj:shape`` and ``proj:transform``: ``grids``), and the remote assets a cube does not read left
     out (no job reads the network by mistake)."""
@@ -253,8 +333,11 @@ def staged_manifest(manifest: str | Path, staged: list[Staged],
         return asset
 
     for feature in data["features"]:
-        feature["assets"] = {key: copied(feature["id"], key, asset) for key, asset in feature["assets"].items()
-                             if (feature["id"], key) in local or not remote.is_url(str(asset["href"]))}
+        feature["assets"] = {
+            key: copied(feature["id"], key, asset)
+            for key, asset in feature["assets"].items()
+            if (feature["id"], key) in local or not remote.is_url(str(asset["href"]))
+        }
     data[STAGED] = True
     return data
 
@@ -267,7 +350,11 @@ def remove_staged(manifest: str | Path, folder: str | Path) -> int:
     for item in read_manifest(manifest):
         for asset in item.assets.values():
             path = Path(str(asset.href)).absolute()
-            if asset.extra_fields.get(STAGED) is True and path.is_relative_to(folder) and path.is_file():
+            if (
+                asset.extra_fields.get(STAGED) is True
+                and path.is_relative_to(folder)
+                and path.is_file()
+            ):
                 path.unlink()
                 removed += 1
                 for parent in path.parents:

@@ -20,7 +20,9 @@ def cloud_cover_fraction(rng: np.random.Generator) -> float:
     return float(rng.uniform(0.85, 1.0))
 
 
-def observe(clear: np.ndarray, rng: np.random.Generator, cover: float) -> tuple[np.ndarray, np.ndarray]:
+def observe(
+    clear: np.ndarray, rng: np.random.Generator, cover: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Cloud a clear-sky scene (B, rows, cols); return (reflectance, SCL) at 10 m."""
     nb, h, w = clear.shape
     refl = clear.copy()
@@ -38,7 +40,9 @@ def observe(clear: np.ndarray, rng: np.random.Generator, cover: float) -> tuple[
         scl[shadow & (rng.random((h, w)) < 0.85)] = 3
     nir, red = refl[BANDS.index("B08")], refl[BANDS.index("B04")]
     ndvi = (nir - red) / (nir + red + 1e-6)
-    clear_class = np.where(nir < 2.5 * WATER[BANDS.index("B08")] + 0.02, 6, np.where(ndvi > 0.4, 4, 5))
+    clear_class = np.where(
+        nir < 2.5 * WATER[BANDS.index("B08")] + 0.02, 6, np.where(ndvi > 0.4, 4, 5)
+    )
     scl = np.where(scl == 0, clear_class, scl).astype(np.uint8)
     scl[alpha >= 0.35] = 8
     scl[alpha >= 0.65] = 9

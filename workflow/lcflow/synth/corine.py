@@ -36,8 +36,15 @@ def generalise(truths: list[tuple[np.ndarray, Grid]], mmu_cells: int) -> tuple[n
     for truth, g in truths:
         part = np.zeros_like(clc)
         reproject(
-            truth.astype(np.uint16), part, src_transform=g.transform, src_crs=g.crs, src_nodata=0,
-            dst_transform=grid.transform, dst_crs=grid.crs, dst_nodata=0, resampling=Resampling.mode,
+            truth.astype(np.uint16),
+            part,
+            src_transform=g.transform,
+            src_crs=g.crs,
+            src_nodata=0,
+            dst_transform=grid.transform,
+            dst_crs=grid.crs,
+            dst_nodata=0,
+            resampling=Resampling.mode,
         )
         # keep only cells mostly inside the tile area: mode over a partly covered cell is still a label
         clc = np.where(part > 0, part, clc)

@@ -41,30 +41,52 @@ def acquisition_days(rng: np.random.Generator, low: int, high: int) -> np.ndarra
     return np.sort(rng.choice(np.arange(int(rng.integers(1, 6)), 365, 5), n, replace=False))
 
 
-def _item(tile: str, grid: Grid, day: dt.datetime, satellite: str, cover: float, baseline: str) -> pystac.Item:
+def _item(
+    tile: str, grid: Grid, day: dt.datetime, satellite: str, cover: float, baseline: str
+) -> pystac.Item:
     epsg = grid.crs.to_epsg()
     xmin, ymin, xmax, ymax = grid.bounds
-    footprint = {"type": "Polygon", "coordinates": [[(xmin, ymin), (xmax, ymin), (xmax, ymax), (xmin, ymax), (xmin, ymin)]]}
+    footprint = {
+        "type": "Polygon",
+        "coordinates": [[(xmin, ymin), (xmax, ymin), (xmax, ymax), (xmin, ymax), (xmin, ymin)]],
+    }
     geom = transform_geom(grid.crs, "EPSG:4326", footprint)
     lons = [p[0] for p in geom["coordinates"][0]]
     lats = [p[1] for p in geom["coordinates"][0]]
     item_id = f"{satellite}_{tile}_{day:%Y%m%d}_0_L2A"
     return pystac.Item(
-        id=item_id, geometry=geom, bbox=[min(lons), min(lats), max(lons), max(lats)], datetime=day,
-        stac_extensions=EXTENSIONS, collection=COLLECTION,
+        id=item_id,
+        geometry=geom,
+        bbox=[min(lons), min(lats), max(lons), max(lats)],
+        datetime=day,
+        stac_extensions=EXTENSIONS,
+        collection=COLLECTION,
         properties={
             "platform": "sentinel-2a" if satellite == "S2A" else "sentinel-2b",
-            "constellation": "sentinel-2", "instruments": ["msi"],
-            "eo:cloud_cover": round(100 * cover, 3), "proj:epsg": epsg,
-            "mgrs:utm_zone": int(tile[:2]), "mgrs:latitude_band": tile[2], "mgrs:grid_square": tile[3:],
-            "grid:code": f"MGRS-{tile}", "s2:product_type": "S2MSI2A",
-            "s2:processing_baseline": baseline, "earthsearch:boa_offset_applied": False,
+            "constellation": "sentinel-2",
+            "instruments": ["msi"],
+            "eo:cloud_cover": round(100 * cover, 3),
+            "proj:epsg": epsg,
+            "mgrs:utm_zone": int(tile[:2]),
+            "mgrs:latitude_band": tile[2],
+            "mgrs:grid_square": tile[3:],
+            "grid:code": f"MGRS-{tile}",
+            "s2:product_type": "S2MSI2A",
+            "s2:processing_baseline": baseline,
+            "earthsearch:boa_offset_applied": False,
         },
     )
 
 
-def write_scenes(out: Path, tile: str, grid: Grid, years: list[int], truths: dict[int, np.ndarray],
-                 parcels: np.ndarray, acquisitions: tuple[int, int]) -> list[pystac.Item]:
+def write_scenes(
+    out: Path,
+    tile: str,
+    grid: Grid,
+    years: list[int],
+    truths: dict[int, np.ndarray],
+    parcels: np.ndarray,
+    acquisitions: tuple[int, int],
+) -> list[pystac.Item]:
     """All acquisitions of a tile: one STAC item per date with a COG per band and SCL.
 
     Args:
@@ -85,7 +107,9 @@ def write_scenes(out: Path, tile: str, grid: Grid, years: list[int], truths: dic
         for k, doy in enumerate(days):
             cover = clouds.cloud_cover_fraction(rng)
             refl, scl = clouds.observe(clear[k], rng, cover)
-            when = dt.datetime(year, 1, 1, 10, 56, 29, tzinfo=dt.timezone.utc) + dt.timedelta(days=int(doy) - 1)
+            when = dt.datetime(year, 1, 1, 10, 56, 29, tzinfo=dt.timezone.utc) + dt.timedelta(
+                days=int(doy) - 1
+            )
             sat = "S2A" if k % 2 == 0 else "S2B"
             flagged = float(np.isin(scl, (3, 8, 9, 10)).mean())
             item = _item(tile, grid, when, sat, flagged, baseline)
@@ -113,17 +137,31 @@ def _add_asset(item: pystac.Item, item_dir: Path, band: str, data: np.ndarray, g
     raster = {"nodata": 0, "data_type": data.dtype.name, "spatial_resolution": res}
     if band != "SCL":
         raster.update(scale=0.0001, offset=0)
-    item.add_asset(EARTH_SEARCH_KEYS[band], pystac.Asset(
-        href=str(path.resolve()), media_type=pystac.MediaType.COG, roles=["data"], title=band,
-        extra_fields={"proj:shape": [band_grid.height, band_grid.width],
-                      "proj:transform": list(band_grid.transform)[:6], "raster:bands": [raster],
-                      **({"eo:bands": [{"name": band}]} if band != "SCL" else {})},
-    ))
+    item.add_asset(
+        EARTH_SEARCH_KEYS[band],
+        pystac.Asset(
+            href=str(path.resolve()),
+            media_type=pystac.MediaType.COG,
+            roles=["data"],
+            title=band,
+            extra_fields={
+                "proj:shape": [band_grid.height, band_grid.width],
+                "proj:transform": list(band_grid.transform)[:6],
+                "raster:bands": [raster],
+                **({"eo:bands": [{"name": band}]} if band != "SCL" else {}),
+            },
+        ),
+    )
 
 
 def check_aoi(tile: str, bounds) -> None:
     """A demo area is a square inside its tile, [xmin, ymin, xmax, ymax] in the tile's UTM CRS."""
-    if not isinstance(bounds, list) or len(bounds) != 4 or bounds[0] >= bounds[2] or bounds[1] >= bounds[3]:
+    if (
+        not isinstance(bounds, list)
+        or len(bounds) != 4
+        or bounds[0] >= bounds[2]
+        or bounds[1] >= bounds[3]
+    ):
         raise LcflowError(f"demo aoi of {tile} = {bounds!r} is not [xmin, ymin, xmax, ymax]")
     if bounds[2] - bounds[0] != bounds[3] - bounds[1]:
         raise LcflowError(f"demo aoi of {tile} = {bounds} must be square")
@@ -143,7 +181,9 @@ class Scenery:
     def landscape(self, tile: str, bounds: list[float]) -> tuple[Grid, landscape.Landscape]:
         xmin, ymin, xmax, ymax = bounds
         grid = Grid.from_bounds(mgrs.tile_epsg(tile), (xmin, ymin, xmax, ymax), self.resolution)
-        return grid, landscape.generate(np.random.default_rng(_seed("landscape", tile)), grid.width, self.change_fraction)
+        return grid, landscape.generate(
+            np.random.default_rng(_seed("landscape", tile)), grid.width, self.change_fraction
+        )
 
 
 def tile_year_catalog(out: Path, tile: str, year: int) -> Path:
@@ -152,7 +192,9 @@ def tile_year_catalog(out: Path, tile: str, year: int) -> Path:
     return Path(out) / "catalog" / f"{tile}_{year}" / "catalog.json"
 
 
-def write_tile_year(out: str | Path, tile: str, bounds: list[float], year: int, scenery: Scenery) -> Path:
+def write_tile_year(
+    out: str | Path, tile: str, bounds: list[float], year: int, scenery: Scenery
+) -> Path:
     """The scenes (a STAC catalogue of their own) and the truth of one tile-year; the same bytes whatever
     other tiles and years the demo has. Returns the catalogue.
 
@@ -168,19 +210,39 @@ def write_tile_year(out: str | Path, tile: str, bounds: list[float], year: int, 
     grid, land = scenery.landscape(tile, bounds)
     truth = land.before if year == scenery.first_year else land.after
     legend = {e.clc_code: e.rgb for e in nomenclature.clc_legend()}
-    write_cog(out / "truth" / f"{tile}_{year}.tif", truth, grid, nodata=0, colors=legend,
-              names={e.clc_code: e.label3 for e in nomenclature.clc_legend()},
-              tags={"content": "synthetic truth, CLC level-3 codes"})
+    write_cog(
+        out / "truth" / f"{tile}_{year}.tif",
+        truth,
+        grid,
+        nodata=0,
+        colors=legend,
+        names={e.clc_code: e.label3 for e in nomenclature.clc_legend()},
+        tags={"content": "synthetic truth, CLC level-3 codes"},
+    )
     final = tile_year_catalog(out, tile, year).parent
     with staging_dir(final) as stage:
-        catalog = pystac.Catalog(f"lcflow-demo-{tile}-{year}", f"Synthetic Sentinel-2 L2A scenes of {tile} in {year}")
+        catalog = pystac.Catalog(
+            f"lcflow-demo-{tile}-{year}", f"Synthetic Sentinel-2 L2A scenes of {tile} in {year}"
+        )
         collection = pystac.Collection(
-            COLLECTION, "Synthetic Sentinel-2 L2A (Earth Search v1 layout)",
-            pystac.Extent(pystac.SpatialExtent([[-180.0, -90.0, 180.0, 90.0]]),
-                          pystac.TemporalExtent([[dt.datetime(year, 1, 1, tzinfo=dt.timezone.utc),
-                                                  dt.datetime(year, 12, 31, tzinfo=dt.timezone.utc)]])))
+            COLLECTION,
+            "Synthetic Sentinel-2 L2A (Earth Search v1 layout)",
+            pystac.Extent(
+                pystac.SpatialExtent([[-180.0, -90.0, 180.0, 90.0]]),
+                pystac.TemporalExtent(
+                    [
+                        [
+                            dt.datetime(year, 1, 1, tzinfo=dt.timezone.utc),
+                            dt.datetime(year, 12, 31, tzinfo=dt.timezone.utc),
+                        ]
+                    ]
+                ),
+            ),
+        )
         catalog.add_child(collection)
-        for item in write_scenes(stage, tile, grid, [year], {year: truth}, land.parcels, scenery.acquisitions):
+        for item in write_scenes(
+            stage, tile, grid, [year], {year: truth}, land.parcels, scenery.acquisitions
+        ):
             collection.add_item(item)
         collection.update_extent_from_items()
         catalog.normalize_hrefs(str(stage.resolve()))
@@ -191,7 +253,9 @@ def write_tile_year(out: str | Path, tile: str, bounds: list[float], year: int, 
     return final / "catalog.json"
 
 
-def write_corine(out: str | Path, aoi: dict[str, list[float]], scenery: Scenery, mmu_cells: int) -> Path:
+def write_corine(
+    out: str | Path, aoi: dict[str, list[float]], scenery: Scenery, mmu_cells: int
+) -> Path:
     """The demo's CORINE raster of the first year over every tile area (grid codes, EPSG:3035, 100 m)."""
     truths = []
     for tile, bounds in aoi.items():
@@ -200,27 +264,48 @@ def write_corine(out: str | Path, aoi: dict[str, list[float]], scenery: Scenery,
         truths.append((land.before, grid))
     codes, grid = corine.generalise(truths, mmu_cells)
     path = Path(out) / "corine" / "clc_demo_3035.tif"
-    write_cog(path, codes, grid, nodata=nomenclature.CLC_NODATA_GRID,
-              colors={e.grid_code: e.rgb for e in nomenclature.clc_legend()},
-              tags={"content": f"synthetic CORINE {scenery.first_year}, grid codes"})
+    write_cog(
+        path,
+        codes,
+        grid,
+        nodata=nomenclature.CLC_NODATA_GRID,
+        colors={e.grid_code: e.rgb for e in nomenclature.clc_legend()},
+        tags={"content": f"synthetic CORINE {scenery.first_year}, grid codes"},
+    )
     return path
 
 
 def write_root_catalog(out: str | Path, children: list[Path]) -> Path:
     """The demo's catalogue: every tile-year's catalogue as a child (``stac.catalog`` of the demo config)."""
     root = Path(out) / "catalog" / "catalog.json"
-    catalog = {"type": "Catalog", "stac_version": "1.1.0", "id": "lcflow-demo",
-               "description": "Synthetic Sentinel-2 L2A scenes for the lcflow demo",
-               "links": [{"rel": "root", "href": "./catalog.json", "type": "application/json"}] +
-                        [{"rel": "child", "href": f"./{Path(c).parent.name}/catalog.json", "type": "application/json"}
-                         for c in sorted(children)]}
+    catalog = {
+        "type": "Catalog",
+        "stac_version": "1.1.0",
+        "id": "lcflow-demo",
+        "description": "Synthetic Sentinel-2 L2A scenes for the lcflow demo",
+        "links": [{"rel": "root", "href": "./catalog.json", "type": "application/json"}]
+        + [
+            {
+                "rel": "child",
+                "href": f"./{Path(c).parent.name}/catalog.json",
+                "type": "application/json",
+            }
+            for c in sorted(children)
+        ],
+    }
     write_text(root, json.dumps(catalog, indent=2) + "\n")
     return root
 
 
-def make_demo(out: str | Path, aoi: dict[str, list[float]], years: list[int], resolution: float = float(default("cube.resolution")),
-              acquisitions: tuple[int, int] = tuple(default("demo.acquisitions")), mmu_cells: int = default("demo.mmu_cells"),
-              change_fraction: float = default("demo.change_fraction")) -> None:
+def make_demo(
+    out: str | Path,
+    aoi: dict[str, list[float]],
+    years: list[int],
+    resolution: float = float(default("cube.resolution")),
+    acquisitions: tuple[int, int] = tuple(default("demo.acquisitions")),
+    mmu_cells: int = default("demo.mmu_cells"),
+    change_fraction: float = default("demo.change_fraction"),
+) -> None:
     """Write catalog/ (a catalogue of every tile-year's), corine/clc_demo_3035.tif and truth/{tile}_{year}.tif
     under ``out``.
 
@@ -239,6 +324,10 @@ def make_demo(out: str | Path, aoi: dict[str, list[float]], years: list[int], re
     for sub in ("catalog", "truth", "corine"):
         shutil.rmtree(out / sub, ignore_errors=True)
     scenery = Scenery(years[0], resolution, (acquisitions[0], acquisitions[1]), change_fraction)
-    children = [write_tile_year(out, tile, bounds, year, scenery) for tile, bounds in aoi.items() for year in years]
+    children = [
+        write_tile_year(out, tile, bounds, year, scenery)
+        for tile, bounds in aoi.items()
+        for year in years
+    ]
     write_root_catalog(out, children)
     write_corine(out, aoi, scenery, mmu_cells)

@@ -17,7 +17,9 @@ class Landscape:
 
     before: np.ndarray  # CLC level-3 codes, first year
     after: np.ndarray  # CLC level-3 codes, second year
-    parcels: np.ndarray  # parcel id per pixel (fields, forest stands, ...), for per-object variation
+    parcels: (
+        np.ndarray
+    )  # parcel id per pixel (fields, forest stands, ...), for per-object variation
 
 
 def smooth_noise(rng: np.random.Generator, shape: tuple[int, int], sigma: float) -> np.ndarray:
@@ -26,7 +28,9 @@ def smooth_noise(rng: np.random.Generator, shape: tuple[int, int], sigma: float)
     return (n - n.mean()) / (n.std() + 1e-12)
 
 
-def parcels(rng: np.random.Generator, shape: tuple[int, int], min_side: int = 10, max_side: int = 40) -> np.ndarray:
+def parcels(
+    rng: np.random.Generator, shape: tuple[int, int], min_side: int = 10, max_side: int = 40
+) -> np.ndarray:
     """Rectangular parcels from recursive splits, the way field boundaries cut farmland."""
     out = np.zeros(shape, dtype=np.int32)
     stack = [(0, 0, shape[0], shape[1])]
@@ -73,7 +77,9 @@ def generate(rng: np.random.Generator, size: int, change_fraction: float = 0.03)
 
     rows, cols = np.mgrid[0:size, 0:size]
     phase, period = rng.uniform(0, 2 * np.pi), rng.uniform(0.6, 1.2) * size
-    centre = size * (0.3 + 0.4 * rng.random()) + size * 0.08 * np.sin(2 * np.pi * cols / period + phase)
+    centre = size * (0.3 + 0.4 * rng.random()) + size * 0.08 * np.sin(
+        2 * np.pi * cols / period + phase
+    )
     river = np.abs(rows - centre) < rng.uniform(2.5, 4.5)
     lake = _top(smooth_noise(rng, shape, size / 16), 0.03)
     water = river | lake
@@ -93,7 +99,9 @@ def generate(rng: np.random.Generator, size: int, change_fraction: float = 0.03)
         if n == 0 or n > target - changed + 200:
             continue
         majority = np.bincount(cls[inside]).argmax()
-        if majority in (BROADLEAF, CONIFER) and (np.isin(cls[inside], (BROADLEAF, CONIFER)).mean() > 0.8):
+        if majority in (BROADLEAF, CONIFER) and (
+            np.isin(cls[inside], (BROADLEAF, CONIFER)).mean() > 0.8
+        ):
             clear = inside & np.isin(cls, (BROADLEAF, CONIFER))
             after[clear] = SHRUB  # clear-cut: young regrowth
             changed += int(clear.sum())

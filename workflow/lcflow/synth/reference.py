@@ -14,8 +14,13 @@ from lcflow.common.atomic import atomic_path
 from lcflow.labels.nomenclature import Nomenclature
 
 
-def label_from_truth(points_path: str | Path, truth: str | Path, out: str | Path, nomenclature: Nomenclature,
-                     column: str = "reference") -> int:
+def label_from_truth(
+    points_path: str | Path,
+    truth: str | Path,
+    out: str | Path,
+    nomenclature: Nomenclature,
+    column: str = "reference",
+) -> int:
     """Write the points with ``column`` set to the truth's class there; return how many got a class.
 
     Args:

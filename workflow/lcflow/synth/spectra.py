@@ -41,12 +41,25 @@ def _green_over(g: np.ndarray, background: np.ndarray) -> np.ndarray:
 def _arable(t, rng, n_parcels, pid):
     """Winter cereal, spring crop or maize/beet per parcel: each its own sowing and harvest dates."""
     crop = rng.integers(0, 3, n_parcels)[pid]
-    sow = np.where(crop == 0, -60, np.where(crop == 1, rng.uniform(95, 125, n_parcels)[pid], rng.uniform(125, 150, n_parcels)[pid]))
-    harvest = np.where(crop == 0, rng.uniform(195, 215, n_parcels)[pid],
-                       np.where(crop == 1, rng.uniform(215, 235, n_parcels)[pid], rng.uniform(265, 295, n_parcels)[pid]))
+    sow = np.where(
+        crop == 0,
+        -60,
+        np.where(
+            crop == 1, rng.uniform(95, 125, n_parcels)[pid], rng.uniform(125, 150, n_parcels)[pid]
+        ),
+    )
+    harvest = np.where(
+        crop == 0,
+        rng.uniform(195, 215, n_parcels)[pid],
+        np.where(
+            crop == 1, rng.uniform(215, 235, n_parcels)[pid], rng.uniform(265, 295, n_parcels)[pid]
+        ),
+    )
     tt = t[:, None]
     g = 0.02 + 0.9 * rise(tt, sow + 25, 8) * (1 - rise(tt, harvest, 4))
-    g = np.where(crop == 0, np.maximum(g, 0.35 * (1 - rise(tt, 90, 10)) * (1 - rise(tt, harvest, 4))), g)
+    g = np.where(
+        crop == 0, np.maximum(g, 0.35 * (1 - rise(tt, 90, 10)) * (1 - rise(tt, harvest, 4))), g
+    )
     g = g + 0.25 * rise(tt, 290, 8) * (crop == 0)  # next winter crop emerging
     stubble = rise(tt, harvest + 2, 3) * (1 - rise(tt, harvest + 40, 5))
     bg = _mix(stubble, DRY, SOIL)
@@ -69,7 +82,9 @@ def _deciduous(t, rng, n_parcels, pid, base=0.1, amp=0.8, on=115, off=295):
     return g, _mix(np.full_like(g, 0.7), DRY, CONIF)
 
 
-def reflectance(classes: np.ndarray, parcels: np.ndarray, doy: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def reflectance(
+    classes: np.ndarray, parcels: np.ndarray, doy: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
     """Clear-sky reflectance (T, B, rows, cols) of a class map on the given days of year."""
     t = np.asarray(doy, dtype=float)
     n_parcels = int(parcels.max()) + 1
@@ -110,6 +125,10 @@ def reflectance(classes: np.ndarray, parcels: np.ndarray, doy: np.ndarray, rng: 
             raise ValueError(f"no spectral model for class {code}")
         brightness = rng.normal(1.0, 0.05, n_parcels)[pid]
         out[:, :, idx] = r * brightness[None, None, :]
-    out *= rng.normal(1.0, 0.03, out.shape[2]).astype(np.float32)[None, None, :]  # within-parcel variation
-    out += rng.normal(0.0, 0.008, out.shape).astype(np.float32)  # sensor and residual atmospheric noise
+    out *= rng.normal(1.0, 0.03, out.shape[2]).astype(np.float32)[
+        None, None, :
+    ]  # within-parcel variation
+    out += rng.normal(0.0, 0.008, out.shape).astype(
+        np.float32
+    )  # sensor and residual atmospheric noise
     return out.reshape(t.size, len(BANDS), *classes.shape)

@@ -30,27 +30,39 @@ def problem(backend: str, python: str | None = None, container: str = "") -> str
         return _problem_in(backend, container)
     python = python or sys.executable
     if backend == "torch":
-        return None if _spec("torch") else (f"distributed.backend is torch, but torch is not installed in {python}: "
-                                             f"install lcflow there (pip install -e .)")
+        return (
+            None
+            if _spec("torch")
+            else (
+                f"distributed.backend is torch, but torch is not installed in {python}: "
+                f"install lcflow there (pip install -e .)"
+            )
+        )
     if backend != "horovod":
         return None  # the schema names the backends; a wrong one is refused there
     install = HOROVOD_INSTALL.format(python=python)
     spec = _spec("horovod")
     if spec is None or spec.origin is None:
-        return (f"distributed.backend is horovod, but Horovod is not installed in {python}: install it with "
-                f"`{install}` (docs/slurm.md, Install), or set distributed.backend: torch")
+        return (
+            f"distributed.backend is horovod, but Horovod is not installed in {python}: install it with "
+            f"`{install}` (docs/slurm.md, Install), or set distributed.backend: torch"
+        )
     package = Path(spec.origin).parent
     if not list((package / "torch").glob("mpi_lib_v2*")):
-        return (f"Horovod in {package} was built without its PyTorch extension: rebuild it with `{install}` "
-                "(docs/slurm.md, Install)")
+        return (
+            f"Horovod in {package} was built without its PyTorch extension: rebuild it with `{install}` "
+            "(docs/slurm.md, Install)"
+        )
     built = _built_against(package)
     try:
         installed = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         installed = None
     if built and installed and built != installed:
-        return (f"Horovod in {package} was built against torch {built}, and torch {installed} is installed: its "
-                f"extension will not load; rebuild it with `{install}` (docs/slurm.md, Install)")
+        return (
+            f"Horovod in {package} was built against torch {built}, and torch {installed} is installed: its "
+            f"extension will not load; rebuild it with `{install}` (docs/slurm.md, Install)"
+        )
     return None
 
 
@@ -72,7 +84,9 @@ def _built_against(package: Path) -> str | None:
 
 def _problem_in(backend: str, container: str) -> str | None:
     """The check run by the image's own Python (``{container} python -c ...``)."""
-    code = f"from lcflow.train.backend_check import problem; print(problem({backend!r}) or '', end='')"
+    code = (
+        f"from lcflow.train.backend_check import problem; print(problem({backend!r}) or '', end='')"
+    )
     command = [*shlex.split(container), "python", "-c", code]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=CONTAINER_TIMEOUT_S)

@@ -27,8 +27,14 @@ class Batch:
         return self.share * loss + (1 - self.share) * loss_fn(logits, self.partner)
 
 
-def augment(xb: torch.Tensor, yb: torch.Tensor, drop: float, noise: float, alpha: float,
-            observed_flag: int | None) -> Batch:
+def augment(
+    xb: torch.Tensor,
+    yb: torch.Tensor,
+    drop: float,
+    noise: float,
+    alpha: float,
+    observed_flag: int | None,
+) -> Batch:
     """``drop_observations``, ``input_noise`` and ``mixup`` of the training recipe applied to one batch.
 
     Args:

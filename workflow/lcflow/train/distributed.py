@@ -53,7 +53,9 @@ class Single:
     def broadcast_object(self, obj: Any) -> Any:
         return obj
 
-    def distributed_optimizer(self, optimizer: torch.optim.Optimizer, model: torch.nn.Module, fp16: bool):
+    def distributed_optimizer(
+        self, optimizer: torch.optim.Optimizer, model: torch.nn.Module, fp16: bool
+    ):
         return optimizer
 
     def broadcast_parameters(self, model: torch.nn.Module) -> None:
@@ -102,8 +104,12 @@ class Horovod:
 
     def distributed_optimizer(self, optimizer, model, fp16: bool):
         compression = self.hvd.Compression.fp16 if fp16 else self.hvd.Compression.none
-        return self.hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
-                                             compression=compression, op=self.hvd.Average)
+        return self.hvd.DistributedOptimizer(
+            optimizer,
+            named_parameters=model.named_parameters(),
+            compression=compression,
+            op=self.hvd.Average,
+        )
 
     def broadcast_parameters(self, model) -> None:
         self.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -131,18 +137,30 @@ class Rendezvous:
         env = os.environ if env is None else env
         if "RANK" in env and "WORLD_SIZE" in env:
             local_rank = int(env.get("LOCAL_RANK", 0))
-            return cls(int(env["RANK"]), int(env["WORLD_SIZE"]), local_rank, env.get("MASTER_ADDR", "127.0.0.1"),
-                       int(env.get("MASTER_PORT", 29500)), "torchrun",
-                       int(env.get("LOCAL_WORLD_SIZE") or local_rank + 1))
+            return cls(
+                int(env["RANK"]),
+                int(env["WORLD_SIZE"]),
+                local_rank,
+                env.get("MASTER_ADDR", "127.0.0.1"),
+                int(env.get("MASTER_PORT", 29500)),
+                "torchrun",
+                int(env.get("LOCAL_WORLD_SIZE") or local_rank + 1),
+            )
         if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env:
             size = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or 1)
-            port = env.get("MASTER_PORT") or SLURM_PORT_BASE + int(env.get("SLURM_JOB_ID", 0)) % 10000
+            port = (
+                env.get("MASTER_PORT") or SLURM_PORT_BASE + int(env.get("SLURM_JOB_ID", 0)) % 10000
+            )
             address = env.get("MASTER_ADDR") or env.get("SLURM_LAUNCH_NODE_IPADDR") or "127.0.0.1"
             local_rank = int(env.get("SLURM_LOCALID", 0))
-            per_node = slurm_tasks_per_node(env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "")
+            per_node = slurm_tasks_per_node(
+                env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or ""
+            )
             node = int(env.get("SLURM_NODEID", 0))
             local_size = max(local_rank + 1, per_node[node] if node < len(per_node) else 0)
-            return cls(int(env["SLURM_PROCID"]), size, local_rank, address, int(port), "srun", local_size)
+            return cls(
+                int(env["SLURM_PROCID"]), size, local_rank, address, int(port), "srun", local_size
+            )
         return None
 
 
@@ -159,10 +177,12 @@ def check_gpus_per_rank(local_size: int, gpus: int, node: str) -> None:
     """NCCL refuses two ranks on one GPU (only when the ranks meet, one collective in): refused here, on
     every rank of the node alike, before any rank waits for the others."""
     if gpus and local_size > gpus:
-        raise LcflowError(f"{local_size} torch ranks on node {node} share its {gpus} GPU(s), and NCCL needs a GPU "
-                          f"of its own for each rank: start at most {gpus} rank(s) a node (torchrun --nproc-per-node, "
-                          "TASKS_PER_NODE of the Slurm profile), or hide the GPUs (CUDA_VISIBLE_DEVICES=) to train "
-                          "on CPUs over Gloo")
+        raise LcflowError(
+            f"{local_size} torch ranks on node {node} share its {gpus} GPU(s), and NCCL needs a GPU "
+            f"of its own for each rank: start at most {gpus} rank(s) a node (torchrun --nproc-per-node, "
+            "TASKS_PER_NODE of the Slurm profile), or hide the GPUs (CUDA_VISIBLE_DEVICES=) to train "
+            "on CPUs over Gloo"
+        )
 
 
 class TorchDistributed:
@@ -182,12 +202,19 @@ class TorchDistributed:
         if gpu:
             check_gpus_per_rank(meeting.local_size, torch.cuda.device_count(), node_name())
             torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
-        self.device = torch.device("cuda", torch.cuda.current_device()) if gpu else torch.device("cpu")
+        self.device = (
+            torch.device("cuda", torch.cuda.current_device()) if gpu else torch.device("cpu")
+        )
         with _deadline(meeting, rendezvous_minutes * 60 + STUCK_GRACE_S):
             store = _store(meeting, datetime.timedelta(minutes=rendezvous_minutes))
             try:
-                dist.init_process_group("nccl" if gpu else "gloo", store=store, rank=self.rank, world_size=self.size,
-                                        timeout=datetime.timedelta(minutes=TORCH_TIMEOUT_MINUTES))
+                dist.init_process_group(
+                    "nccl" if gpu else "gloo",
+                    store=store,
+                    rank=self.rank,
+                    world_size=self.size,
+                    timeout=datetime.timedelta(minutes=TORCH_TIMEOUT_MINUTES),
+                )
             except dist.DistError as exc:
                 raise _no_rendezvous(meeting, exc) from exc
         atexit.register(lambda: dist.is_initialized() and dist.destroy_process_group())
@@ -220,22 +247,30 @@ def configure(minutes: float) -> None:
 
 
 def _where(meeting: Rendezvous) -> str:
-    return (f"rank {meeting.rank} of {meeting.size} (node {node_name()}, started by {meeting.launcher}): the "
-            f"rendezvous at {meeting.address}:{meeting.port}")
+    return (
+        f"rank {meeting.rank} of {meeting.size} (node {node_name()}, started by {meeting.launcher}): the "
+        f"rendezvous at {meeting.address}:{meeting.port}"
+    )
 
 
 def _no_rendezvous(meeting: Rendezvous, exc: BaseException) -> LcflowError:
     """One line for a rendezvous that failed: who, where, why, and what to do."""
     text = " ".join(str(exc).split("Exception raised from")[0].split())
     if "EADDRINUSE" in text or "address already in use" in text.lower():
-        why = ("its port is in use by another program (another job's rank 0?): set MASTER_PORT to a free port, or "
-               "leave it unset under Slurm, where it follows from the job id")
+        why = (
+            "its port is in use by another program (another job's rank 0?): set MASTER_PORT to a free port, or "
+            "leave it unset under Slurm, where it follows from the job id"
+        )
     elif meeting.rank == 0:
-        why = (f"not every rank joined within distributed.rendezvous_minutes ({rendezvous_minutes:g}): a rank that "
-               f"failed at start-up (see its log) or never started ({text[:200]})")
+        why = (
+            f"not every rank joined within distributed.rendezvous_minutes ({rendezvous_minutes:g}): a rank that "
+            f"failed at start-up (see its log) or never started ({text[:200]})"
+        )
     else:
-        why = (f"rank 0 did not answer within distributed.rendezvous_minutes ({rendezvous_minutes:g}): it failed at "
-               f"start-up (see its log) or is not listening there ({text[:200]})")
+        why = (
+            f"rank 0 did not answer within distributed.rendezvous_minutes ({rendezvous_minutes:g}): it failed at "
+            f"start-up (see its log) or is not listening there ({text[:200]})"
+        )
     return LcflowError(f"{_where(meeting)} failed: {why}")
 
 
@@ -244,8 +279,14 @@ def _store(meeting: Rendezvous, timeout) -> Any:
     from torch.distributed import DistError, TCPStore
 
     try:
-        return TCPStore(meeting.address, meeting.port, meeting.size, meeting.rank == 0, timeout=timeout,
-                        wait_for_workers=True)
+        return TCPStore(
+            meeting.address,
+            meeting.port,
+            meeting.size,
+            meeting.rank == 0,
+            timeout=timeout,
+            wait_for_workers=True,
+        )
     except DistError as exc:
         raise _no_rendezvous(meeting, exc) from exc
 
@@ -254,9 +295,14 @@ def _store(meeting: Rendezvous, timeout) -> Any:
 def _deadline(meeting: Rendezvous, seconds: float):
     """End this process, with one line, if the rendezvous is not over after ``seconds``: a connection to a
     port that another program holds waits for an answer that never comes, past torch's own timeout."""
+
     def give_up() -> None:
-        print(f"lcflow: error: {_where(meeting)} is still waiting after {seconds:g} s: another program holds "
-              f"the port, or rank 0 hangs; set MASTER_PORT to a free port", file=sys.stderr, flush=True)
+        print(
+            f"lcflow: error: {_where(meeting)} is still waiting after {seconds:g} s: another program holds "
+            f"the port, or rank 0 hangs; set MASTER_PORT to a free port",
+            file=sys.stderr,
+            flush=True,
+        )
         os._exit(2)
 
     timer = threading.Timer(seconds, give_up)
@@ -294,7 +340,9 @@ class AveragingOptimizer:
 
         params = [p for g in self.optimizer.param_groups for p in g["params"] if p.requires_grad]
         for p in params:
-            if p.grad is None:  # a parameter this step did not reach: a zero gradient, as the others send
+            if (
+                p.grad is None
+            ):  # a parameter this step did not reach: a zero gradient, as the others send
                 p.grad = torch.zeros_like(p)
         grads = [p.grad for p in params]
         flat = torch.cat([g.reshape(-1) for g in grads])
@@ -303,7 +351,7 @@ class AveragingOptimizer:
         flat = sent.to(flat.dtype) / self.size
         offset = 0
         for g in grads:
-            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
             offset += g.numel()
         self.optimizer.step()
 
@@ -317,7 +365,9 @@ def network_settings(env: Mapping[str, str] | None = None) -> str:
     """The network variables a rank runs with (``NAME=value``, sorted; "none set" where none is), for its
     log: what a site's per-job set-up (the Slurm profile's JOB_SETUP) gave the ranks."""
     env = os.environ if env is None else env
-    found = sorted(f"{k}={v}" for k, v in env.items() if k.startswith(NETWORK_PREFIXES) or k in NETWORK_NAMES)
+    found = sorted(
+        f"{k}={v}" for k, v in env.items() if k.startswith(NETWORK_PREFIXES) or k in NETWORK_NAMES
+    )
     return " ".join(found) or "none set"
 
 
@@ -338,10 +388,14 @@ def connect(backend: str = "horovod") -> Single | Horovod | TorchDistributed:
     if backend == "torch":
         meeting = Rendezvous.from_environment()
         if meeting is None and launched():
-            raise LcflowError("distributed backend torch: started by a launcher torch.distributed does not read "
-                              "(horovodrun or mpirun); start the ranks with torchrun or srun")
+            raise LcflowError(
+                "distributed backend torch: started by a launcher torch.distributed does not read "
+                "(horovodrun or mpirun); start the ranks with torchrun or srun"
+            )
         return TorchDistributed(meeting) if meeting is not None and meeting.size > 1 else Single()
     if not launched() and int(os.environ.get("WORLD_SIZE", 1)) > 1:
-        raise LcflowError("distributed backend horovod: started by torchrun, whose ranks Horovod does not join; "
-                          "set distributed.backend: torch, or start the ranks with horovodrun or srun")
+        raise LcflowError(
+            "distributed backend horovod: started by torchrun, whose ranks Horovod does not join; "
+            "set distributed.backend: torch, or start the ranks with horovodrun or srun"
+        )
     return Horovod() if launched() else Single()

@@ -14,7 +14,9 @@ from lcflow.train.model_dir import TrainedModel
 log = logging.getLogger("lcflow.train.evaluation")
 
 
-def evaluate_table(trained: TrainedModel, table: samples_table.SampleTable, source: str = "the samples table") -> dict:
+def evaluate_table(
+    trained: TrainedModel, table: samples_table.SampleTable, source: str = "the samples table"
+) -> dict:
     """Scores of a trained model on every row of ``table`` (``source`` names it in messages).
 
     Rows without any observation, and rows of classes the model does not know, count as wrong, and the
@@ -24,27 +26,44 @@ def evaluate_table(trained: TrainedModel, table: samples_table.SampleTable, sour
     """
     missing = [b for b in trained.bands if b not in table.bands]
     if missing or table.steps < trained.steps:
-        raise LcflowError(f"samples table lacks what the model needs: bands {missing or trained.bands}, "
-                          f"{trained.steps} time steps (table has {table.bands}, {table.steps} steps)")
+        raise LcflowError(
+            f"samples table lacks what the model needs: bands {missing or trained.bands}, "
+            f"{trained.steps} time steps (table has {table.bands}, {table.steps} steps)"
+        )
     labels = table.frame["label"].to_numpy()
     short = evidence.shortfall(labels, "rows")
     if short:
-        return evidence.withheld(short, source, n_samples=int(labels.size), n_classes=int(np.unique(labels).size))
+        return evidence.withheld(
+            short, source, n_samples=int(labels.size), n_classes=int(np.unique(labels).size)
+        )
     known = np.isin(labels, trained.classes)
     if not known.any():
-        raise LcflowError(f"{source}: none of its classes ({_codes(labels)}) is a class of the model "
-                          f"({_codes(trained.classes)}): score it with a model trained on its classes")
+        raise LcflowError(
+            f"{source}: none of its classes ({_codes(labels)}) is a class of the model "
+            f"({_codes(trained.classes)}): score it with a model trained on its classes"
+        )
     if not known.all():
         unknown = labels[~known]
-        log.warning("%s: %d of %d rows are of classes the model does not know (%s), and count as wrong", source,
-                    len(unknown), len(labels), _codes(unknown, counts=True))
+        log.warning(
+            "%s: %d of %d rows are of classes the model does not know (%s), and count as wrong",
+            source,
+            len(unknown),
+            len(labels),
+            _codes(unknown, counts=True),
+        )
     observed = table.observed()
     if not observed.any():
-        raise LcflowError(f"{source}: none of its {len(labels)} rows holds an observation (every band value is "
-                          "missing): nothing to score")
+        raise LcflowError(
+            f"{source}: none of its {len(labels)} rows holds an observation (every band value is "
+            "missing): nothing to score"
+        )
     if not observed.all():
-        log.warning("%s: %d of %d rows have no observation at all, and count as wrong", source,
-                    int((~observed).sum()), len(labels))
+        log.warning(
+            "%s: %d of %d rows have no observation at all, and count as wrong",
+            source,
+            int((~observed).sum()),
+            len(labels),
+        )
     if trained.model.input_kind == "patch":
         x = table.patches(trained.bands, trained.steps)
     else:

@@ -40,7 +40,9 @@ class ForestTeacher:
         self.x, self.y, self.groups, self.n_classes = x, y, groups, n_classes
         self._proba: dict[int, tuple[np.ndarray, int] | None] = {}
 
-    def probabilities(self, seed: int, n_jobs: int = -1, comm: Any = None) -> tuple[np.ndarray, int] | None:
+    def probabilities(
+        self, seed: int, n_jobs: int = -1, comm: Any = None
+    ) -> tuple[np.ndarray, int] | None:
         """The out-of-fold class probabilities (samples, n_classes) and the number of folds; None where
         the rows lie in one block (no forest can judge them unseen). ``comm``
         (:mod:`lcflow.train.distributed`; None: one process): the ranks that share the folds out, each
@@ -60,10 +62,23 @@ class ForestTeacher:
         comm = comm or Single()
         mine = range(comm.rank, folds, comm.size)
         if comm.size > 1:
-            log.info("distill: rank %d of %d fits the teacher's folds %s of %d", comm.rank, comm.size, list(mine), folds)
+            log.info(
+                "distill: rank %d of %d fits the teacher's folds %s of %d",
+                comm.rank,
+                comm.size,
+                list(mine),
+                folds,
+            )
         forests = JudgingForests(folds, TEACHER_TREES, seed, TEACHER_TREE_ROWS)
-        proba, classes = out_of_fold_proba(self.x.reshape(n, -1), self.y, groups, forests, n_jobs, only=mine,
-                                           what="distill: the teacher")
+        proba, classes = out_of_fold_proba(
+            self.x.reshape(n, -1),
+            self.y,
+            groups,
+            forests,
+            n_jobs,
+            only=mine,
+            what="distill: the teacher",
+        )
         teacher = np.zeros((n, self.n_classes))
         teacher[:, classes] = proba
         # each row is held out by one fold, so the sum over ranks is every fold's answer
@@ -75,13 +90,20 @@ class ForestTeacher:
         onehot = np.eye(self.n_classes)[self.y]
         fitted = self.probabilities(seed, n_jobs, comm)
         if fitted is None:
-            log.warning("distill: the training rows lie in one spatial block: no forest can judge them unseen; "
-                        "training on the labels alone")
+            log.warning(
+                "distill: the training rows lie in one spatial block: no forest can judge them unseen; "
+                "training on the labels alone"
+            )
             return onehot.astype(np.float32)
         teacher, folds = fitted
         agree = float((teacher.argmax(1) == self.y).mean())
-        log.info("distill: a forest's out-of-fold probabilities (%d folds by spatial block, %d trees) take %.2f of "
-                 "the targets; they agree with %.3f of the %d training labels", folds, TEACHER_TREES, share, agree,
-                 len(self.y))
+        log.info(
+            "distill: a forest's out-of-fold probabilities (%d folds by spatial block, %d trees) take %.2f of "
+            "the targets; they agree with %.3f of the %d training labels",
+            folds,
+            TEACHER_TREES,
+            share,
+            agree,
+            len(self.y),
+        )
         return ((1 - share) * onehot + share * teacher).astype(np.float32)
-

@@ -15,11 +15,15 @@ from typing import Any
 from lcflow.errors import LcflowError
 
 #: the launcher of ``ranks`` processes on this machine, per distributed backend
-LOCAL_LAUNCHERS = {"horovod": "horovodrun -np {n} -H localhost:{n} --gloo",
-                   "torch": "torchrun --standalone --nnodes=1 --nproc-per-node={n} --no-python"}
+LOCAL_LAUNCHERS = {
+    "horovod": "horovodrun -np {n} -H localhost:{n} --gloo",
+    "torch": "torchrun --standalone --nnodes=1 --nproc-per-node={n} --no-python",
+}
 
 
-def command(resources: Mapping[str, Any], rule: str = "train", backend: str = "horovod", container: str = "") -> str:
+def command(
+    resources: Mapping[str, Any], rule: str = "train", backend: str = "horovod", container: str = ""
+) -> str:
     """``{mpi} --nodes=N --ntasks-per-node=T --cpus-per-task=C`` for an MPI job (``srun`` with
     ``--kill-on-bad-exit=1``), else the
     ``launcher`` resource (``horovodrun -np 2 -H localhost:2 --gloo``, ...), else the ``backend``'s
@@ -27,7 +31,9 @@ def command(resources: Mapping[str, Any], rule: str = "train", backend: str = "h
     profile's CONTAINER, ``apptainer exec --nv IMAGE``) starts each rank of an MPI job in the image, and
     wraps the launcher of any other job."""
     if backend not in LOCAL_LAUNCHERS:
-        raise LcflowError(f"rule {rule}: distributed backend {backend!r}; expected one of {', '.join(LOCAL_LAUNCHERS)}")
+        raise LcflowError(
+            f"rule {rule}: distributed backend {backend!r}; expected one of {', '.join(LOCAL_LAUNCHERS)}"
+        )
     mpi = resources.get("mpi")
     if not mpi:
         if resources.get("launcher"):
@@ -38,18 +44,30 @@ def command(resources: Mapping[str, Any], rule: str = "train", backend: str = "h
         return f"{container} {local}" if container else local
     per_node, tasks = resources.get("tasks_per_node"), resources.get("tasks")
     if bool(per_node) == bool(tasks):
-        raise LcflowError(f"rule {rule}: an mpi job needs exactly one of the resources tasks_per_node and tasks "
-                          f"(got tasks_per_node={per_node}, tasks={tasks})")
+        raise LcflowError(
+            f"rule {rule}: an mpi job needs exactly one of the resources tasks_per_node and tasks "
+            f"(got tasks_per_node={per_node}, tasks={tasks})"
+        )
     parts = [str(mpi)]
-    if program(str(mpi)) == "srun" and "kill-on-bad-exit" not in str(mpi) and " -K" not in f" {mpi}":
-        parts.append("--kill-on-bad-exit=1")  # a rank that fails ends the step: the others never wait for it
+    if (
+        program(str(mpi)) == "srun"
+        and "kill-on-bad-exit" not in str(mpi)
+        and " -K" not in f" {mpi}"
+    ):
+        parts.append(
+            "--kill-on-bad-exit=1"
+        )  # a rank that fails ends the step: the others never wait for it
     if resources.get("nodes"):
         parts.append(f"--nodes={int(resources['nodes'])}")
-    parts.append(f"--ntasks-per-node={int(per_node)}" if per_node else f"--ntasks={int(tasks or 0)}")
+    parts.append(
+        f"--ntasks-per-node={int(per_node)}" if per_node else f"--ntasks={int(tasks or 0)}"
+    )
     if resources.get("cpus_per_task"):
         parts.append(f"--cpus-per-task={int(resources['cpus_per_task'])}")
     if container:
-        parts.append(container)  # srun starts the image on every rank's node; the ranks meet through the host's PMIx
+        parts.append(
+            container
+        )  # srun starts the image on every rank's node; the ranks meet through the host's PMIx
     return " ".join(parts)
 
 
@@ -80,14 +98,20 @@ def missing_programs(command_lines: Iterable[str], path: str) -> list[str]:
     return missing
 
 
-def configured_launchers(resources_by_rule: Mapping[str, Any], backend: str = "horovod") -> list[str]:
+def configured_launchers(
+    resources_by_rule: Mapping[str, Any], backend: str = "horovod"
+) -> list[str]:
     """The launcher command lines a profile's set-resources gives any rule (``launcher`` and ``mpi``
     resources, and the ``backend``'s launcher where ``ranks`` is over 1); values may be Snakemake's
     parsed resources, whose ``raw`` is the text the profile gave."""
     found: list[str] = []
     for values in resources_by_rule.values():
-        given = {key: getattr(values.get(key), "raw", values.get(key)) if hasattr(values, "get") else None
-                 for key in ("launcher", "mpi", "ranks")}
+        given = {
+            key: getattr(values.get(key), "raw", values.get(key))
+            if hasattr(values, "get")
+            else None
+            for key in ("launcher", "mpi", "ranks")
+        }
         named = [value for key in ("launcher", "mpi") if isinstance(value := given[key], str)]
         ranks = given["ranks"]
         if not named and ranks is not None and str(ranks).isdigit() and int(ranks) > 1:
@@ -103,24 +127,33 @@ PLACEHOLDER_ACCOUNT = "my-project"
 def account_of(default_resources: Mapping[str, Any]) -> str | None:
     """The ``slurm_account`` of a profile's default resources (Snakemake's parsed ones or a plain mapping)."""
     value = default_resources.get("slurm_account") if default_resources else None
-    if hasattr(value, "raw"):  # Snakemake's Resource: the text the profile gave (its value needs a rule)
+    if hasattr(
+        value, "raw"
+    ):  # Snakemake's Resource: the text the profile gave (its value needs a rule)
         value = value.raw
     return None if value is None else str(value).strip("'\"")
 
 
-def check_before_jobs(missing: list[str], python: str, executor: str | None,
-                      default_resources: Mapping[str, Any]) -> None:
+def check_before_jobs(
+    missing: list[str], python: str, executor: str | None, default_resources: Mapping[str, Any]
+) -> None:
     """Before a real run's first job (never in a dry run): the programs the rules start are found, and a
     Slurm run names a real account. Refused in one line that says what to do on a cluster."""
     if missing and missing[0] == "lcflow":
-        raise LcflowError(f"lcflow is neither beside {python} nor on PATH: run snakemake from the environment lcflow "
-                          "is installed in (make setup, then .venv/bin/snakemake or source .venv/bin/activate)")
+        raise LcflowError(
+            f"lcflow is neither beside {python} nor on PATH: run snakemake from the environment lcflow "
+            "is installed in (make setup, then .venv/bin/snakemake or source .venv/bin/activate)"
+        )
     if missing:
-        raise LcflowError(f"{missing[0]}, which the profile starts the distributed jobs with, is neither beside "
-                          f"{python} nor on PATH: run snakemake where the site's launcher is (a Slurm login node, "
-                          "after `module load` of Slurm or MPI where the site asks for it), or name the launcher "
-                          "your site has (MPI in profiles/slurm/config.yaml, or LCFLOW_SLURM_MPI)")
+        raise LcflowError(
+            f"{missing[0]}, which the profile starts the distributed jobs with, is neither beside "
+            f"{python} nor on PATH: run snakemake where the site's launcher is (a Slurm login node, "
+            "after `module load` of Slurm or MPI where the site asks for it), or name the launcher "
+            "your site has (MPI in profiles/slurm/config.yaml, or LCFLOW_SLURM_MPI)"
+        )
     if executor == "slurm" and account_of(default_resources) == PLACEHOLDER_ACCOUNT:
-        raise LcflowError(f"the Slurm profile's account is still the placeholder {PLACEHOLDER_ACCOUNT!r}: set ACCOUNT "
-                          "in profiles/slurm/config.yaml, or export LCFLOW_SLURM_ACCOUNT=<your project> (sacctmgr show "
-                          "assoc user=$USER lists yours)")
+        raise LcflowError(
+            f"the Slurm profile's account is still the placeholder {PLACEHOLDER_ACCOUNT!r}: set ACCOUNT "
+            "in profiles/slurm/config.yaml, or export LCFLOW_SLURM_ACCOUNT=<your project> (sacctmgr show "
+            "assoc user=$USER lists yours)"
+        )

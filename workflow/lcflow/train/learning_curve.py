@@ -38,7 +38,9 @@ def write(history: str | Path, out: str | Path, title: str) -> None:
     if best:
         best_step = float(rows[best - 1]["step"])
         for ax in (loss_ax, acc_ax):
-            ax.axvline(best_step, color="0.5", linestyle="--", linewidth=1, label=f"kept: round {best}")
+            ax.axvline(
+                best_step, color="0.5", linestyle="--", linewidth=1, label=f"kept: round {best}"
+            )
     loss_ax.set_ylabel("loss")
     acc_ax.set_ylabel("accuracy")
     for ax in (loss_ax, acc_ax):

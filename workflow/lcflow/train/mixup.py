@@ -3,7 +3,9 @@
 import torch
 
 
-def mixup(xb: torch.Tensor, yb: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor, float]:
+def mixup(
+    xb: torch.Tensor, yb: torch.Tensor, alpha: float
+) -> tuple[torch.Tensor, torch.Tensor, float]:
     """Mixup (Zhang et al. 2018): the batch blended with a permutation of itself by one share drawn from
     Beta(alpha, alpha), so the network learns straight paths between samples instead of memorising
     each (and its label noise). Returns the blend, the partners' targets and the samples' own share;

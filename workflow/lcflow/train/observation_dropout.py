@@ -25,7 +25,10 @@ def drop_observations(xb: torch.Tensor, share: float, flag: int) -> torch.Tensor
     steps = torch.arange(n_steps, device=xb.device).expand_as(keep)
     before = torch.where(keep, steps, -1).cummax(dim=1).values
     after = torch.where(keep, steps, n_steps).flip(1).cummin(dim=1).values.flip(1)
-    before, after = torch.where(before < 0, after, before), torch.where(after >= n_steps, before, after)
+    before, after = (
+        torch.where(before < 0, after, before),
+        torch.where(after >= n_steps, before, after),
+    )
     # nothing observed at all: each step its own neighbour, so the series is left as it is
     unobserved = ~keep.any(dim=1, keepdim=True)
     before, after = torch.where(unobserved, steps, before), torch.where(unobserved, steps, after)

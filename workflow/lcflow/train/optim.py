@@ -13,7 +13,14 @@ import torch
 class Lamb(torch.optim.Optimizer):
     """LAMB (You et al. 2019): Adam moments with a per-layer trust ratio, for large global batches."""
 
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas=(0.9, 0.999),
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+    ):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     @torch.no_grad()
@@ -39,12 +46,16 @@ class Lamb(torch.optim.Optimizer):
                 if group["weight_decay"]:
                     update = update.add(p, alpha=group["weight_decay"])
                 w_norm, u_norm = p.norm(), update.norm()
-                trust = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+                trust = torch.where(
+                    (w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm)
+                )
                 p.add_(update, alpha=-group["lr"] * float(trust))
         return loss
 
 
-def make_optimizer(name: str, params, lr: float, weight_decay: float, momentum: float) -> torch.optim.Optimizer:
+def make_optimizer(
+    name: str, params, lr: float, weight_decay: float, momentum: float
+) -> torch.optim.Optimizer:
     """The training recipe's optimiser.
 
     Args:
@@ -55,7 +66,9 @@ def make_optimizer(name: str, params, lr: float, weight_decay: float, momentum: 
         momentum: SGD's momentum (the others ignore it).
     """
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=momentum, nesterov=momentum > 0, weight_decay=weight_decay)
+        return torch.optim.SGD(
+            params, lr=lr, momentum=momentum, nesterov=momentum > 0, weight_decay=weight_decay
+        )
     if name == "adamw":
         return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     if name == "lamb":

@@ -30,18 +30,34 @@ def read(checkpoint: Path | None, fingerprint: str, world_size: int, elastic: bo
     try:
         saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
     except Exception as exc:  # not a checkpoint of ours, truncated, or holding other objects
-        log.warning("checkpoint %s cannot be read safely (%s); starting afresh", checkpoint,
-                    str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__)
+        log.warning(
+            "checkpoint %s cannot be read safely (%s); starting afresh",
+            checkpoint,
+            str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__,
+        )
         saved = {}
-    if not isinstance(saved, dict) or saved.get("fingerprint") != fingerprint or \
-            (saved.get("world_size") != world_size and not elastic):
-        log.info("checkpoint %s is of another run (samples, parameters or world size); starting afresh", checkpoint)
+    if (
+        not isinstance(saved, dict)
+        or saved.get("fingerprint") != fingerprint
+        or (saved.get("world_size") != world_size and not elastic)
+    ):
+        log.info(
+            "checkpoint %s is of another run (samples, parameters or world size); starting afresh",
+            checkpoint,
+        )
         return None
     return saved
 
 
-def save(path: Path, net, optimizer, progress, fingerprint: str, size: int,
-         averaged: AveragedModel | None = None) -> None:
+def save(
+    path: Path,
+    net,
+    optimizer,
+    progress,
+    fingerprint: str,
+    size: int,
+    averaged: AveragedModel | None = None,
+) -> None:
     """Write the run's checkpoint (atomically: a kill leaves the last whole one).
 
     Args:
@@ -53,8 +69,13 @@ def save(path: Path, net, optimizer, progress, fingerprint: str, size: int,
         size: the world size it ran at.
         averaged: the weights' moving average (``weight_ema``), where the recipe keeps one.
     """
-    state = {"net": net.state_dict(), "optimizer": optimizer.state_dict(), "progress": progress,
-             "fingerprint": fingerprint, "world_size": size}
+    state = {
+        "net": net.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "progress": progress,
+        "fingerprint": fingerprint,
+        "world_size": size,
+    }
     if averaged is not None:
         state["averaged"] = averaged.state_dict()
     with atomic_path(path, suffix=".pt") as tmp:

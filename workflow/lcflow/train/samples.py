@@ -20,9 +20,13 @@ class Samples:
     x: np.ndarray
     y: np.ndarray
     n_classes: int
-    x_val: np.ndarray | None = None  # None: no validation (a refit), the run ends with its last weights
+    x_val: np.ndarray | None = (
+        None  # None: no validation (a refit), the run ends with its last weights
+    )
     y_val: np.ndarray | None = None
-    targets: np.ndarray | None = None  # the rows' class probabilities to learn instead of y (a teacher's)
+    targets: np.ndarray | None = (
+        None  # the rows' class probabilities to learn instead of y (a teacher's)
+    )
     observed_flag: int | None = None  # the feature that flags a step as observed in pixel series
 
 
@@ -35,14 +39,18 @@ class SampleStream:
         self.y = torch.from_numpy(samples.y.astype(np.int64)).to(device)
         # what the loss trains towards: the labels, or class probabilities per row
         targets = samples.targets
-        self.targets = self.y if targets is None else torch.from_numpy(targets.astype(np.float32)).to(device)
+        self.targets = (
+            self.y if targets is None else torch.from_numpy(targets.astype(np.float32)).to(device)
+        )
         self.x_val, self.y_val = samples.x_val, samples.y_val
         self._orders: dict[int, np.ndarray] = {}
 
     def order(self, epoch: int) -> np.ndarray:
         """The samples' order in pass ``epoch``: a permutation seeded by (seed, epoch)."""
         if epoch not in self._orders:
-            self._orders = {epoch: np.random.default_rng(seeded(self.seed, epoch)).permutation(self.n)}
+            self._orders = {
+                epoch: np.random.default_rng(seeded(self.seed, epoch)).permutation(self.n)
+            }
         return self._orders[epoch]
 
     def take(self, position: int, count: int) -> np.ndarray:
@@ -50,8 +58,8 @@ class SampleStream:
         out, filled = np.empty(count, dtype=np.int64), 0
         while filled < count:
             epoch, offset = divmod(position + filled, self.n)
-            part = self.order(epoch)[offset:offset + count - filled]
-            out[filled:filled + len(part)] = part
+            part = self.order(epoch)[offset : offset + count - filled]
+            out[filled : filled + len(part)] = part
             filled += len(part)
         return out
 

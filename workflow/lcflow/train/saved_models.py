@@ -25,16 +25,25 @@ def load(directory: str | Path) -> TrainedModel:
 
 def evaluate(model_dir: str | Path, sample_paths: list[str], out: str | Path) -> dict:
     """``lcflow evaluate``: scores on the test split (or the whole table without a split column)."""
-    from lcflow.labels import samples_table  # pandas: scoring reads a table; a map job only loads the model
+    from lcflow.labels import (
+        samples_table,
+    )  # pandas: scoring reads a table; a map job only loads the model
     from lcflow.train.evaluation import evaluate_table
 
     trained = load(model_dir)
     table = samples_table.read(sample_paths)
     part = table.split("test") if "split" in table.frame.columns else table
     if len(part.frame) == 0:
-        raise LcflowError(f"samples table(s) {', '.join(map(str, sample_paths))}: no 'test' rows to evaluate")
-    source = f"{'the test rows of ' if part is not table else ''}{', '.join(map(str, sample_paths))}"
-    result = {"model_dir": str(model_dir), "split": "test" if part is not table else "all",
-              **evaluate_table(trained, part, source)}
+        raise LcflowError(
+            f"samples table(s) {', '.join(map(str, sample_paths))}: no 'test' rows to evaluate"
+        )
+    source = (
+        f"{'the test rows of ' if part is not table else ''}{', '.join(map(str, sample_paths))}"
+    )
+    result = {
+        "model_dir": str(model_dir),
+        "split": "test" if part is not table else "all",
+        **evaluate_table(trained, part, source),
+    }
     write_text(out, json.dumps(result, indent=1))
     return result

@@ -16,4 +16,6 @@ def better(row: dict, best: list[float], select_by: str, kept: bool) -> bool:
     accuracy, loss = best
     if select_by == "loss":
         return row["val_loss"] < loss
-    return row["val_accuracy"] > accuracy or (row["val_accuracy"] == accuracy and row["val_loss"] < loss)
+    return row["val_accuracy"] > accuracy or (
+        row["val_accuracy"] == accuracy and row["val_loss"] < loss
+    )

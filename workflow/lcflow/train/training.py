@@ -12,7 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from lcflow.common.atomic import atomic_path, publish_together, removed_if_left_empty, staging_dir, write_text
+from lcflow.common.atomic import (
+    atomic_path,
+    publish_together,
+    removed_if_left_empty,
+    staging_dir,
+    write_text,
+)
 from lcflow.defaults import default
 from lcflow.train import deep, forest_teacher, hyperparameters
 from lcflow.train.distributed import connect

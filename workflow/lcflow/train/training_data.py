@@ -23,13 +23,27 @@ log = logging.getLogger("lcflow.train")
 BLOCK_M, BLOCK_PX = 320.0, 32
 
 
-def class_colors(table: samples_table.SampleTable, classes: list[int]) -> dict[int, tuple[int, int, int]]:
+def class_colors(
+    table: samples_table.SampleTable, classes: list[int]
+) -> dict[int, tuple[int, int, int]]:
     """Class colours from the table, else CORINE's where the codes are CLC codes, else a palette."""
     given = {int(k): tuple(v) for k, v in table.meta.get("class_colors", {}).items() if v}
     clc = {**clc_level(1).colors, **clc_level(2).colors, **clc_level(3).colors}
-    palette = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75),
-               (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207)]
-    return {c: given.get(c) or clc.get(c) or palette[i % len(palette)] for i, c in enumerate(classes)}
+    palette = [
+        (31, 119, 180),
+        (255, 127, 14),
+        (44, 160, 44),
+        (214, 39, 40),
+        (148, 103, 189),
+        (140, 86, 75),
+        (227, 119, 194),
+        (127, 127, 127),
+        (188, 189, 34),
+        (23, 190, 207),
+    ]
+    return {
+        c: given.get(c) or clc.get(c) or palette[i % len(palette)] for i, c in enumerate(classes)
+    }
 
 
 @dataclass
@@ -47,12 +61,14 @@ class Prepared:
     counts: np.ndarray  # training samples per class
     n_train: int
     validation: dict[str, Any]
-    blocks: np.ndarray | None = None  # the spatial block of each train row, then of each val row (None: no positions)
+    blocks: np.ndarray | None = (
+        None  # the spatial block of each train row, then of each val row (None: no positions)
+    )
 
     @property
     def train_blocks(self) -> np.ndarray | None:
         """The spatial block of each train row (None: no positions)."""
-        return None if self.blocks is None else self.blocks[:len(self.y)]
+        return None if self.blocks is None else self.blocks[: len(self.y)]
 
     @functools.cached_property
     def teacher(self) -> forest_teacher.ForestTeacher:
@@ -64,14 +80,18 @@ class Prepared:
         return self.x_val is not None and len(self.x_val) > 0
 
 
-def prepare_data(cls, model_name: str, sample_paths: list[str], params: dict[str, Any], carve: bool) -> Prepared:
+def prepare_data(
+    cls, model_name: str, sample_paths: list[str], params: dict[str, Any], carve: bool
+) -> Prepared:
     """Read and check the samples, set validation rows aside (carved from train when the table has
     none and ``carve``), fit the scaling on train and build the model's inputs."""
     names = ", ".join(map(str, sample_paths))
     table = samples_table.read(sample_paths)
     if cls.input_kind == "patch" and not table.patch_size:
-        raise LcflowError(f"model {model_name} trains on patches: samples table(s) {names} "
-                          "have none (set sample.patch_px, e.g. 11)")
+        raise LcflowError(
+            f"model {model_name} trains on patches: samples table(s) {names} "
+            "have none (set sample.patch_px, e.g. 11)"
+        )
     has_split = "split" in table.frame.columns
     train_part = _observed(table.split("train"), "train", names)
     val_part = _observed(table.split("val"), "val", names) if has_split else None
@@ -86,8 +106,11 @@ def prepare_data(cls, model_name: str, sample_paths: list[str], params: dict[str
         # training rows aside (a forest has no val_fraction of its own: the deep models' default)
         fraction = params.get("val_fraction", hyperparameters.TRAINING["val_fraction"].default)
         train_part, val_part, validation = carve_validation(train_part, fraction, params["seed"])
-        log.info("no val rows: %d of the training rows set aside for validation (%s)", len(val_part.frame),
-                 validation["method"])
+        log.info(
+            "no val rows: %d of the training rows set aside for validation (%s)",
+            len(val_part.frame),
+            validation["method"],
+        )
     index = {c: i for i, c in enumerate(classes)}
     standardise = Standardiser.fit(train_part.features())
     x = model_input(cls, train_part, standardise, names)
@@ -101,16 +124,33 @@ def prepare_data(cls, model_name: str, sample_paths: list[str], params: dict[str
         frames.append(val_part.frame[keep])
     counts = np.bincount(y, minlength=len(classes)).astype(float)
     blocks = spatial_blocks(pd.concat(frames, ignore_index=True))
-    return Prepared(table, names, classes, standardise, x, y, x_val, y_val, counts, int(len(train_part.frame)),
-                    validation, None if blocks is None else blocks[0])
+    return Prepared(
+        table,
+        names,
+        classes,
+        standardise,
+        x,
+        y,
+        x_val,
+        y_val,
+        counts,
+        int(len(train_part.frame)),
+        validation,
+        None if blocks is None else blocks[0],
+    )
 
 
 def _observed(part: samples_table.SampleTable, split: str, names: str) -> samples_table.SampleTable:
     """Rows with at least one observation; the others are dropped, and the log says how many."""
     seen = part.observed()
     if not seen.all():
-        log.warning("samples table(s) %s: %d of %d %s rows have no observation at all and are left out",
-                    names, int((~seen).sum()), len(seen), split)
+        log.warning(
+            "samples table(s) %s: %d of %d %s rows have no observation at all and are left out",
+            names,
+            int((~seen).sum()),
+            len(seen),
+            split,
+        )
     return part.rows(seen)
 
 
@@ -118,7 +158,9 @@ def spatial_blocks(frame: pd.DataFrame) -> tuple[np.ndarray, tuple[str, str], fl
     """Each row's spatial block (an integer per tile, year and square of BLOCK_M m, or BLOCK_PX px, at most a
     tenth of the samples' extent), the position columns used and the square's side; None when the table
     gives no sample positions (x/y, else row/col)."""
-    coords = next(((a, b) for a, b in (("x", "y"), ("col", "row")) if {a, b} <= set(frame.columns)), None)
+    coords = next(
+        ((a, b) for a, b in (("x", "y"), ("col", "row")) if {a, b} <= set(frame.columns)), None
+    )
     if coords is None:
         return None
     keys = [frame[c].to_numpy() for c in ("tile", "year") if c in frame.columns]
@@ -129,8 +171,9 @@ def spatial_blocks(frame: pd.DataFrame) -> tuple[np.ndarray, tuple[str, str], fl
     return pd.MultiIndex.from_arrays(keys).factorize()[0], coords, side
 
 
-def carve_validation(part: samples_table.SampleTable, fraction: float, seed: int
-                     ) -> tuple[samples_table.SampleTable, samples_table.SampleTable, dict[str, Any]]:
+def carve_validation(
+    part: samples_table.SampleTable, fraction: float, seed: int
+) -> tuple[samples_table.SampleTable, samples_table.SampleTable, dict[str, Any]]:
     """Set ``fraction`` of the training rows aside for validation, stratified by class and, where the
     table says where its samples lie (x/y, else row/col), in whole spatial blocks: neighbours of a
     validation sample do not train, so the selected round is not flattered by autocorrelation."""
@@ -146,13 +189,19 @@ def carve_validation(part: samples_table.SampleTable, fraction: float, seed: int
         if blocks is not None:
             groups, coords, side = blocks
             splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
-            candidates = [fold for _, fold in splitter.split(frame, labels, groups)] if groups.max() >= folds else []
+            candidates = (
+                [fold for _, fold in splitter.split(frame, labels, groups)]
+                if groups.max() >= folds
+                else []
+            )
             val = _most_classes(labels, candidates, fraction)
             unit = "m" if coords[0] == "x" else "px"
             method = f"stratified by class, in spatial blocks of {side:g} {unit} ({coords[0]}/{coords[1]})"
             if val is None:
-                method = (f"stratified by class (in spatial blocks of {side:g} {unit} no split kept every class in "
-                          f"train and two in validation: the classes lie in too few blocks)")
+                method = (
+                    f"stratified by class (in spatial blocks of {side:g} {unit} no split kept every class in "
+                    f"train and two in validation: the classes lie in too few blocks)"
+                )
         if val is None:
             splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
             _, val = next(splitter.split(frame, labels))
@@ -162,7 +211,9 @@ def carve_validation(part: samples_table.SampleTable, fraction: float, seed: int
     return part.rows(~is_val), part.rows(is_val), info
 
 
-def _most_classes(labels: np.ndarray, candidates: list[np.ndarray], fraction: float) -> np.ndarray | None:
+def _most_classes(
+    labels: np.ndarray, candidates: list[np.ndarray], fraction: float
+) -> np.ndarray | None:
     """Of the candidate validation rows that leave every class some training rows, those holding the
     most classes, each class's share nearest ``fraction``; None when none holds two classes."""
     classes, totals = np.unique(labels, return_counts=True)
@@ -177,8 +228,9 @@ def _most_classes(labels: np.ndarray, candidates: list[np.ndarray], fraction: fl
     return best
 
 
-def model_input(cls, part: samples_table.SampleTable, standardise: Standardiser, where: str = "samples table"
-                ) -> np.ndarray:
+def model_input(
+    cls, part: samples_table.SampleTable, standardise: Standardiser, where: str = "samples table"
+) -> np.ndarray:
     """What a model of class ``cls`` trains on: prepared pixel series (with each row's position for a model
     that uses it), or prepared patches."""
     if cls.input_kind == "patch":

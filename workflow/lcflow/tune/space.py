@@ -20,7 +20,9 @@ from lcflow.train.hyperparameters import ParamError
 #: balanced accuracy (on the whole Slovenia table, without weights instead of sqrt, tempcnn and ltae gained
 #: 0.020 and 0.018 overall accuracy, -0.003 to +0.062 a fold, and lost 0.14 and 0.20 balanced accuracy;
 #: docs/benchmarks.md), so the study's metric (hpo.metric) picks it for the table at hand
-CLASS_WEIGHTING = {"class_weight": {"choices": list(hyperparameters.TRAINING["class_weight"].choices)}}
+CLASS_WEIGHTING = {
+    "class_weight": {"choices": list(hyperparameters.TRAINING["class_weight"].choices)}
+}
 
 #: what a study varies when the config names no space: the recipe's sensitive knobs and the network's size
 DEFAULT_SPACES: dict[str, dict[str, dict[str, Any]]] = {
@@ -80,15 +82,39 @@ DEFAULT_SPACES: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 #: parameters that say how a job runs, not what it learns: never searched
-NOT_SEARCHED = ("threads", "n_jobs", "predict_engine", "seed", "elastic", "amp", "fp16_allreduce", "val_fraction")
+NOT_SEARCHED = (
+    "threads",
+    "n_jobs",
+    "predict_engine",
+    "seed",
+    "elastic",
+    "amp",
+    "fp16_allreduce",
+    "val_fraction",
+)
 
 
 class Dimension:
     """One searched parameter: a numeric range (``low``/``high``, ``log``, ``step``) or ``choices``."""
 
-    def __init__(self, name: str, kind: str, low: float | None = None, high: float | None = None, log: bool = False,
-                 step: float | None = None, choices: tuple | None = None):
-        self.name, self.kind, self.low, self.high, self.log, self.step = name, kind, low, high, log, step
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        low: float | None = None,
+        high: float | None = None,
+        log: bool = False,
+        step: float | None = None,
+        choices: tuple | None = None,
+    ):
+        self.name, self.kind, self.low, self.high, self.log, self.step = (
+            name,
+            kind,
+            low,
+            high,
+            log,
+            step,
+        )
         self.choices = choices
 
     def suggest(self, trial) -> Any:
@@ -98,8 +124,12 @@ class Dimension:
         if self.low is None or self.high is None:
             raise ValueError(f"{self.name}: a numeric dimension needs low and high")
         if self.kind == "int":
-            return trial.suggest_int(self.name, int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
-        return trial.suggest_float(self.name, float(self.low), float(self.high), log=self.log, step=self.step)
+            return trial.suggest_int(
+                self.name, int(self.low), int(self.high), log=self.log, step=int(self.step or 1)
+            )
+        return trial.suggest_float(
+            self.name, float(self.low), float(self.high), log=self.log, step=self.step
+        )
 
     def describe(self) -> str:
         if self.choices is not None:
@@ -119,23 +149,35 @@ def parse(model: str, space: dict[str, Any] | None, where: str | None = None) ->
     for name, spec in space.items():
         at = f"{where}.{name}"
         if name not in table:
-            raise ParamError(f"{at}: unknown parameter {name!r} for model {model}; known: {', '.join(table)}", name)
+            raise ParamError(
+                f"{at}: unknown parameter {name!r} for model {model}; known: {', '.join(table)}",
+                name,
+            )
         if name == "refit":
-            raise ParamError(f"{at}: refit trains on the val rows that score a trial, so trials cannot compare it; "
-                             "set it in model_params for the final model", name)
+            raise ParamError(
+                f"{at}: refit trains on the val rows that score a trial, so trials cannot compare it; "
+                "set it in model_params for the final model",
+                name,
+            )
         if name in NOT_SEARCHED:
-            raise ParamError(f"{at}: {name} says how a job runs, not what it learns, and is not searched", name)
+            raise ParamError(
+                f"{at}: {name} says how a job runs, not what it learns, and is not searched", name
+            )
         dims.append(_dimension(name, table[name], spec, at))
     return dims
 
 
 def _dimension(name: str, param: hyperparameters.Param, spec: Any, at: str) -> Dimension:
     if not isinstance(spec, dict):
-        raise ParamError(f"{at} = {spec!r}: expected {{low: .., high: ..}} or {{choices: [..]}}", name)
+        raise ParamError(
+            f"{at} = {spec!r}: expected {{low: .., high: ..}} or {{choices: [..]}}", name
+        )
     keys = set(spec)
     if "choices" in keys:
         if keys - {"choices"}:
-            raise ParamError(f"{at}: choices cannot be combined with {sorted(keys - {'choices'})}", name)
+            raise ParamError(
+                f"{at}: choices cannot be combined with {sorted(keys - {'choices'})}", name
+            )
         values = spec["choices"]
         if not isinstance(values, list) or not values:
             raise ParamError(f"{at}.choices = {values!r}: expected a non-empty list", name)
@@ -144,13 +186,17 @@ def _dimension(name: str, param: hyperparameters.Param, spec: Any, at: str) -> D
             try:
                 checked.append(param.coerce(value))
             except ValueError as exc:
-                raise ParamError(f"{at}.choices: {value!r} is not a value of {name} (expected {exc})", name) from None
+                raise ParamError(
+                    f"{at}.choices: {value!r} is not a value of {name} (expected {exc})", name
+                ) from None
         if len(set(map(repr, checked))) < len(checked):
             raise ParamError(f"{at}.choices = {values!r}: a value is listed twice", name)
         return Dimension(name, param.kind, choices=tuple(checked))
     unknown = keys - {"low", "high", "log", "step"}
     if unknown or not {"low", "high"} <= keys:
-        raise ParamError(f"{at} = {spec!r}: expected low and high (and optionally log, step), or choices", name)
+        raise ParamError(
+            f"{at} = {spec!r}: expected low and high (and optionally log, step), or choices", name
+        )
     if param.kind not in ("int", "float") or param.choices:
         raise ParamError(f"{at}: {name} is not a number; give choices instead of low/high", name)
     bounds = []

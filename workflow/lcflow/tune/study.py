@@ -65,19 +65,26 @@ def mend_journal(path: Path) -> None:
         if len(whole) < len(data):
             torn = path.with_name(path.name + ".torn")
             with torn.open("ab") as fh:
-                fh.write(data[len(whole):] + b"\n")
+                fh.write(data[len(whole) :] + b"\n")
             with path.open("r+b") as fh:
                 fh.truncate(len(whole))
-            log.warning("study journal %s: its last record was torn (%d bytes: a worker killed while it wrote); "
-                        "moved to %s, the study goes on from the %d whole records", path, len(data) - len(whole), torn,
-                        whole.count(b"\n"))
+            log.warning(
+                "study journal %s: its last record was torn (%d bytes: a worker killed while it wrote); "
+                "moved to %s, the study goes on from the %d whole records",
+                path,
+                len(data) - len(whole),
+                torn,
+                whole.count(b"\n"),
+            )
     for number, line in enumerate(whole.splitlines(), start=1):
         try:
             json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise LcflowError(f"study journal {path}: line {number} is not a whole record (a write cut short, then "
-                              "another written after it); move the study aside and tune afresh, or remove that "
-                              "line and the study's trials after it") from None
+            raise LcflowError(
+                f"study journal {path}: line {number} is not a whole record (a write cut short, then "
+                "another written after it); move the study aside and tune afresh, or remove that "
+                "line and the study's trials after it"
+            ) from None
 
 
 def make_sampler(name: str, seed: int, worker: str):
@@ -95,10 +102,15 @@ def make_pruner(name: str, min_rounds: int, max_rounds: int, reduction_factor: i
     """Asynchronous successive halving (ASHA, the default), Hyperband, median, or none; rounds are the
     training's validation rounds."""
     if name == "successive_halving":
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=min_rounds, reduction_factor=reduction_factor)
+        return optuna.pruners.SuccessiveHalvingPruner(
+            min_resource=min_rounds, reduction_factor=reduction_factor
+        )
     if name == "hyperband":
-        return optuna.pruners.HyperbandPruner(min_resource=min_rounds, max_resource=max(max_rounds, min_rounds + 1),
-                                              reduction_factor=reduction_factor)
+        return optuna.pruners.HyperbandPruner(
+            min_resource=min_rounds,
+            max_resource=max(max_rounds, min_rounds + 1),
+            reduction_factor=reduction_factor,
+        )
     if name == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=min_rounds)
     if name == "none":
@@ -118,21 +130,31 @@ def open_study(study_dir: Path, name: str, sampler, pruner, url: str | None = No
     """
     study_dir.mkdir(parents=True, exist_ok=True)
     (study_dir / HEARTBEAT_DIR).mkdir(exist_ok=True)
-    return optuna.create_study(storage=storage(study_dir, url), study_name=name, direction="maximize",
-                               sampler=sampler, pruner=pruner, load_if_exists=True)
+    return optuna.create_study(
+        storage=storage(study_dir, url),
+        study_name=name,
+        direction="maximize",
+        sampler=sampler,
+        pruner=pruner,
+        load_if_exists=True,
+    )
 
 
 def load_study(study_dir: Path, url: str | None = None, prefix: str | None = None) -> optuna.Study:
     """The latest study of the storage (of those whose name starts with ``prefix``), for summaries."""
     if not url and not (study_dir / JOURNAL).exists():
-        raise LcflowError(f"study directory {study_dir}: no {JOURNAL} (run lcflow tune on it first)")
+        raise LcflowError(
+            f"study directory {study_dir}: no {JOURNAL} (run lcflow tune on it first)"
+        )
     store = storage(study_dir, url)
     names = [s.study_name for s in optuna.get_all_study_summaries(store, include_best_trial=False)]
     if not names:
         raise LcflowError(f"study directory {study_dir}: the storage holds no study")
     mine = [n for n in names if n.startswith(prefix or "")]
     if not mine:
-        raise LcflowError(f"study directory {study_dir}: no study named {prefix}... (studies: {', '.join(names)})")
+        raise LcflowError(
+            f"study directory {study_dir}: no study named {prefix}... (studies: {', '.join(names)})"
+        )
     return optuna.load_study(study_name=mine[-1], storage=store)
 
 
@@ -163,7 +185,9 @@ def _heartbeat(study_dir: Path, number: int) -> Path:
     return study_dir / HEARTBEAT_DIR / f"trial-{number}"
 
 
-def fail_dead_trials(study: optuna.Study, study_dir: Path, worker: str, stale_s: float = STALE_S) -> list[int]:
+def fail_dead_trials(
+    study: optuna.Study, study_dir: Path, worker: str, stale_s: float = STALE_S
+) -> list[int]:
     """Mark failed the running trials whose worker is gone: this worker's own earlier ones (a worker
     id runs once at a time) and any whose heartbeat is older than ``stale_s``. Returns their numbers."""
     failed = []
@@ -175,13 +199,19 @@ def fail_dead_trials(study: optuna.Study, study_dir: Path, worker: str, stale_s:
             study.tell(t.number, state=TrialState.FAIL)
             beat.unlink(missing_ok=True)
             failed.append(t.number)
-            log.warning("trial %d of worker %s was left running by a worker that is gone (heartbeat %s): marked "
-                        "failed, it does not count", t.number, t.user_attrs.get("worker", "?"),
-                        "never" if age == float("inf") else f"{age:.0f} s old")
+            log.warning(
+                "trial %d of worker %s was left running by a worker that is gone (heartbeat %s): marked "
+                "failed, it does not count",
+                t.number,
+                t.user_attrs.get("worker", "?"),
+                "never" if age == float("inf") else f"{age:.0f} s old",
+            )
     return failed
 
 
-def claim(study: optuna.Study, study_dir: Path, budget: int, attrs: dict[str, Any]) -> optuna.Trial | None:
+def claim(
+    study: optuna.Study, study_dir: Path, budget: int, attrs: dict[str, Any]
+) -> optuna.Trial | None:
     """A new trial of the study, or None when finished plus running trials already reach ``budget``."""
     with _claim_lock(study_dir):
         fail_dead_trials(study, study_dir, attrs["worker"])
@@ -221,6 +251,10 @@ class Heartbeat:
 
 def worker_attrs(worker: str, world_size: int) -> dict[str, Any]:
     """What a trial records about who ran it."""
-    return {"worker": worker, "world_size": world_size,
-            "host": node_name(), "pid": os.getpid(),
-            "slurm_job": os.environ.get("SLURM_JOB_ID", "")}
+    return {
+        "worker": worker,
+        "world_size": world_size,
+        "host": node_name(),
+        "pid": os.getpid(),
+        "slurm_job": os.environ.get("SLURM_JOB_ID", ""),
+    }

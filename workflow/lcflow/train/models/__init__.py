@@ -13,9 +13,14 @@ from lcflow.errors import LcflowError
 from lcflow.train import hyperparameters
 
 #: model name -> module holding a ``Model`` subclass named ``Model``
-REGISTRY = {"rf": "lcflow.train.models.rf", "lstm": "lcflow.train.models.lstm", "tempcnn": "lcflow.train.models.tempcnn",
-            "resnet": "lcflow.train.models.resnet", "ltae": "lcflow.train.models.ltae",
-            "presto": "lcflow.train.models.presto"}
+REGISTRY = {
+    "rf": "lcflow.train.models.rf",
+    "lstm": "lcflow.train.models.lstm",
+    "tempcnn": "lcflow.train.models.tempcnn",
+    "resnet": "lcflow.train.models.resnet",
+    "ltae": "lcflow.train.models.ltae",
+    "presto": "lcflow.train.models.presto",
+}
 DEEP = ("lstm", "tempcnn", "resnet", "ltae", "presto")
 #: models that train on patches (the samples table's patch variant) instead of pixel series
 PATCH = ("resnet",)
@@ -30,8 +35,16 @@ class Model(ABC):
     uses_position: ClassVar[bool] = False
     weights_file: ClassVar[str]
 
-    def __init__(self, params: dict[str, Any], n_features: int, steps: int, n_classes: int,
-                 bands: list[str] | None = None, standardise: Any = None, time_steps: list[str] | None = None):
+    def __init__(
+        self,
+        params: dict[str, Any],
+        n_features: int,
+        steps: int,
+        n_classes: int,
+        bands: list[str] | None = None,
+        standardise: Any = None,
+        time_steps: list[str] | None = None,
+    ):
         self.params: hyperparameters.CheckedParams
         if isinstance(params, hyperparameters.CheckedParams) and params.model == self.name:
             self.params = params  # checked once, where it was given
@@ -54,8 +67,9 @@ class Model(ABC):
         return type(self).__module__.rsplit(".", 1)[-1]
 
     @abstractmethod
-    def fit(self, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None
-            ) -> list[dict[str, float]]:
+    def fit(
+        self, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None
+    ) -> list[dict[str, float]]:
         """Train; return one history row per round (or one row)."""
 
     @abstractmethod

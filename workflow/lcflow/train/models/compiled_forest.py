@@ -39,7 +39,9 @@ class CompiledForest:
 
     def __init__(self, forest: RandomForestClassifier):
         if forest.n_outputs_ != 1:
-            raise ValueError(f"a compiled forest predicts one output; this forest has {forest.n_outputs_}")
+            raise ValueError(
+                f"a compiled forest predicts one output; this forest has {forest.n_outputs_}"
+            )
         self.forest = forest
         self.n_features = forest.n_features_in_
         feature, threshold, child, leaf_class, impure, roots, first = [], [], [], [], [], [], []
@@ -50,8 +52,12 @@ class CompiledForest:
             leaf = tree.children_left < 0
             own = np.arange(n) + offset
             feature.append(np.where(leaf, 0, tree.feature).astype(np.uint32))
-            threshold.append(np.where(leaf, np.float32(np.inf), float32_at_or_under(tree.threshold)))
-            pair = np.empty((n, 2), np.uint32)  # [child if x <= t, child if x > t]; a leaf is its own child
+            threshold.append(
+                np.where(leaf, np.float32(np.inf), float32_at_or_under(tree.threshold))
+            )
+            pair = np.empty(
+                (n, 2), np.uint32
+            )  # [child if x <= t, child if x > t]; a leaf is its own child
             pair[:, 0] = np.where(leaf, own, tree.children_left + offset)
             pair[:, 1] = np.where(leaf, own, tree.children_right + offset)
             child.append(pair.ravel())
@@ -71,7 +77,9 @@ class CompiledForest:
             first.append(_median_leaf_depth(tree))
             offset += n
         if offset >= 2**32:
-            raise ValueError(f"a compiled forest holds fewer than 2**32 nodes; this one has {offset}")
+            raise ValueError(
+                f"a compiled forest holds fewer than 2**32 nodes; this one has {offset}"
+            )
         self.feature = np.concatenate(feature)
         self.threshold = np.concatenate(threshold)
         self.child = np.concatenate(child)
@@ -81,18 +89,27 @@ class CompiledForest:
         self.roots = np.asarray(roots, np.uint32)
         self.first = np.asarray(first, np.int64)
 
-    def predict_proba(self, x: np.ndarray, threads: int | None = None, block: int | None = None,
-                      walk: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    def predict_proba(
+        self,
+        x: np.ndarray,
+        threads: int | None = None,
+        block: int | None = None,
+        walk: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> np.ndarray:
         """Class probabilities (rows, forest.classes_) as float64, as ``forest.predict_proba(x)`` gives
         them, on ``threads`` cores (None: the cores this process may run on), ``block`` rows going down a
         tree together (None: ``block_rows``'s choice; the probabilities are the same at any). ``walk``
         computes the complete rows' probabilities instead (tensor_forest's, on a GPU)."""
         x = np.ascontiguousarray(np.asarray(x).reshape(len(x), -1), dtype=np.float32)
         if x.shape[1] != self.n_features:
-            raise ValueError(f"the forest takes {self.n_features} features, the rows have {x.shape[1]}")
+            raise ValueError(
+                f"the forest takes {self.n_features} features, the rows have {x.shape[1]}"
+            )
         odd = ~np.isfinite(x)
         if odd.any() and np.isinf(x[odd]).any():
-            raise ValueError("the rows hold an infinite value, which a forest cannot split (scikit-learn refuses them too)")
+            raise ValueError(
+                "the rows hold an infinite value, which a forest cannot split (scikit-learn refuses them too)"
+            )
         missing = odd.any(axis=1)
         if missing.all():
             return self.forest.predict_proba(x)
@@ -106,13 +123,24 @@ class CompiledForest:
         out[missing] = self.forest.predict_proba(x[missing])
         return out
 
-    def walk(self, x: np.ndarray, threads: int | None = None, block: int | None = None) -> np.ndarray:
+    def walk(
+        self, x: np.ndarray, threads: int | None = None, block: int | None = None
+    ) -> np.ndarray:
         """Mean leaf fractions over the trees for each row of ``x`` (float32, no NaN), compiled."""
         cores = max(1, min(threads or len(os.sched_getaffinity(0)), numba.config.NUMBA_NUM_THREADS))
         numba.set_num_threads(cores)
         block = block or block_rows(len(x), self.n_features, cores)
-        return traverse(x, self.feature, self.threshold, self.child, self.leaf_class, self.impure, self.roots,
-                        self.first, block)
+        return traverse(
+            x,
+            self.feature,
+            self.threshold,
+            self.child,
+            self.leaf_class,
+            self.impure,
+            self.roots,
+            self.first,
+            block,
+        )
 
 
 def block_rows(rows: int, features: int, threads: int) -> int:
@@ -150,7 +178,7 @@ def traverse(x, feature, threshold, child, leaf_class, impure, roots, first, blo
     for b in numba.prange((n + block - 1) // block):
         lo = b * block
         rows = min(n, lo + block) - lo
-        xb = x[lo:lo + rows].ravel()
+        xb = x[lo : lo + rows].ravel()
         node = np.empty(rows, np.uint32)
         active = np.empty(rows, np.uint32)
         total = np.zeros((rows, k))

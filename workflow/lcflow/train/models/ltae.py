@@ -50,29 +50,56 @@ class Attention:
     @classmethod
     def of(cls, params: dict) -> "Attention":
         """The size a model's parameters give."""
-        return cls(int(params["heads"]), int(params["head_width"]), int(params["key_size"]), int(params["hidden"]),
-                   float(params["dropout"]))
+        return cls(
+            int(params["heads"]),
+            int(params["head_width"]),
+            int(params["key_size"]),
+            int(params["hidden"]),
+            float(params["dropout"]),
+        )
 
 
 class Network(nn.Module):
-    def __init__(self, n_features: int, steps: int, n_classes: int, size: Attention,
-                 dates: Sequence[dt.date] | None = None):
+    def __init__(
+        self,
+        n_features: int,
+        steps: int,
+        n_classes: int,
+        size: Attention,
+        dates: Sequence[dt.date] | None = None,
+    ):
         super().__init__()
-        heads, head_width, key_size, hidden, dropout = (size.heads, size.head_width, size.key_size, size.hidden,
-                                                        size.dropout)
+        heads, head_width, key_size, hidden, dropout = (
+            size.heads,
+            size.head_width,
+            size.key_size,
+            size.hidden,
+            size.dropout,
+        )
         d_model = heads * head_width
         self.heads, self.key_size = heads, key_size
         self.in_proj = nn.Conv1d(n_features, d_model, 1)
         self.proj_norm = nn.LayerNorm((d_model, steps))
-        self.register_buffer("position", day_encoding(steps, head_width, dates).repeat(1, heads))  # (steps, d_model)
+        self.register_buffer(
+            "position", day_encoding(steps, head_width, dates).repeat(1, heads)
+        )  # (steps, d_model)
         self.query = nn.Parameter(torch.randn(heads, key_size) * math.sqrt(2.0 / key_size))
         self.keys = nn.Linear(d_model, heads * key_size)
         nn.init.normal_(self.keys.weight, 0.0, math.sqrt(2.0 / key_size))
         self.attention_dropout = nn.Dropout(dropout)
-        self.mlp = nn.Sequential(nn.Linear(d_model, hidden), nn.BatchNorm1d(hidden), nn.ReLU(), nn.Dropout(dropout),
-                                 nn.LayerNorm(hidden))
-        self.head = nn.Sequential(nn.Linear(hidden, hidden // 2), nn.BatchNorm1d(hidden // 2), nn.ReLU(),
-                                  nn.Linear(hidden // 2, n_classes))
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, hidden),
+            nn.BatchNorm1d(hidden),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.LayerNorm(hidden),
+        )
+        self.head = nn.Sequential(
+            nn.Linear(hidden, hidden // 2),
+            nn.BatchNorm1d(hidden // 2),
+            nn.ReLU(),
+            nn.Linear(hidden // 2, n_classes),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
@@ -89,4 +116,6 @@ class Network(nn.Module):
 class Model(TorchModel):
     def network(self) -> nn.Module:
         p = self.params
-        return Network(self.n_features, self.steps, self.n_classes, Attention.of(p), self.step_dates())
+        return Network(
+            self.n_features, self.steps, self.n_classes, Attention.of(p), self.step_dates()
+        )

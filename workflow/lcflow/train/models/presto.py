@@ -39,11 +39,27 @@ WEIGHTS_SHA256 = "559c9d76f525bdf2dd3774da8b1e7f1510769b73baacac12e9e4d8d5c67fbe
 #: the encoder's channel groups in its order (the order indexes its channel embedding), with the lcflow
 #: bands of each; None: a group lcflow never has (always masked)
 GROUPS: dict[str, tuple[str, ...] | None] = {
-    "S1": None, "S2_RGB": ("B02", "B03", "B04"), "S2_Red_Edge": ("B05", "B06", "B07"), "S2_NIR_10m": ("B08",),
-    "S2_NIR_20m": ("B8A",), "S2_SWIR": ("B11", "B12"), "ERA5": None, "SRTM": None, "NDVI": ("NDVI",),
+    "S1": None,
+    "S2_RGB": ("B02", "B03", "B04"),
+    "S2_Red_Edge": ("B05", "B06", "B07"),
+    "S2_NIR_10m": ("B08",),
+    "S2_NIR_20m": ("B8A",),
+    "S2_SWIR": ("B11", "B12"),
+    "ERA5": None,
+    "SRTM": None,
+    "NDVI": ("NDVI",),
 }
-GROUP_WIDTH = {"S1": 2, "S2_RGB": 3, "S2_Red_Edge": 3, "S2_NIR_10m": 1, "S2_NIR_20m": 1, "S2_SWIR": 2, "ERA5": 2,
-               "SRTM": 2, "NDVI": 1}
+GROUP_WIDTH = {
+    "S1": 2,
+    "S2_RGB": 3,
+    "S2_Red_Edge": 3,
+    "S2_NIR_10m": 1,
+    "S2_NIR_20m": 1,
+    "S2_SWIR": 2,
+    "ERA5": 2,
+    "SRTM": 2,
+    "NDVI": 1,
+}
 DYNAMIC_WORLD_CLASSES = 9
 MAX_STEPS = 24
 #: lcflow's reflectance scale (DN = reflectance x 10000), the encoder's input being reflectance
@@ -53,7 +69,8 @@ REFLECTANCE_SCALE = 10000.0
 def sinusoid_table(positions: int, width: int, period: float = 1000.0) -> torch.Tensor:
     """(positions, width): sin at even channels, cos at odd ones, of position / period^(2 (i // 2) / width)."""
     angles = torch.arange(positions, dtype=torch.float64)[:, None] / period ** (
-        2 * (torch.arange(width, dtype=torch.float64) // 2) / width)
+        2 * (torch.arange(width, dtype=torch.float64) // 2) / width
+    )
     return torch.where(torch.arange(width) % 2 == 0, torch.sin(angles), torch.cos(angles)).float()
 
 
@@ -61,14 +78,18 @@ def month_table(width: int) -> torch.Tensor:
     """(12, width): the sine of each month's angle on the circle in the first half, its cosine in the second."""
     angles = torch.arange(12, dtype=torch.float64) * 2 * math.pi / 12
     half = width // 2
-    return torch.cat([torch.sin(angles)[:, None].expand(12, half), torch.cos(angles)[:, None].expand(12, half)],
-                     dim=1).float()
+    return torch.cat(
+        [torch.sin(angles)[:, None].expand(12, half), torch.cos(angles)[:, None].expand(12, half)],
+        dim=1,
+    ).float()
 
 
 def cartesian(latlon: torch.Tensor) -> torch.Tensor:
     """(n, 2) latitude, longitude in degrees -> (n, 3) the point on the unit sphere."""
     lat, lon = torch.deg2rad(latlon[:, 0]), torch.deg2rad(latlon[:, 1])
-    return torch.stack([torch.cos(lat) * torch.cos(lon), torch.cos(lat) * torch.sin(lon), torch.sin(lat)], dim=-1)
+    return torch.stack(
+        [torch.cos(lat) * torch.cos(lon), torch.cos(lat) * torch.sin(lon), torch.sin(lat)], dim=-1
+    )
 
 
 class Attention(nn.Module):
@@ -116,13 +137,19 @@ class Encoder(nn.Module):
 
     def __init__(self, width: int = 128, depth: int = 2, heads: int = 8, mlp_ratio: int = 4):
         super().__init__()
-        self.eo_patch_embed = nn.ModuleDict({g: nn.Linear(n, width) for g, n in GROUP_WIDTH.items()})
-        self.dw_embed = nn.Embedding(DYNAMIC_WORLD_CLASSES + 1, width)  # in the published weights; always masked
+        self.eo_patch_embed = nn.ModuleDict(
+            {g: nn.Linear(n, width) for g, n in GROUP_WIDTH.items()}
+        )
+        self.dw_embed = nn.Embedding(
+            DYNAMIC_WORLD_CLASSES + 1, width
+        )  # in the published weights; always masked
         self.latlon_embed = nn.Linear(3, width)
         self.blocks = nn.ModuleList([Block(width, heads, mlp_ratio) for _ in range(depth)])
         self.norm = nn.LayerNorm(width)
         quarter = width // 4
-        self.pos_embed = nn.Parameter(sinusoid_table(MAX_STEPS, width - 2 * quarter)[None], requires_grad=False)
+        self.pos_embed = nn.Parameter(
+            sinusoid_table(MAX_STEPS, width - 2 * quarter)[None], requires_grad=False
+        )
         self.month_embed = nn.Embedding.from_pretrained(month_table(quarter), freeze=True)
         self.channel_embed = nn.Embedding(len(GROUPS) + 1, quarter)
         for m in self.modules():
@@ -130,22 +157,41 @@ class Encoder(nn.Module):
                 nn.init.xavier_uniform_(m.weight)
                 nn.init.zeros_(m.bias)
 
-    def forward(self, groups: dict[str, torch.Tensor], months: torch.Tensor, observed: torch.Tensor,
-                latlon: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        groups: dict[str, torch.Tensor],
+        months: torch.Tensor,
+        observed: torch.Tensor,
+        latlon: torch.Tensor,
+    ) -> torch.Tensor:
         """``groups``: name -> (b, t, its width) values; ``months`` (t,) 0..11; ``observed`` (b, t);
         ``latlon`` (b, 2) degrees -> (b, width), the mean of the kept tokens, normalised."""
         return self.encode(*self.tokens(groups, months, observed, latlon))
 
-    def tokens(self, groups: dict[str, torch.Tensor], months: torch.Tensor, observed: torch.Tensor,
-               latlon: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def tokens(
+        self,
+        groups: dict[str, torch.Tensor],
+        months: torch.Tensor,
+        observed: torch.Tensor,
+        latlon: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The location token, then one token per group and step, embedded; and which to keep."""
         b, t = observed.shape
         order = list(GROUPS)
-        tokens, keep = [self.latlon_embed(cartesian(latlon))[:, None]], [torch.ones_like(observed[:, :1])]
+        tokens, keep = (
+            [self.latlon_embed(cartesian(latlon))[:, None]],
+            [torch.ones_like(observed[:, :1])],
+        )
         for name, values in groups.items():
             channel = self.channel_embed.weight[order.index(name)].expand(b, t, -1)
-            position = torch.cat([self.month_embed(months).expand(b, t, -1), channel,
-                                  self.pos_embed[0, :t].expand(b, t, -1)], dim=-1)
+            position = torch.cat(
+                [
+                    self.month_embed(months).expand(b, t, -1),
+                    channel,
+                    self.pos_embed[0, :t].expand(b, t, -1),
+                ],
+                dim=-1,
+            )
             tokens.append(self.eo_patch_embed[name](values) + position)
             keep.append(observed)
         return torch.cat(tokens, dim=1), torch.cat(keep, dim=1)
@@ -162,20 +208,30 @@ def load_encoder(encoder: Encoder, path: Path = WEIGHTS, sha256: str = WEIGHTS_S
     """The published encoder weights into ``encoder``, after checking the file's checksum and that
     every key and shape matches."""
     if not path.exists():
-        raise LcflowError(f"Presto weights {path} are missing (they ship with lcflow: reinstall it)")
+        raise LcflowError(
+            f"Presto weights {path} are missing (they ship with lcflow: reinstall it)"
+        )
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != sha256:
-        raise LcflowError(f"Presto weights {path}: sha256 {digest} is not the published file's {sha256}")
+        raise LcflowError(
+            f"Presto weights {path}: sha256 {digest} is not the published file's {sha256}"
+        )
     state = torch.load(path, map_location="cpu", weights_only=True)
-    published = {k.removeprefix("encoder."): v for k, v in state.items() if k.startswith("encoder.")}
+    published = {
+        k.removeprefix("encoder."): v for k, v in state.items() if k.startswith("encoder.")
+    }
     own = encoder.state_dict()
     if set(published) != set(own) or any(published[k].shape != own[k].shape for k in own):
         missing, extra = sorted(set(own) - set(published)), sorted(set(published) - set(own))
-        raise LcflowError(f"Presto weights {path} do not fit the encoder (missing {missing}, unexpected {extra})")
+        raise LcflowError(
+            f"Presto weights {path} do not fit the encoder (missing {missing}, unexpected {extra})"
+        )
     encoder.load_state_dict(published)
 
 
-def step_months(steps: int, dates: Sequence[dt.date] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def step_months(
+    steps: int, dates: Sequence[dt.date] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Tokens of a series of ``steps``: the (tokens, steps) averaging matrix and each token's month
     (0..11). Up to 24 steps one token each, in its date's month (without dates, the month of the middle
     of its equal part of a year); more, one token per calendar month, or where those are more than 24,
@@ -201,22 +257,38 @@ def step_months(steps: int, dates: Sequence[dt.date] | None = None) -> tuple[np.
 class Network(nn.Module):
     """lcflow's prepared input (b, steps, bands + observed flag + lat + lon) -> class scores."""
 
-    def __init__(self, bands: list[str], center: np.ndarray, scale: np.ndarray, steps: int, n_classes: int,
-                 dropout: float, freeze_encoder: bool, dates: Sequence[dt.date] | None = None):
+    def __init__(
+        self,
+        bands: list[str],
+        center: np.ndarray,
+        scale: np.ndarray,
+        steps: int,
+        n_classes: int,
+        dropout: float,
+        freeze_encoder: bool,
+        dates: Sequence[dt.date] | None = None,
+    ):
         super().__init__()
         self.encoder = Encoder()
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(128, n_classes))
         self.freeze_encoder = freeze_encoder
         if freeze_encoder:
             self.encoder.requires_grad_(False)
-        self.groups = {g: [bands.index(b) for b in members] for g, members in GROUPS.items()
-                       if members and all(b in bands for b in members)}
+        self.groups = {
+            g: [bands.index(b) for b in members]
+            for g, members in GROUPS.items()
+            if members and all(b in bands for b in members)
+        }
         self.ndvi_from = None
         if "NDVI" not in self.groups and {"B08", "B04"} <= set(bands):
             self.ndvi_from = (bands.index("B08"), bands.index("B04"))
         if not self.groups and self.ndvi_from is None:
-            raise LcflowError(f"presto needs Sentinel-2 bands or NDVI; the samples have {', '.join(bands)}")
-        divisor = np.array([1.0 if b == "NDVI" else REFLECTANCE_SCALE for b in bands], dtype=np.float32)
+            raise LcflowError(
+                f"presto needs Sentinel-2 bands or NDVI; the samples have {', '.join(bands)}"
+            )
+        divisor = np.array(
+            [1.0 if b == "NDVI" else REFLECTANCE_SCALE for b in bands], dtype=np.float32
+        )
         self.n_bands = len(bands)
         self.register_buffer("center", torch.as_tensor(center / divisor, dtype=torch.float32))
         self.register_buffer("scale", torch.as_tensor(scale / divisor, dtype=torch.float32))
@@ -239,12 +311,14 @@ class Network(nn.Module):
         nb = self.n_bands
         values = torch.einsum("kt,btc->bkc", self.pool, x[..., :nb] * self.scale + self.center)
         observed = torch.einsum("kt,bt->bk", self.pool, x[..., nb]) > 0
-        latlon = x[:, 0, nb + 1:nb + 3]
+        latlon = x[:, 0, nb + 1 : nb + 3]
         groups = {g: values[..., idx] for g, idx in self.groups.items()}
         if self.ndvi_from is not None:
             nir, red = values[..., self.ndvi_from[0]], values[..., self.ndvi_from[1]]
             total = nir + red
-            groups["NDVI"] = torch.where(total > 0, (nir - red) / total.clamp_min(1e-6), 0.0)[..., None]
+            groups["NDVI"] = torch.where(total > 0, (nir - red) / total.clamp_min(1e-6), 0.0)[
+                ..., None
+            ]
         groups = {g: groups[g] for g in GROUPS if g in groups}  # the encoder's order
         return self.encoder(groups, self.months, observed, latlon)
 
@@ -259,8 +333,16 @@ class Model(TorchModel):
         p = self.params
         if self.bands is None or self.standardise is None:
             raise LcflowError("presto needs the model's bands and standardisation")
-        return Network(self.bands, self.standardise.center, self.standardise.scale, self.steps, self.n_classes,
-                       float(p["dropout"]), bool(p["freeze_encoder"]), self.step_dates())
+        return Network(
+            self.bands,
+            self.standardise.center,
+            self.standardise.scale,
+            self.steps,
+            self.n_classes,
+            float(p["dropout"]),
+            bool(p["freeze_encoder"]),
+            self.step_dates(),
+        )
 
     def network(self) -> nn.Module:
         """For training: the architecture, starting from the published encoder unless ``pretrained`` is off

@@ -22,8 +22,11 @@ log = logging.getLogger("lcflow.train")
 
 #: the types a fitted forest holds beyond skops' own (numpy arrays, primitives): the forest, its trees and
 #: their node arrays
-TRUSTED = ["sklearn.ensemble._forest.RandomForestClassifier", "sklearn.tree._classes.DecisionTreeClassifier",
-           "sklearn.tree._tree.Tree"]
+TRUSTED = [
+    "sklearn.ensemble._forest.RandomForestClassifier",
+    "sklearn.tree._classes.DecisionTreeClassifier",
+    "sklearn.tree._tree.Tree",
+]
 
 
 class Model(Base):
@@ -33,8 +36,12 @@ class Model(Base):
     def _forest(self) -> RandomForestClassifier:
         p = self.params
         return RandomForestClassifier(
-            n_estimators=int(p["n_estimators"]), max_depth=p["max_depth"], min_samples_leaf=int(p["min_samples_leaf"]),
-            max_features=p["max_features"], criterion=p["criterion"], n_jobs=int(p["n_jobs"]),
+            n_estimators=int(p["n_estimators"]),
+            max_depth=p["max_depth"],
+            min_samples_leaf=int(p["min_samples_leaf"]),
+            max_features=p["max_features"],
+            criterion=p["criterion"],
+            n_jobs=int(p["n_jobs"]),
             random_state=int(p["seed"]),
             oob_score=True,
         )
@@ -42,12 +49,22 @@ class Model(Base):
     def fit(self, x, y, x_val, y_val):
         forest = self._forest()
         if self.params["class_weight"] != "none":
-            forest.set_params(class_weight=dict(enumerate(class_weights(y, self.n_classes, self.params["class_weight"]))))
+            forest.set_params(
+                class_weight=dict(
+                    enumerate(class_weights(y, self.n_classes, self.params["class_weight"]))
+                )
+            )
         self.forest = forest.fit(x.reshape(len(x), -1), y)
         size = self.size()
-        log.info("forest: %d trees, %d nodes (%.3f a training row a tree), mean depth %.1f, %.0f MB held in memory, "
-                 "as a map job holds it", size["trees"], size["nodes"], size["nodes"] / size["trees"] / len(x),
-                 size["mean_depth"], size["held_mb"])
+        log.info(
+            "forest: %d trees, %d nodes (%.3f a training row a tree), mean depth %.1f, %.0f MB held in memory, "
+            "as a map job holds it",
+            size["trees"],
+            size["nodes"],
+            size["nodes"] / size["trees"] / len(x),
+            size["mean_depth"],
+            size["held_mb"],
+        )
         row = {"epoch": 1, "oob_accuracy": float(self.forest.oob_score_)}
         if x_val is not None and len(x_val):
             row["val_accuracy"] = float((self.predict_proba(x_val).argmax(1) == y_val).mean())
@@ -59,12 +76,18 @@ class Model(Base):
         almost as fast as its rows (benchmarks/forest_size.py), and every map job holds it whole."""
         trees = [e.tree_ for e in self.forest.estimators_]
         nodes = sum(t.node_count for t in trees)
-        return {"trees": len(trees), "nodes": int(nodes), "mean_depth": float(np.mean([t.max_depth for t in trees])),
-                "held_mb": forest_bytes(self.forest) / 1e6}
+        return {
+            "trees": len(trees),
+            "nodes": int(nodes),
+            "mean_depth": float(np.mean([t.max_depth for t in trees])),
+            "held_mb": forest_bytes(self.forest) / 1e6,
+        }
 
     def oob_proba(self) -> np.ndarray:
         """Class probabilities of each training sample from the trees that did not see it."""
-        proba = np.zeros((len(self.forest.oob_decision_function_), self.n_classes), dtype=np.float32)
+        proba = np.zeros(
+            (len(self.forest.oob_decision_function_), self.n_classes), dtype=np.float32
+        )
         proba[:, self.forest.classes_] = np.nan_to_num(self.forest.oob_decision_function_)
         return proba
 
@@ -111,8 +134,10 @@ class Model(Base):
         cached, device = getattr(self, "_tensors", None), self.device
         if cached is None or cached.compiled is not self.compiled() or cached.device != device:
             if device.type == "cpu":
-                log.warning("predict_engine tensors on a machine without a GPU: the trees are walked as torch tensors "
-                            "on the CPU, many times slower than predict_engine compiled (docs/benchmarks.md)")
+                log.warning(
+                    "predict_engine tensors on a machine without a GPU: the trees are walked as torch tensors "
+                    "on the CPU, many times slower than predict_engine compiled (docs/benchmarks.md)"
+                )
             self._tensors = cached = TensorForest(self.compiled(), device)
         return cached
 

@@ -45,7 +45,9 @@ class TensorForest:
         pure = compiled.leaf_class >= 0
         row = np.where(pure, compiled.leaf_class, k - 1 - compiled.leaf_class).astype(np.int64)
         self.value_row = torch.as_tensor(row, device=on)
-        self.values = torch.as_tensor(np.concatenate([np.eye(k), compiled.impure]), dtype=torch.float64, device=on)
+        self.values = torch.as_tensor(
+            np.concatenate([np.eye(k), compiled.impure]), dtype=torch.float64, device=on
+        )
         assert row.max(initial=0) < len(self.values) and n == len(row)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
@@ -60,8 +62,8 @@ class TensorForest:
         out = np.empty((len(x), self.values.shape[1]))
         with torch.no_grad():
             for lo in range(0, len(x), chunk):
-                rows = torch.as_tensor(x[lo:lo + chunk], device=self.device)
-                out[lo:lo + len(rows)] = self._chunk(rows).cpu().numpy()
+                rows = torch.as_tensor(x[lo : lo + chunk], device=self.device)
+                out[lo : lo + len(rows)] = self._chunk(rows).cpu().numpy()
         return out
 
     def _chunk(self, x: torch.Tensor) -> torch.Tensor:

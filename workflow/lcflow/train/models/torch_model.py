@@ -40,8 +40,16 @@ class TorchModel(Model):
 
     def fit(self, x, y, x_val, y_val):
         self.run_status = {}
-        return self._train(x, y, x_val, y_val, self.checkpoint, self.fingerprint, self.run_status,
-                           on_round=self.on_round)
+        return self._train(
+            x,
+            y,
+            x_val,
+            y_val,
+            self.checkpoint,
+            self.fingerprint,
+            self.run_status,
+            on_round=self.on_round,
+        )
 
     def refit(self, x, y, steps: int, checkpoint: Path | None, fingerprint: str) -> list[dict]:
         """Train afresh on training and validation rows together, with the same initial weights and
@@ -55,18 +63,30 @@ class TorchModel(Model):
             fingerprint: what the run is (samples, parameters): a checkpoint of another is not resumed.
         """
         self.refit_status = {}
-        return self._train(x, y, None, None, checkpoint, fingerprint, self.refit_status, steps=steps)
+        return self._train(
+            x, y, None, None, checkpoint, fingerprint, self.refit_status, steps=steps
+        )
 
-    def _train(self, x, y, x_val, y_val, checkpoint: Path | None, fingerprint: str, status: dict,
-               **run) -> list[dict]:
+    def _train(
+        self, x, y, x_val, y_val, checkpoint: Path | None, fingerprint: str, status: dict, **run
+    ) -> list[dict]:
         """A fresh network from the seed (the same initial weights on every rank), trained by deep.fit."""
         torch.manual_seed(int(self.params["seed"]))
         self.net = self.network()
         samples = Samples(x, y, self.n_classes, x_val, y_val, self.targets, self.observed_flag)
         kept = None if checkpoint is None else run_checkpoint.Checkpoint(checkpoint, fingerprint)
-        history = deep.fit(self.net, samples, deep.TrainConfig.from_params(self.params), self.comm,
-                           checkpoint=kept, status=status, **run)
-        self.loss_weights = np.asarray(status["loss_weights"])  # the weights the loss was given, computed once
+        history = deep.fit(
+            self.net,
+            samples,
+            deep.TrainConfig.from_params(self.params),
+            self.comm,
+            checkpoint=kept,
+            status=status,
+            **run,
+        )
+        self.loss_weights = np.asarray(
+            status["loss_weights"]
+        )  # the weights the loss was given, computed once
         return history
 
     @property
@@ -82,7 +102,9 @@ class TorchModel(Model):
         if len(x) == 0:
             return np.zeros((0, self.n_classes), dtype=np.float32)
         device = self.device
-        return self.corrected(predict_proba(self.net, x, device, self.predict_batch.get(device.type, 8192)))
+        return self.corrected(
+            predict_proba(self.net, x, device, self.predict_batch.get(device.type, 8192))
+        )
 
     def corrected(self, proba: np.ndarray, axis: int = 1, tau: float | None = None) -> np.ndarray:
         """The network's class probabilities (classes along ``axis``) divided by the loss's class weights to
@@ -93,8 +115,10 @@ class TorchModel(Model):
         if tau == 0:
             return proba
         if self.loss_weights is None:
-            raise LcflowError(f"{self.name}: weight_correction {tau:g} needs the class weights of the loss the model was "
-                              "trained with, which this model does not record: retrain it")
+            raise LcflowError(
+                f"{self.name}: weight_correction {tau:g} needs the class weights of the loss the model was "
+                "trained with, which this model does not record: retrain it"
+            )
         shape = [1] * proba.ndim
         shape[axis] = -1
         out = proba / (np.asarray(self.loss_weights, dtype=np.float64) ** tau).reshape(shape)
@@ -120,18 +144,34 @@ class TorchModel(Model):
         self.net = self.architecture()
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as exc:  # torch's own message advises weights_only=False, which runs code
-            raise LcflowError(f"{path}: not the weights lcflow train writes (a state dict of tensors): it holds "
-                              "pickled objects, which lcflow does not load (unpickling can run code); retrain the "
-                              "model") from exc
-        except (RuntimeError, EOFError, OSError) as exc:  # not a torch file at all, or a truncated one
-            raise LcflowError(f"{path}: not a readable torch weights file ({type(exc).__name__}: "
-                              f"{str(exc).strip().splitlines()[0] if str(exc).strip() else 'empty'}); retrain the "
-                              "model") from exc
+        except (
+            pickle.UnpicklingError
+        ) as exc:  # torch's own message advises weights_only=False, which runs code
+            raise LcflowError(
+                f"{path}: not the weights lcflow train writes (a state dict of tensors): it holds "
+                "pickled objects, which lcflow does not load (unpickling can run code); retrain the "
+                "model"
+            ) from exc
+        except (
+            RuntimeError,
+            EOFError,
+            OSError,
+        ) as exc:  # not a torch file at all, or a truncated one
+            raise LcflowError(
+                f"{path}: not a readable torch weights file ({type(exc).__name__}: "
+                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else 'empty'}); retrain the "
+                "model"
+            ) from exc
         try:
             self.net.load_state_dict(state)
-        except (RuntimeError, TypeError, AttributeError) as exc:  # another architecture's weights (an older lcflow's)
+        except (
+            RuntimeError,
+            TypeError,
+            AttributeError,
+        ) as exc:  # another architecture's weights (an older lcflow's)
             first = str(exc).strip().splitlines()[-1].strip()
-            raise LcflowError(f"{path}: the weights do not fit a {self.name} network of this model's parameters "
-                              f"and samples ({first}): retrain the model") from exc
+            raise LcflowError(
+                f"{path}: the weights do not fit a {self.name} network of this model's parameters "
+                f"and samples ({first}): retrain the model"
+            ) from exc
         self.net.to(self.device)
