@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lcflow.budget import cluster, projection, rates
 from lcflow.budget.pruning import share_run
@@ -99,6 +100,21 @@ def test_the_consistent_maps_jobs_that_start_together_each_compile_the_kernels(t
     assert cpu["ten"]["cpu_s"] - cpu["none"]["cpu_s"] == pytest.approx(2 * 10.0)
     assert "the first 2 job(s) compile the kernels" in cpu["ten"]["source"]
     assert "job(s) compile the kernels" not in cpu["none"]["source"]
+
+
+def test_a_config_s_spectral_indices_are_layers_of_its_cubes_and_samples(tmp_path):
+    """cube.indices add a layer each to every time step: the cubes' and the samples' disk grows with them."""
+    over = tmp_path / "indices.yaml"
+    over.write_text("cube:\n  indices: [NDVI, NDWI]\n")
+    disk = {}
+    for name, files in (("plain", ["config/config.yaml"]), ("indices", ["config/config.yaml", str(over)])):
+        done = budget("--configfile", *files, "--profile", "local", "--json", str(tmp_path / f"{name}.json"))
+        assert done.returncode == 0, done.stderr
+        disk[name] = {stage: r["disk_gb"] for stage, r in _rows(tmp_path / f"{name}.json").items()}
+    bands = len(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["cube"]["bands"])
+    # the cube holds 2 bytes a layer and a valid-count byte a step
+    assert disk["indices"]["cube"] / disk["plain"]["cube"] == pytest.approx((2 * (bands + 2) + 1) / (2 * bands + 1))
+    assert disk["indices"]["sample"] > disk["plain"]["sample"]
 
 
 def _rows(path: Path) -> dict[str, dict]:

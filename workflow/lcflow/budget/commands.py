@@ -16,61 +16,149 @@ def cmd_budget(a) -> None:
 
     config = merge(a.configfile)
     unset_nulls(config)
-    check(config, SCHEMA, base=a.directory, origins=Origins(a.configfile), files=False)  # not fetched yet
+    check(
+        config, SCHEMA, base=a.directory, origins=Origins(a.configfile), files=False
+    )  # not fetched yet
     measured = rates.load(Path(a.rates) if a.rates else None)
-    assumed = measured["assumed"] = {**measured["assumed"], **{k: v for k, v in {
-        "scenes": a.scenes, "classes": a.classes, "stage_gbit": a.stage_gbit, "scaling": a.scaling}.items()
-        if v is not None}}
+    assumed = measured["assumed"] = {
+        **measured["assumed"],
+        **{
+            k: v
+            for k, v in {
+                "scenes": a.scenes,
+                "classes": a.classes,
+                "stage_gbit": a.stage_gbit,
+                "scaling": a.scaling,
+            }.items()
+            if v is not None
+        },
+    }
     results = Path(a.directory) / (a.results or config.get("results") or "results")
     todo = work.from_config(config, results, assumed["scenes"], int(assumed["classes"]))
-    where = (cluster.this_machine() if a.profile == "local"
-             else cluster.from_profile(Path(a.profile), a.cpu_nodes, a.gpu_nodes))
+    where = (
+        cluster.this_machine()
+        if a.profile == "local"
+        else cluster.from_profile(Path(a.profile), a.cpu_nodes, a.gpu_nodes)
+    )
     rows = projection.project(todo, measured, where)
-    print(f"budget of {', '.join(str(f) for f in a.configfile)}: {len(todo.tiles)} tile(s) x {todo.years} year(s) = "
-          f"{len(todo.tile_years)} tile-years of {sum(todo.px.values()) / len(todo.px) / 1e6:.2f} Mpx on average, "
-          f"models {', '.join(todo.models)}; {todo.n_train:,} training rows")
-    print(f"on {where.name}: CPU jobs of {where.cpu_job_cores} cores, nodes of {where.node_cores}; "
-          + (f"{where.gpus_per_node} GPUs a GPU node, training on {where.train_nodes} node(s)" if where.gpus_per_node
-             else f"deep models on {where.train_nodes * where.ranks_per_node} CPU ranks"))
+    _print_budget(a, todo, where, measured, rows)
+    if a.json:
+        _write_json(a.json, rows)
+
+
+def _print_budget(a, todo, where, measured: dict, rows: list) -> None:
+    """What the budget is of, on what, from which rates; then its table."""
+    from lcflow.budget import projection
+
+    assumed = measured["assumed"]
+    print(
+        f"budget of {', '.join(str(f) for f in a.configfile)}: {len(todo.tiles)} tile(s) x {todo.years} year(s) = "
+        f"{len(todo.tile_years)} tile-years of {sum(todo.px.values()) / len(todo.px) / 1e6:.2f} Mpx on average, "
+        f"models {', '.join(todo.models)}; {todo.n_train:,} training rows"
+    )
+    print(
+        f"on {where.name}: CPU jobs of {where.cpu_job_cores} cores, nodes of {where.node_cores}; "
+        + (
+            f"{where.gpus_per_node} GPUs a GPU node, training on {where.train_nodes} node(s)"
+            if where.gpus_per_node
+            else f"deep models on {where.train_nodes * where.ranks_per_node} CPU ranks"
+        )
+    )
     print(f"rates: {measured['measured']}")
     for line in todo.said:
         print(f"  {line}")
-    print(f"  assumed: {assumed['scaling']} multi-node efficiency; core h are cores held x wall, as Slurm bills; "
-          "disk is uncompressed (an upper bound)\n")
+    print(
+        f"  assumed: {assumed['scaling']} multi-node efficiency; core h are cores held x wall, as Slurm bills; "
+        "disk is uncompressed (an upper bound)\n"
+    )
     print(projection.table(rows))
-    if a.json:
-        import dataclasses
-        import json
 
-        from lcflow.common.atomic import write_text
 
-        total, path = projection.critical_path(rows)
-        write_text(a.json, json.dumps({"rows": [{**dataclasses.asdict(r), "wall_h": r.wall_h, "core_h": r.core_h,
-                                                 "gpu_h": r.gpu_h} for r in rows],
-                                       "critical_path_h": total, "critical_path": path,
-                                       "core_h": sum(r.core_h for r in rows), "gpu_h": sum(r.gpu_h for r in rows),
-                                       "cpu_s_by_stage": projection.by_stage(rows)}, indent=1) + "\n")
+def _write_json(out: str, rows: list) -> None:
+    """Every row and total, as JSON."""
+    import dataclasses
+    import json
+
+    from lcflow.budget import projection
+    from lcflow.common.atomic import write_text
+
+    total, path = projection.critical_path(rows)
+    write_text(
+        out,
+        json.dumps(
+            {
+                "rows": [
+                    {
+                        **dataclasses.asdict(r),
+                        "wall_h": r.wall_h,
+                        "core_h": r.core_h,
+                        "gpu_h": r.gpu_h,
+                    }
+                    for r in rows
+                ],
+                "critical_path_h": total,
+                "critical_path": path,
+                "core_h": sum(r.core_h for r in rows),
+                "gpu_h": sum(r.gpu_h for r in rows),
+                "cpu_s_by_stage": projection.by_stage(rows),
+            },
+            indent=1,
+        )
+        + "\n",
+    )
 
 
 def register(command) -> None:
     """Add ``lcflow budget``; ``command(name, help, **kw)`` makes one sub-parser."""
-    p = command("budget", "core hours, GPU hours, wall time and disk per stage of a config, from measured rates")
-    p.add_argument("--configfile", nargs="+", required=True, type=path_guard.input_file,
-                   help="the config, then any files layered over it (as snakemake --configfile)")
-    p.add_argument("--directory", default=".", help="directory the config's relative paths start from")
-    p.add_argument("--profile", default="profiles/slurm",
-                   help="the Slurm profile whose SITE VALUES (LCFLOW_SLURM_* where exported) size the jobs; local: "
-                   "this machine as profiles/local runs it")
-    p.add_argument("--cpu-nodes", type=int, default=8, help="CPU-partition nodes the run holds at once")
-    p.add_argument("--gpu-nodes", type=int, default=4, help="GPU-partition nodes the run holds at once")
-    p.add_argument("--results", help="the run's results folder, whose items and sample tables are counted where "
-                   "they exist (default: the config's results)")
-    p.add_argument("--rates", type=path_guard.input_file, help="rates written by benchmarks/seed_study.py --rates (default: the "
-                   "package's, measured as docs/benchmarks.md says)")
-    p.add_argument("--json", type=path_guard.output_file, help="also write every row and total to this file")
+    p = command(
+        "budget",
+        "core hours, GPU hours, wall time and disk per stage of a config, from measured rates",
+    )
+    p.add_argument(
+        "--configfile",
+        nargs="+",
+        required=True,
+        type=path_guard.input_file,
+        help="the config, then any files layered over it (as snakemake --configfile)",
+    )
+    p.add_argument(
+        "--directory", default=".", help="directory the config's relative paths start from"
+    )
+    p.add_argument(
+        "--profile",
+        default="profiles/slurm",
+        help="the Slurm profile whose SITE VALUES (LCFLOW_SLURM_* where exported) size the jobs; local: "
+        "this machine as profiles/local runs it",
+    )
+    p.add_argument(
+        "--cpu-nodes", type=int, default=8, help="CPU-partition nodes the run holds at once"
+    )
+    p.add_argument(
+        "--gpu-nodes", type=int, default=4, help="GPU-partition nodes the run holds at once"
+    )
+    p.add_argument(
+        "--results",
+        help="the run's results folder, whose items and sample tables are counted where "
+        "they exist (default: the config's results)",
+    )
+    p.add_argument(
+        "--rates",
+        type=path_guard.input_file,
+        help="rates written by benchmarks/seed_study.py --rates (default: the "
+        "package's, measured as docs/benchmarks.md says)",
+    )
+    p.add_argument(
+        "--json", type=path_guard.output_file, help="also write every row and total to this file"
+    )
     g = p.add_argument_group("assumptions (the rates file's unless given)")
-    g.add_argument("--scenes", type=float, help="L2A scenes a tile-year, where no search has counted them")
-    g.add_argument("--classes", type=int, help="classes a tile-year's table holds, where no table exists yet")
+    g.add_argument(
+        "--scenes", type=float, help="L2A scenes a tile-year, where no search has counted them"
+    )
+    g.add_argument(
+        "--classes", type=int, help="classes a tile-year's table holds, where no table exists yet"
+    )
     g.add_argument("--stage-gbit", type=float, help="the stage-in's link to the archive, Gbit/s")
-    g.add_argument("--scaling", type=float, help="data-parallel efficiency of a multi-node training")
+    g.add_argument(
+        "--scaling", type=float, help="data-parallel efficiency of a multi-node training"
+    )
     p.set_defaults(func=cmd_budget)

@@ -52,121 +52,294 @@ class Job:
     wall_s: float | None = None
 
 
+class _Rows(list):
+    """The projection's rows, a stage at a time."""
+
+    def add(
+        self, stage: str, jobs: int, job: Job, slots: int, source: str, disk_gb: float = 0.0
+    ) -> None:
+        """``jobs`` jobs of ``job``, ``slots`` of them at once; none: no row."""
+        if jobs:
+            cpu_s, cores = job.cpu_s, job.cores
+            wall_s = cpu_s / max(cores, 1) if job.wall_s is None else job.wall_s
+            self.append(
+                Row(
+                    stage,
+                    jobs,
+                    wall_s,
+                    cores,
+                    job.gpus,
+                    min(jobs, slots),
+                    cpu_s * jobs,
+                    disk_gb,
+                    source,
+                )
+            )
+
+
 def project(work: Work, rates: dict, cluster: Cluster) -> list[Row]:
     """The stages of ``work`` on ``cluster``."""
-    a, c, rows = rates["assumed"], cluster, []
+    rows = _Rows()
+    _scenes_and_samples(work, rates, cluster, rows)
+    if "rf" in work.models:
+        _forest(work, rates, cluster, rows)
+    for model in work.deep:
+        _deep(model, work, rates, cluster, rows)
+    _after_the_maps(work, rates, cluster, rows)
+    return list(rows)
 
-    def add(stage: str, jobs: int, job: Job, slots: int, source: str, disk_gb: float = 0.0) -> None:
-        if jobs:
-            cpu_s, cores, gpus = job.cpu_s, job.cores, job.gpus
-            rows.append(Row(stage, jobs, cpu_s / max(cores, 1) if job.wall_s is None else job.wall_s, cores, gpus,
-                            min(jobs, slots), cpu_s * jobs, disk_gb, source))
 
+def _scenes_and_samples(work: Work, rates: dict, c: Cluster, rows: _Rows) -> None:
+    """The stages before the models: search, stage-in, cubes, then labels and samples."""
+    a, add = rates["assumed"], rows.add
     maps = len(work.tile_years)
     whole = WHOLE_TILE_PX
-    add("search", maps, Job(measured.job_cpu_s(rates, "search"), 0, wall_s=a["search_s"]), 1,
-        "network: assumed a search on the login node")
+    add(
+        "search",
+        maps,
+        Job(measured.job_cpu_s(rates, "search"), 0, wall_s=a["search_s"]),
+        1,
+        "network: assumed a search on the login node",
+    )
     if not work.remote:
-        staged_gb = [a["staged_gb_a_whole_tile_year"] * min(1.0, work.px[ty] / whole) * work.scenes[ty] / a["scenes"]
-                     for ty in work.tile_years]
-        add("stage-in", maps, Job(measured.job_cpu_s(rates, "stage"), 1 if work.stage_on_slurm else 0,
-                                  wall_s=max(staged_gb) * 8 / a["stage_gbit"]), 1,
+        staged_gb = [
+            a["staged_gb_a_whole_tile_year"]
+            * min(1.0, work.px[ty] / whole)
+            * work.scenes[ty]
+            / a["scenes"]
+            for ty in work.tile_years
+        ]
+        add(
+            "stage-in",
+            maps,
+            Job(
+                measured.job_cpu_s(rates, "stage"),
+                1 if work.stage_on_slurm else 0,
+                wall_s=max(staged_gb) * 8 / a["stage_gbit"],
+            ),
+            1,
             f"{a['staged_gb_a_whole_tile_year']:.1f} GB a whole tile-year of {a['scenes']:g} scenes (assumed), "
-            f"at {a['stage_gbit']:g} Gbit/s (assumed)", disk_gb=sum(staged_gb))
-    cube_cpu = [measured.job_cpu_s(rates, "cube", work.px[ty] * work.scenes[ty]) for ty in work.tile_years]
+            f"at {a['stage_gbit']:g} Gbit/s (assumed)",
+            disk_gb=sum(staged_gb),
+        )
+    cube_cpu = [
+        measured.job_cpu_s(rates, "cube", work.px[ty] * work.scenes[ty]) for ty in work.tile_years
+    ]
     many = c.cpu_job_cores
     net_s = 0.0
     if work.remote:
         per_job = min(a["gbit_per_job"], a["site_gbit"] / min(maps, c.slots(many)))
-        net_s = max(work.scenes[ty] * a["scene_gb"] * min(1.0, work.px[ty] / whole) for ty in work.tile_years) * 8 / per_job
+        net_s = (
+            max(
+                work.scenes[ty] * a["scene_gb"] * min(1.0, work.px[ty] / whole)
+                for ty in work.tile_years
+            )
+            * 8
+            / per_job
+        )
     px_step = sum(work.px.values()) * work.steps
-    add("cube", maps, Job(sum(cube_cpu) / maps, many, wall_s=max(max(cube_cpu) / many, net_s)), c.slots(many),
+    add(
+        "cube",
+        maps,
+        Job(sum(cube_cpu) / maps, many, wall_s=max(max(cube_cpu) / many, net_s)),
+        c.slots(many),
         rates["jobs"]["cube"]["source"]
-        + (f"; network reads assumed ({net_s / 60:.0f} min a job)" if work.remote else "; staged scenes"),
-        disk_gb=px_step * (2 * work.layers + 1) / 1e9)
+        + (
+            f"; network reads assumed ({net_s / 60:.0f} min a job)"
+            if work.remote
+            else "; staged scenes"
+        ),
+        disk_gb=px_step * (2 * work.layers + 1) / 1e9,
+    )
+    _labels_and_samples(work, rates, c, rows)
+
+
+def _labels_and_samples(work: Work, rates: dict, c: Cluster, rows: _Rows) -> None:
+    """The labels of each tile, the samples of each tile-year."""
+    add, maps, many = rows.add, len(work.tile_years), c.cpu_job_cores
     tiles = work.tiles
-    first = {t: work.px[(t, min(y for tt, y in work.tile_years if tt == t))] for t in tiles}
-    add("labels", len(tiles), Job(sum(measured.job_cpu_s(rates, "labels", first[t]) for t in tiles) / len(tiles), 1),
-        c.slots(1), rates["jobs"]["labels"]["source"], disk_gb=sum(first.values()) * 2 / 1e9)
-    sample_cpu = sum(measured.job_cpu_s(rates, "sample", work.samples[ty]) for ty in work.tile_years)
-    add("sample", maps, Job(sample_cpu / maps, many), c.slots(many), rates["jobs"]["sample"]["source"],
-        disk_gb=sum(work.samples.values()) * (2 * work.layers * work.steps + 64) / 1e9)
-    _models(work, rates, c, add)
+    first = _first_years_px(work)
+    add(
+        "labels",
+        len(tiles),
+        Job(sum(measured.job_cpu_s(rates, "labels", first[t]) for t in tiles) / len(tiles), 1),
+        c.slots(1),
+        rates["jobs"]["labels"]["source"],
+        disk_gb=sum(first.values()) * 2 / 1e9,
+    )
+    sample_cpu = sum(
+        measured.job_cpu_s(rates, "sample", work.samples[ty]) for ty in work.tile_years
+    )
+    add(
+        "sample",
+        maps,
+        Job(sample_cpu / maps, many),
+        c.slots(many),
+        rates["jobs"]["sample"]["source"],
+        disk_gb=sum(work.samples.values()) * (2 * work.layers * work.steps + 64) / 1e9,
+    )
+
+
+def _first_years_px(work: Work) -> dict[str, int]:
+    """Each tile's pixels in its first year (the labels' and the consistent maps' extent)."""
+    return {t: work.px[(t, min(y for tt, y in work.tile_years if tt == t))] for t in work.tiles}
+
+
+def _after_the_maps(work: Work, rates: dict, c: Cluster, rows: _Rows) -> None:
+    """The consistent maps, then the figures, design samples and assessments of every map."""
+    maps, tiles, years = len(work.tile_years), work.tiles, work.years
+    first = _first_years_px(work)
     map_gb = sum(work.px.values()) * 2 / 1e9  # a class and a confidence byte a pixel
-    years = work.years
     consistent = [measured.job_cpu_s(rates, "consistent_maps", first[t] * years) for t in tiles]
     jobs = len(tiles) * len(work.models)
     # the jobs that start before the kernels are cached each compile them (numba's cache, on a fresh install)
     compiling = min(jobs, c.slots(1))
     compile_s = rates["jobs"]["consistent_maps"].get("compile_cpu_s", 0.0) * compiling
-    add("consistent_maps", jobs, Job(sum(consistent) / len(tiles) + compile_s / jobs, 1), c.slots(1),
+    rows.add(
+        "consistent_maps",
+        jobs,
+        Job(sum(consistent) / len(tiles) + compile_s / jobs, 1),
+        c.slots(1),
         rates["jobs"]["consistent_maps"]["source"]
-        + (f"; the first {compiling} job(s) compile the kernels" if compile_s else ""), disk_gb=map_gb)
-    for stage, jobs in (("change_figure", len(tiles) * len(work.models) * max(years - 1, 0)),
-                        ("quicklook", maps * len(work.models)), ("design_sample", maps),
-                        ("assess", maps * len(work.models))):
-        add(stage, jobs, Job(measured.job_cpu_s(rates, stage), 1), c.slots(1), rates["jobs"][stage]["source"])
-    return rows
+        + (f"; the first {compiling} job(s) compile the kernels" if compile_s else ""),
+        disk_gb=map_gb,
+    )
+    for stage, jobs in (
+        ("change_figure", len(tiles) * len(work.models) * max(years - 1, 0)),
+        ("quicklook", maps * len(work.models)),
+        ("design_sample", maps),
+        ("assess", maps * len(work.models)),
+    ):
+        rows.add(
+            stage,
+            jobs,
+            Job(measured.job_cpu_s(rates, stage), 1),
+            c.slots(1),
+            rates["jobs"][stage]["source"],
+        )
 
 
-def _models(work: Work, rates: dict, c: Cluster, add) -> None:
-    """The studies, trainings, learning curves and maps of every model."""
-    a, n, many = rates["assumed"], work.n_train, c.cpu_job_cores
-    maps = len(work.tile_years)
-    map_gb = sum(work.px.values()) * 2 / 1e9
-    trials = {m: math.ceil(work.hpo_trials / work.hpo_workers) for m in work.hpo_models}
-    if "rf" in work.models:
-        fit = measured.forest(rates, n, work.rf["min_samples_leaf"])
-        fit_cpu = fit["fit_cpu_s_per_tree_here"] * work.rf["n_estimators"] + rates["startup_cpu_s"]
-        told = f"a forest fit on {fit['rows']:,} rows ({fit['source']}), scaled to {n:,} rows"
-        if "rf" in trials:
-            add("hpo rf", work.hpo_workers, Job(fit_cpu * trials["rf"], many), work.hpo_workers,
-                f"{trials['rf']} trials a worker, each {told} (unpruned)")
-        add("train rf", 1, Job(fit_cpu, c.node_cores), 1, f"{told}, on a whole node (linear)")
-        per_px = rates["jobs"]["predict_rest"]["cpu_s_per_unit"] + (
-            fit["map_cpu_s_per_px_300_here"] * work.rf["n_estimators"] / 300)
-        cpu = [rates["jobs"]["predict_rest"]["fixed_cpu_s"] + per_px * work.px[ty] for ty in work.tile_years]
-        add("predict rf", maps, Job(sum(cpu) / maps, many), c.slots(many),
-            f"its forest as {told}; reading and writing: {rates['jobs']['predict_rest']['source']}", disk_gb=map_gb)
+def _trials(work: Work, model: str) -> int | None:
+    """The trials each worker of ``model``'s study runs (None: the model is not studied)."""
+    return math.ceil(work.hpo_trials / work.hpo_workers) if model in work.hpo_models else None
+
+
+def _forest(work: Work, rates: dict, c: Cluster, rows: _Rows) -> None:
+    """The forest's study, training and maps."""
+    n, many, maps = work.n_train, c.cpu_job_cores, len(work.tile_years)
+    fit = measured.forest(rates, n, work.rf["min_samples_leaf"])
+    fit_cpu = fit["fit_cpu_s_per_tree_here"] * work.rf["n_estimators"] + rates["startup_cpu_s"]
+    told = f"a forest fit on {fit['rows']:,} rows ({fit['source']}), scaled to {n:,} rows"
+    trials = _trials(work, "rf")
+    if trials:
+        rows.add(
+            "hpo rf",
+            work.hpo_workers,
+            Job(fit_cpu * trials, many),
+            work.hpo_workers,
+            f"{trials} trials a worker, each {told} (unpruned)",
+        )
+    rows.add("train rf", 1, Job(fit_cpu, c.node_cores), 1, f"{told}, on a whole node (linear)")
+    per_px = rates["jobs"]["predict_rest"]["cpu_s_per_unit"] + (
+        fit["map_cpu_s_per_px_300_here"] * work.rf["n_estimators"] / 300
+    )
+    cpu = [
+        rates["jobs"]["predict_rest"]["fixed_cpu_s"] + per_px * work.px[ty]
+        for ty in work.tile_years
+    ]
+    rows.add(
+        "predict rf",
+        maps,
+        Job(sum(cpu) / maps, many),
+        c.slots(many),
+        f"its forest as {told}; reading and writing: {rates['jobs']['predict_rest']['source']}",
+        disk_gb=sum(work.px.values()) * 2 / 1e9,
+    )
+
+
+def _deep(m: str, work: Work, rates: dict, c: Cluster, rows: _Rows) -> None:
+    """A deep model's study, training, learning curve and maps, on GPUs where the cluster has them."""
+    a, n, add = rates["assumed"], work.n_train, rows.add
     gpu = rates.get("gpu") if c.gpus_per_node else None
     ranks = c.train_nodes * (c.gpus_per_node or c.ranks_per_node)
-    for m in work.deep:
-        t = work.training[m]
-        batch = t["batch_size"] * ranks
-        seen = max(t["epochs"] * n, t["min_steps"] * batch)  # samples a training passes through, early stops aside
-        if gpu:
-            per_gpu = gpu["train_samples_per_s_per_gpu"].get(m, gpu["train_samples_per_s_per_gpu"]["lstm"])
-            as_of = m if m in gpu["train_samples_per_s_per_gpu"] else "lstm (this model not measured)"
-            job_s = seen / (per_gpu * ranks * a["scaling"]) + rates["startup_cpu_s"]
-            source = f"{gpu['device']}: {as_of} at batch {gpu['batch']}, x{ranks} GPUs at {a['scaling']} (assumed)"
-            cores, gpus, slots = c.train_nodes * c.gpu_node_cores, ranks, max(1, c.gpu_nodes // c.train_nodes)
-        else:
-            cpu_rank = rates["deep_cpu"].get(m, rates["deep_cpu"]["lstm"])
-            job_s = seen / (cpu_rank["samples_per_s_per_rank"] * ranks) + rates["startup_cpu_s"]
-            source = f"{cpu_rank['source']}, x{ranks} CPU ranks"
-            cores, gpus, slots = ranks * c.cores_per_rank, 0, c.slots(c.ranks_per_node * c.cores_per_rank)
-        source += f"; {seen / max(n, 1):.0f} passes over {n:,} rows (early stopping ends sooner)"
-        if m in trials:
-            share = work.hpo_share[m]
-            add(f"hpo {m}", work.hpo_workers, Job(job_s * trials[m] * share * cores, cores, gpus, job_s * trials[m] * share),
-                min(work.hpo_workers, slots), f"{trials[m]} trials a worker, each a training as below; the pruner runs "
-                f"{100 * share:.0f} % of their rounds (lcflow.budget.pruning)")
-        add(f"train {m}", 1, Job(job_s * cores, cores, gpus, job_s), 1, source)
-        add(f"learning_curve {m}", 1, Job(measured.job_cpu_s(rates, "learning_curve"), 1), 1,
-            rates["jobs"]["learning_curve"]["source"])
-        if gpu:
-            per_gpu = gpu["predict_px_s_per_gpu"].get(m, gpu["predict_px_s_per_gpu"]["lstm"])
-            gpus = c.predict_nodes * c.gpus_per_node
-            job_s = [work.px[ty] / (per_gpu * gpus) + rates["startup_cpu_s"] for ty in work.tile_years]
-            cores = c.predict_nodes * c.gpu_node_cores
-            add(f"predict {m}", maps, Job(sum(job_s) / maps * cores, cores, gpus, max(job_s)),
-                max(1, c.gpu_nodes // c.predict_nodes), f"{gpu['device']}: {per_gpu:,.0f} px/s a GPU", disk_gb=map_gb)
-        else:
-            stage = f"predict_{m}_cpu" if f"predict_{m}_cpu" in rates["jobs"] else "predict_lstm_cpu"
-            cpu = [measured.job_cpu_s(rates, stage, work.px[ty]) for ty in work.tile_years]
-            cores = c.predict_nodes * c.ranks_per_node * c.cores_per_rank
-            add(f"predict {m}", maps, Job(sum(cpu) / maps, cores), c.slots(cores), rates["jobs"][stage]["source"],
-                disk_gb=map_gb)
+    t = work.training[m]
+    batch = t["batch_size"] * ranks
+    seen = max(
+        t["epochs"] * n, t["min_steps"] * batch
+    )  # samples a training passes through, early stops aside
+    if gpu:
+        per_gpu = gpu["train_samples_per_s_per_gpu"].get(
+            m, gpu["train_samples_per_s_per_gpu"]["lstm"]
+        )
+        as_of = m if m in gpu["train_samples_per_s_per_gpu"] else "lstm (this model not measured)"
+        job_s = seen / (per_gpu * ranks * a["scaling"]) + rates["startup_cpu_s"]
+        source = f"{gpu['device']}: {as_of} at batch {gpu['batch']}, x{ranks} GPUs at {a['scaling']} (assumed)"
+        cores, gpus, slots = (
+            c.train_nodes * c.gpu_node_cores,
+            ranks,
+            max(1, c.gpu_nodes // c.train_nodes),
+        )
+    else:
+        cpu_rank = rates["deep_cpu"].get(m, rates["deep_cpu"]["lstm"])
+        job_s = seen / (cpu_rank["samples_per_s_per_rank"] * ranks) + rates["startup_cpu_s"]
+        source = f"{cpu_rank['source']}, x{ranks} CPU ranks"
+        cores, gpus, slots = (
+            ranks * c.cores_per_rank,
+            0,
+            c.slots(c.ranks_per_node * c.cores_per_rank),
+        )
+    source += f"; {seen / max(n, 1):.0f} passes over {n:,} rows (early stopping ends sooner)"
+    trials = _trials(work, m)
+    if trials:
+        share = work.hpo_share[m]
+        add(
+            f"hpo {m}",
+            work.hpo_workers,
+            Job(job_s * trials * share * cores, cores, gpus, job_s * trials * share),
+            min(work.hpo_workers, slots),
+            f"{trials} trials a worker, each a training as below; the pruner runs "
+            f"{100 * share:.0f} % of their rounds (lcflow.budget.pruning)",
+        )
+    add(f"train {m}", 1, Job(job_s * cores, cores, gpus, job_s), 1, source)
+    add(
+        f"learning_curve {m}",
+        1,
+        Job(measured.job_cpu_s(rates, "learning_curve"), 1),
+        1,
+        rates["jobs"]["learning_curve"]["source"],
+    )
+    _deep_maps(m, work, rates, c, rows)
+
+
+def _deep_maps(m: str, work: Work, rates: dict, c: Cluster, rows: _Rows) -> None:
+    """A deep model's maps: on the GPU nodes at the measured rate, else on CPU ranks."""
+    maps, map_gb = len(work.tile_years), sum(work.px.values()) * 2 / 1e9
+    gpu = rates.get("gpu") if c.gpus_per_node else None
+    if gpu:
+        per_gpu = gpu["predict_px_s_per_gpu"].get(m, gpu["predict_px_s_per_gpu"]["lstm"])
+        gpus = c.predict_nodes * c.gpus_per_node
+        job_s = [work.px[ty] / (per_gpu * gpus) + rates["startup_cpu_s"] for ty in work.tile_years]
+        cores = c.predict_nodes * c.gpu_node_cores
+        rows.add(
+            f"predict {m}",
+            maps,
+            Job(sum(job_s) / maps * cores, cores, gpus, max(job_s)),
+            max(1, c.gpu_nodes // c.predict_nodes),
+            f"{gpu['device']}: {per_gpu:,.0f} px/s a GPU",
+            disk_gb=map_gb,
+        )
+    else:
+        stage = f"predict_{m}_cpu" if f"predict_{m}_cpu" in rates["jobs"] else "predict_lstm_cpu"
+        cpu = [measured.job_cpu_s(rates, stage, work.px[ty]) for ty in work.tile_years]
+        cores = c.predict_nodes * c.ranks_per_node * c.cores_per_rank
+        rows.add(
+            f"predict {m}",
+            maps,
+            Job(sum(cpu) / maps, cores),
+            c.slots(cores),
+            rates["jobs"][stage]["source"],
+            disk_gb=map_gb,
+        )
 
 
 def critical_path(rows: list[Row]) -> tuple[float, list[str]]:
@@ -175,7 +348,11 @@ def critical_path(rows: list[Row]) -> tuple[float, list[str]]:
     Stages of a chain are taken whole, one after another (no overlap of waves)."""
     wall = {row.stage: row.wall_h for row in rows}
     forest = [s for s in wall if s in ("hpo rf", "train rf", "predict rf")]
-    deep = [s for s in wall if s.startswith(("hpo ", "train ", "learning_curve ", "predict ")) and s not in forest]
+    deep = [
+        s
+        for s in wall
+        if s.startswith(("hpo ", "train ", "learning_curve ", "predict ")) and s not in forest
+    ]
     before = [s for s in wall if s in BEFORE]
     after = [s for s in wall if s not in (*before, *forest, *deep)]
     branch = max((forest, deep), key=lambda chain: sum(wall[s] for s in chain))
@@ -201,22 +378,32 @@ def by_stage(rows: list[Row]) -> dict[str, float]:
     a model's jobs together), to compare with ``lcflow job-resources``."""
     cpu: dict[str, float] = {}
     for r in rows:
-        name = rule(r.stage).removesuffix("_rf")  # the forest's rules keep their stage's benchmark folder
+        name = rule(r.stage).removesuffix(
+            "_rf"
+        )  # the forest's rules keep their stage's benchmark folder
         cpu[name] = cpu.get(name, 0.0) + r.cpu_s
     return cpu
 
 
 def table(rows: list[Row]) -> str:
     """The projection as a fixed-width table a proposal can quote, with its totals."""
-    lines = [f"{'stage':22s} {'jobs':>5s} {'min a job':>10s} {'at once':>8s} {'wall h':>8s} {'core h':>9s} "
-             f"{'GPU h':>7s} {'disk GB':>8s}  source"]
+    lines = [
+        f"{'stage':22s} {'jobs':>5s} {'min a job':>10s} {'at once':>8s} {'wall h':>8s} {'core h':>9s} "
+        f"{'GPU h':>7s} {'disk GB':>8s}  source"
+    ]
     for r in rows:
-        lines.append(f"{r.stage:22s} {r.jobs:5d} {_n(r.job_s / 60):>10s} {r.at_once:8d} {_n(r.wall_h):>8s} "
-                     f"{_n(r.core_h):>9s} {_n(r.gpu_h):>7s} {_n(r.disk_gb):>8s}  {r.source}")
+        lines.append(
+            f"{r.stage:22s} {r.jobs:5d} {_n(r.job_s / 60):>10s} {r.at_once:8d} {_n(r.wall_h):>8s} "
+            f"{_n(r.core_h):>9s} {_n(r.gpu_h):>7s} {_n(r.disk_gb):>8s}  {r.source}"
+        )
     total, path = critical_path(rows)
-    lines.append(f"{'total':22s} {'':5s} {'':10s} {'':8s} {_n(total):>8s} {_n(sum(r.core_h for r in rows)):>9s} "
-                 f"{_n(sum(r.gpu_h for r in rows)):>7s} {_n(sum(r.disk_gb for r in rows)):>8s}  critical path: "
-                 f"{' > '.join(path)}")
-    lines.append(f"{'':22s} {'':5s} {'':10s} {'':8s} {_n(sum(r.wall_h for r in rows)):>8s} {'':9s} {'':7s} {'':8s}  "
-                 "(every stage one after another: an upper bound)")
+    lines.append(
+        f"{'total':22s} {'':5s} {'':10s} {'':8s} {_n(total):>8s} {_n(sum(r.core_h for r in rows)):>9s} "
+        f"{_n(sum(r.gpu_h for r in rows)):>7s} {_n(sum(r.disk_gb for r in rows)):>8s}  critical path: "
+        f"{' > '.join(path)}"
+    )
+    lines.append(
+        f"{'':22s} {'':5s} {'':10s} {'':8s} {_n(sum(r.wall_h for r in rows)):>8s} {'':9s} {'':7s} {'':8s}  "
+        "(every stage one after another: an upper bound)"
+    )
     return "\n".join(lines)

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lcflow.defaults import default
 from lcflow.retrieve.mgrs import S2_TILE_SIZE
 from lcflow.tune.hpo_settings import HpoSettings
 
@@ -36,7 +35,9 @@ class Work:
     hpo_models: list[str]
     hpo_trials: int
     hpo_workers: int
-    hpo_share: dict[str, float]  # per studied deep model: the share of its trials' rounds the pruner lets run
+    hpo_share: dict[
+        str, float
+    ]  # per studied deep model: the share of its trials' rounds the pruner lets run
     remote: bool  # stage.mode remote: cubes read the catalogue over the network
     stage_on_slurm: bool
     said: list[str] = field(default_factory=list)  # where each count came from
@@ -54,65 +55,142 @@ class Work:
         return int(sum(self.samples.values()) * self.train_fraction)
 
 
-def _get(config: dict, key: str) -> Any:
-    node: Any = config
-    for part in key.split("."):
-        if not isinstance(node, dict) or node.get(part) is None:
-            return default(key)
-        node = node[part]
-    return node
-
-
 def from_config(config: dict, results: Path, scenes: float, classes: int) -> Work:
     """The work of ``config`` (merged and checked); ``scenes`` a tile-year and ``classes`` a tile-year's
-    table where the run has not counted them yet under ``results``."""
-    from lcflow.train.hyperparameters import TRAINING
+    table where the run has not counted them yet under ``results``. Each section is read through its stage's
+    settings, and each model's parameters through their check: the defaults are theirs."""
+    from lcflow.labels.sample_settings import SampleSettings
+    from lcflow.retrieve.cube_settings import CubeSettings
+    from lcflow.retrieve.stage_settings import StageSettings
+    from lcflow.train import hyperparameters
     from lcflow.train.models import DEEP
 
+    cube, sample = (
+        CubeSettings.from_config(config.get("cube")),
+        SampleSettings.from_config(config.get("sample")),
+    )
+    stage = StageSettings.from_config(config.get("stage"))
     tile_years = [(t, int(y)) for t in config["tiles"] for y in config["years"]]
-    resolution = float(_get(config, "cube.resolution"))
-    aoi = config.get("aoi") or {}
+    px = _pixels(tile_years, config.get("aoi") or {}, cube.resolution)
+    said: list[str] = []
+    found_scenes, found_samples = _scenes_and_samples(
+        config, tile_years, results, (scenes, classes), said
+    )
+    models = list(config["models"])
+    deep = [m for m in models if m in DEEP]
+    given = config.get("model_params") or {}
+    params = {
+        m: hyperparameters.check(m, given.get(m), where=f"model_params.{m}")
+        for m in models
+        if m in hyperparameters.MODELS
+    }
+    training = {
+        m: {k: int(params[m][k]) for k in ("epochs", "min_steps", "batch_size", "evaluations")}
+        for m in deep
+    }
+    rf = (
+        {k: int(params["rf"][k]) for k in ("n_estimators", "min_samples_leaf")}
+        if "rf" in params
+        else {}
+    )
+    hpo = HpoSettings.from_config(config.get("hpo"))
+    studied = [m for m in hpo.models if m in models]
+    share = {}
+    if set(studied) & set(deep):
+        from lcflow.budget.pruning import share_run
+
+        share = {
+            m: share_run(
+                hpo.pruner,
+                hpo.min_rounds,
+                training[m]["evaluations"],
+                hpo.reduction_factor,
+                hpo.trials,
+            )
+            for m in studied
+            if m in deep
+        }
+    return Work(
+        tile_years,
+        px,
+        found_scenes,
+        found_samples,
+        models,
+        deep,
+        len(cube.bands) + len(cube.indices),
+        cube.time_steps,
+        float(sample.fractions["train"]),
+        rf,
+        training,
+        studied,
+        hpo.trials,
+        hpo.workers,
+        share,
+        stage.mode == "remote",
+        stage.where == "slurm",
+        said,
+    )
+
+
+def _scenes_and_samples(
+    config: dict,
+    tile_years: list[tuple[str, int]],
+    results: Path,
+    assumed: tuple[float, int],
+    said: list[str],
+) -> tuple[dict, dict]:
+    """Each tile-year's scenes and sample rows, counted where the run has written them, else assumed
+    (``assumed``: scenes a tile-year, classes a table); where each came from, in ``said``."""
+    from lcflow.labels.sample_settings import SampleSettings
+
+    per_class, (scenes, classes) = (
+        SampleSettings.from_config(config.get("sample")).per_class,
+        assumed,
+    )
+    demo = config.get("demo") or {}
+    assumed_scenes = sum(demo["acquisitions"]) / 2 if demo.get("acquisitions") else scenes
+    found_scenes = _counted(tile_years, results, "items.json", _items, assumed_scenes)
+    said.append(
+        f"scenes: {found_scenes.counted} tile-year(s) counted in their items.json, the others "
+        f"{assumed_scenes:g} "
+        + ("(the demo's acquisitions)" if demo.get("acquisitions") else "(assumed)")
+    )
+    found_samples = _counted(tile_years, results, "samples.parquet", _rows, per_class * classes)
+    said.append(
+        f"samples: {found_samples.counted} tile-year(s) counted in their tables, the others "
+        f"{per_class} a class x {classes} classes (assumed)"
+    )
+    return dict(found_scenes), dict(found_samples)
+
+
+class _Counts(dict):
+    """A figure for each tile-year: counted in its file where the run has written it, else assumed."""
+
+    counted = 0
+
+
+def _counted(
+    tile_years: list[tuple[str, int]], results: Path, name: str, count, assumed: float
+) -> _Counts:
+    """Each tile-year's figure, counted by ``count`` in its file ``name`` under ``results``, else ``assumed``."""
+    out = _Counts()
+    for tile, year in tile_years:
+        found = count(results / tile / str(year) / name)
+        out[(tile, year)] = assumed if found is None else found
+        out.counted += found is not None
+    return out
+
+
+def _pixels(
+    tile_years: list[tuple[str, int]], aoi: dict, resolution: float
+) -> dict[tuple[str, int], int]:
+    """Each tile-year's cube pixels: its area of interest's, else the whole tile's."""
     px = {}
     for tile, year in tile_years:
         box = aoi.get(tile)
         w, h = ((box[2] - box[0]), (box[3] - box[1])) if box else (S2_TILE_SIZE, S2_TILE_SIZE)
         px[(tile, year)] = math.ceil(w / resolution) * math.ceil(h / resolution)
-    said = []
-    found_scenes = {ty: _items(results / ty[0] / str(ty[1]) / "items.json") for ty in tile_years}
-    demo = config.get("demo") or {}
-    assumed_scenes = sum(demo["acquisitions"]) / 2 if demo.get("acquisitions") else scenes
-    counted = [ty for ty, n in found_scenes.items() if n is not None]
-    said.append(f"scenes: {len(counted)} tile-year(s) counted in their items.json, the others "
-                f"{assumed_scenes:g} " + ("(the demo's acquisitions)" if demo.get("acquisitions") else "(assumed)"))
-    per_class = int(_get(config, "sample.per_class"))
-    found_samples = {ty: _rows(results / ty[0] / str(ty[1]) / "samples.parquet") for ty in tile_years}
-    counted_rows = [ty for ty, n in found_samples.items() if n is not None]
-    said.append(f"samples: {len(counted_rows)} tile-year(s) counted in their tables, the others {per_class} a class "
-                f"x {classes} classes (assumed)")
-    models = list(config["models"])
-    deep = [m for m in models if m in DEEP]
-    params = config.get("model_params") or {}
-    training = {m: {k: int((params.get(m) or {}).get(k, TRAINING[k].default))
-                    for k in ("epochs", "min_steps", "batch_size", "evaluations")} for m in deep}
-    rf = {"n_estimators": int((params.get("rf") or {}).get("n_estimators", 300)),
-          "min_samples_leaf": int((params.get("rf") or {}).get("min_samples_leaf", 1))}
-    hpo = HpoSettings.from_config(config.get("hpo"))
-    studied = [m for m in hpo.models if m in models]
-    trials, workers = hpo.trials, hpo.workers
-    share = {}
-    if set(studied) & set(deep):
-        from lcflow.budget.pruning import share_run
-
-        share = {m: share_run(hpo.pruner, hpo.min_rounds, training[m]["evaluations"], hpo.reduction_factor, trials)
-                 for m in studied if m in deep}
-    stage_mode, where = _get(config, "stage.mode"), _get(config, "stage.where")
-    indices = (config.get("cube") or {}).get("spectral_indices") or []
-    return Work(tile_years, px,
-                {ty: (n if n is not None else assumed_scenes) for ty, n in found_scenes.items()},
-                {ty: (n if n is not None else per_class * classes) for ty, n in found_samples.items()},
-                models, deep, len(_get(config, "cube.bands")) + len(indices), int(_get(config, "cube.time_steps")),
-                float(_get(config, "sample.fractions")["train"]), rf, training,
-                studied, trials, workers, share, stage_mode == "remote", where == "slurm", said)
+    return px
 
 
 def _items(path: Path) -> int | None:

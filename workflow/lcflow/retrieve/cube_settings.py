@@ -30,7 +30,6 @@ class CubeSettings(ConfigSection):
     fill_gaps: str = default("cube.fill_gaps")
 
     def __post_init__(self) -> None:
-        sentinel2.check_bands(
-            list(self.bands)
-        )  # before the schema: its messages name the band at fault
+        # before the schema: its messages name the band at fault
+        sentinel2.check_bands(list(self.bands))
         super().__post_init__()
