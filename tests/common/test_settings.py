@@ -114,6 +114,10 @@ def test_a_study_s_worker_is_handed_its_model_s_space_and_no_key_of_the_rules():
     assert not {"--space", "--models", "--workers"} & options
     given = HpoSettings.from_options(parser.parse_args(["--settings", settings.worker_json("lstm"), "--trials", "3"]))
     assert (given.trials, given.space_of("lstm"), given.space_of("rf")) == (3, spaces["lstm"], None)
+    # the sampler draws a space's parameters in their order: the config's, kept
+    unsorted = {"learning_rate": {"low": 0.001, "high": 0.01}, "dropout": {"low": 0.1, "high": 0.5}}
+    handed = json.loads(HpoSettings(space={"lstm": unsorted}).worker_json("lstm"))["space"]["lstm"]
+    assert list(handed) == ["learning_rate", "dropout"]
 
 
 def test_settings_are_frozen_and_their_lists_tuples():

@@ -43,4 +43,5 @@ class HpoSettings(ConfigSection):
         its model's space alone, so that studying another model, or with more workers, reruns none of its jobs."""
         given = {k: v for k, v in self.as_config().items() if k not in self.RULE_KEYS}
         given["space"] = {model: self.space[model]} if model in self.space else {}
-        return json.dumps(given, separators=(",", ":"), sort_keys=True)
+        # in the config's order, never sorted: the sampler draws the space's parameters in it
+        return json.dumps(given, separators=(",", ":"))
