@@ -15,6 +15,7 @@ from typing import Any
 
 from lcflow.train import hyperparameters
 from lcflow.train.hyperparameters import ParamError
+from lcflow.train.param import Param
 
 #: the class weighting, searched by every model's study: in a deep model's loss it trades overall for
 #: balanced accuracy (on the whole Slovenia table, without weights instead of sqrt, tempcnn and ltae gained
@@ -167,7 +168,7 @@ def parse(model: str, space: dict[str, Any] | None, where: str | None = None) ->
     return dims
 
 
-def _dimension(name: str, param: hyperparameters.Param, spec: Any, at: str) -> Dimension:
+def _dimension(name: str, param: Param, spec: Any, at: str) -> Dimension:
     if not isinstance(spec, dict):
         raise ParamError(
             f"{at} = {spec!r}: expected {{low: .., high: ..}} or {{choices: [..]}}", name
