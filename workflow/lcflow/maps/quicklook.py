@@ -17,7 +17,9 @@ from lcflow.common.figure_text import wrapped
 from lcflow.errors import LcflowError
 
 
-def _reduced(path: str | Path, max_px: int, resampling: Resampling) -> tuple[np.ndarray, float | None, object]:
+def _reduced(
+    path: str | Path, max_px: int, resampling: Resampling
+) -> tuple[np.ndarray, float | None, object]:
     with rasterio.open(path) as ds:
         scale = max(ds.width, ds.height) / max_px
         shape = (max(1, round(ds.height / max(scale, 1))), max(1, round(ds.width / max(scale, 1))))
@@ -30,7 +32,13 @@ def _reduced(path: str | Path, max_px: int, resampling: Resampling) -> tuple[np.
         return data, ds.nodata, (colormap, names, ds.bounds, ds.crs)
 
 
-def write(map_path: str | Path, confidence_path: str | Path, out: str | Path, title: str, max_px: int = 1024) -> None:
+def write(
+    map_path: str | Path,
+    confidence_path: str | Path,
+    out: str | Path,
+    title: str,
+    max_px: int = 1024,
+) -> None:
     """One PNG: the class map with a legend of the classes present, and the confidence (0-100 %).
 
     Args:
@@ -57,12 +65,25 @@ def write(map_path: str | Path, confidence_path: str | Path, out: str | Path, ti
     fig, (left, right) = plt.subplots(1, 2, figsize=(13.5, 5.6))
     left.imshow(rgb, extent=extent, interpolation="nearest")
     left.set_title("classes", fontsize=9)
-    handles = [Patch(color=np.array(colormap.get(c, (128, 128, 128, 255))[:3]) / 255,
-                     label=f"{c} {names.get(str(c), '')}"[:44]) for c in present]
-    left.legend(handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    handles = [
+        Patch(
+            color=np.array(colormap.get(c, (128, 128, 128, 255))[:3]) / 255,
+            label=f"{c} {names.get(str(c), '')}"[:44],
+        )
+        for c in present
+    ]
+    left.legend(
+        handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False
+    )
     conf = np.ma.masked_equal(confidence, conf_nodata) if conf_nodata is not None else confidence
-    shown = right.imshow(conf, extent=extent, cmap=ListedColormap(plt.get_cmap("magma")(np.linspace(0, 1, 20))),
-                         vmin=0, vmax=100, interpolation="nearest")
+    shown = right.imshow(
+        conf,
+        extent=extent,
+        cmap=ListedColormap(plt.get_cmap("magma")(np.linspace(0, 1, 20))),
+        vmin=0,
+        vmax=100,
+        interpolation="nearest",
+    )
     right.set_title("confidence (%)", fontsize=9)
     fig.colorbar(shown, ax=right, shrink=0.8)
     for ax in (left, right):
@@ -75,8 +96,67 @@ def write(map_path: str | Path, confidence_path: str | Path, out: str | Path, ti
     plt.close(fig)
 
 
-def change_figure(change_path: str | Path, summary_path: str | Path, out: str | Path, title: str,
-                  max_px: int = 1024, legend_rows: int = 12) -> None:
+def _draw_matrix(fig, ax, matrix: np.ndarray, classes: tuple[list, dict], years: list[int]) -> None:
+    """The change matrix (ha) of a pair, on a log scale, each cell with its area; ``classes``: the codes and
+    their names."""
+    from matplotlib.colors import LogNorm
+
+    codes, names = classes
+    k = len(codes)
+    shown = ax.imshow(
+        np.ma.masked_less_equal(matrix, 0),
+        cmap="viridis",
+        norm=LogNorm(
+            vmin=max(matrix[matrix > 0].min(initial=1.0), 0.01), vmax=max(matrix.max(), 0.02)
+        ),
+    )
+    for i in range(k):
+        for j in range(k):
+            if matrix[i, j] > 0:
+                ax.text(
+                    j,
+                    i,
+                    f"{matrix[i, j]:,.0f}" if matrix[i, j] >= 10 else f"{matrix[i, j]:.1f}",
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="white" if i != j else "black",
+                )
+    labels = [wrapped(f"{c} {names.get(str(c), '')}", 24) for c in codes]
+    ax.set_xticks(range(k), labels, rotation=60, ha="right", fontsize=6)
+    ax.set_yticks(range(k), labels, fontsize=6)
+    ax.set_xlabel(str(years[1]), fontsize=8)
+    ax.set_ylabel(str(years[0]), fontsize=8)
+    ax.set_title("change matrix (ha)", fontsize=9)
+    fig.colorbar(shown, ax=ax, shrink=0.7)
+
+
+def _change_line(title: str, pair: dict) -> str:
+    """The figure's title line: the share changed, consistent and independent, and against the truth."""
+    c, r = pair["consistent"], pair["raw"]
+    line = (
+        f"{title}: {100 * c['changed_fraction']:.2f} % changed, {100 * r['changed_fraction']:.2f} % between the "
+        f"independent annual maps"
+        if c["pixels"]
+        else f"{title}: no pixel with data in both years"
+    )
+    if "truth" in c and c["pixels"]:
+        line += (
+            f"; against truth: stable pixels kept {c['truth']['stable_kept']:.3f} (independent "
+            f"{r['truth']['stable_kept']:.3f}), change F1 {c['truth']['change_f1']:.2f} "
+            f"({r['truth']['change_f1']:.2f})"
+        )
+    return line
+
+
+def change_figure(
+    change_path: str | Path,
+    summary_path: str | Path,
+    out: str | Path,
+    title: str,
+    max_px: int = 1024,
+    legend_rows: int = 12,
+) -> None:
     """One PNG of a pair of years: the change map (no change in light grey, changes in the colour of
     the class changed to, the largest from-to classes in the legend) beside the change matrix (ha).
 
@@ -92,7 +172,6 @@ def change_figure(change_path: str | Path, summary_path: str | Path, out: str | 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.colors import LogNorm
     from matplotlib.patches import Patch
 
     with rasterio.open(change_path) as ds:
@@ -102,7 +181,9 @@ def change_figure(change_path: str | Path, summary_path: str | Path, out: str | 
     summary = json.loads(Path(summary_path).read_text())
     pair = next((p for p in summary["pairs"] if p["years"] == years), None)
     if pair is None:
-        raise LcflowError(f"{summary_path} has no pair of years {years} (the years of {change_path})")
+        raise LcflowError(
+            f"{summary_path} has no pair of years {years} (the years of {change_path})"
+        )
     rgb = np.full(codes.shape + (3,), 255, dtype=np.uint8)
     for code in np.unique(codes):
         if code != nodata and int(code) in table:
@@ -110,42 +191,39 @@ def change_figure(change_path: str | Path, summary_path: str | Path, out: str | 
     classes = summary["classes"]
     names = summary["class_names"]
     matrix = np.asarray(pair["consistent"]["change_matrix_ha"], dtype=float)
-    changed = [(matrix[i, j], i, j) for i in range(len(classes)) for j in range(len(classes)) if i != j and matrix[i, j] > 0]
+    changed = [
+        (matrix[i, j], i, j)
+        for i in range(len(classes))
+        for j in range(len(classes))
+        if i != j and matrix[i, j] > 0
+    ]
     changed.sort(reverse=True)
     k = len(classes)
     extent = (bounds.left, bounds.right, bounds.bottom, bounds.top)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 6), gridspec_kw={"width_ratios": [1.15, 1]})
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(14, 6), gridspec_kw={"width_ratios": [1.15, 1]}
+    )
     left.imshow(rgb, extent=extent, interpolation="nearest")
     left.set_title(f"change {years[0]} -> {years[1]}", fontsize=9)
     handles = [Patch(color=np.array(table[0]["color"]) / 255, label="no change")]
-    handles += [Patch(color=np.array(table[1 + i * k + j]["color"]) / 255,
-                      label=f"{classes[i]} -> {classes[j]}: {area:,.1f} ha") for area, i, j in changed[:legend_rows]]
+    handles += [
+        Patch(
+            color=np.array(table[1 + i * k + j]["color"]) / 255,
+            label=f"{classes[i]} -> {classes[j]}: {area:,.1f} ha",
+        )
+        for area, i, j in changed[:legend_rows]
+    ]
     if len(changed) > legend_rows:
-        handles.append(Patch(color="white", label=f"... {len(changed) - legend_rows} more from-to classes"))
-    left.legend(handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+        handles.append(
+            Patch(color="white", label=f"... {len(changed) - legend_rows} more from-to classes")
+        )
+    left.legend(
+        handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False
+    )
     left.tick_params(labelsize=6)
     left.ticklabel_format(style="plain", useOffset=False)
-    shown = right.imshow(np.ma.masked_less_equal(matrix, 0), cmap="viridis",
-                         norm=LogNorm(vmin=max(matrix[matrix > 0].min(initial=1.0), 0.01), vmax=max(matrix.max(), 0.02)))
-    for i in range(k):
-        for j in range(k):
-            if matrix[i, j] > 0:
-                right.text(j, i, f"{matrix[i, j]:,.0f}" if matrix[i, j] >= 10 else f"{matrix[i, j]:.1f}",
-                           ha="center", va="center", fontsize=6, color="white" if i != j else "black")
-    labels = [wrapped(f"{c} {names.get(str(c), '')}", 24) for c in classes]
-    right.set_xticks(range(k), labels, rotation=60, ha="right", fontsize=6)
-    right.set_yticks(range(k), labels, fontsize=6)
-    right.set_xlabel(str(years[1]), fontsize=8)
-    right.set_ylabel(str(years[0]), fontsize=8)
-    right.set_title("change matrix (ha)", fontsize=9)
-    fig.colorbar(shown, ax=right, shrink=0.7)
-    c, r = pair["consistent"], pair["raw"]
-    line = (f"{title}: {100 * c['changed_fraction']:.2f} % changed, {100 * r['changed_fraction']:.2f} % between the "
-            f"independent annual maps" if c["pixels"] else f"{title}: no pixel with data in both years")
-    if "truth" in c and c["pixels"]:
-        line += (f"; against truth: stable pixels kept {c['truth']['stable_kept']:.3f} (independent "
-                 f"{r['truth']['stable_kept']:.3f}), change F1 {c['truth']['change_f1']:.2f} "
-                 f"({r['truth']['change_f1']:.2f})")
+    _draw_matrix(fig, right, matrix, (classes, names), years)
+    line = _change_line(title, pair)
     fig.suptitle(f"{line}\n({crs.to_string() if crs else 'no CRS'}, metres)", fontsize=9)
     fig.tight_layout()
     with atomic_path(out, suffix=".png") as tmp:

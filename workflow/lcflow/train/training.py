@@ -31,7 +31,6 @@ from lcflow.train.training_data import Prepared, class_colors, prepare_data
 log = logging.getLogger("lcflow.train")
 
 
-
 CHECKPOINT = "checkpoint.pt"
 REFIT_CHECKPOINT = "checkpoint_refit.pt"  # the refit on train and val rows (model_params refit)
 
@@ -43,15 +42,24 @@ NOT_TRAINING = ("threads", "weight_correction")
 
 def fingerprint(model_name: str, sample_paths: list[str], params: dict[str, Any]) -> str:
     """What identifies a training run, so a checkpoint is only resumed by the same run."""
-    h = hashlib.sha256(json.dumps([model_name, {k: v for k, v in params.items() if k not in NOT_TRAINING}],
-                                  sort_keys=True).encode())
+    h = hashlib.sha256(
+        json.dumps(
+            [model_name, {k: v for k, v in params.items() if k not in NOT_TRAINING}], sort_keys=True
+        ).encode()
+    )
     for p in sample_paths:
         h.update(Path(p).read_bytes())
     return h.hexdigest()
 
 
-def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: dict[str, Any] | None = None,
-          tuned: dict[str, Any] | None = None, backend: str = default("distributed.backend")) -> dict:
+def train(
+    model_name: str,
+    sample_paths: list[str],
+    out: str | Path,
+    overrides: dict[str, Any] | None = None,
+    tuned: dict[str, Any] | None = None,
+    backend: str = default("distributed.backend"),
+) -> dict:
     """Train ``model_name`` on the train split, select on val, score on test; write the model directory.
 
     Under a parallel launcher every rank trains its shard of the data (deep models) and rank 0 alone
@@ -68,70 +76,148 @@ def train(model_name: str, sample_paths: list[str], out: str | Path, overrides: 
         backend: how the ranks talk (horovod or torch), when a launcher started several.
     """
     out = Path(out)
-    with removed_if_left_empty(out):  # Ctrl-C or an error before anything is written leaves no empty folder
+    with removed_if_left_empty(
+        out
+    ):  # Ctrl-C or an error before anything is written leaves no empty folder
         return _train(model_name, sample_paths, out, overrides, tuned, backend)
 
 
-def _train(model_name: str, sample_paths: list[str], out: Path, overrides: dict[str, Any] | None,
-           tuned: dict[str, Any] | None, backend: str) -> dict:
+def _prepare_run(
+    model, sample_paths: list[str], out: Path, comm, data, tuned: dict[str, Any] | None
+) -> None:
+    """A deep model's run: its ranks, its checkpoint (a tuned run starts from its trial's) and fingerprint, and
+    its targets (a forest teacher's, where it distills)."""
+    out.mkdir(parents=True, exist_ok=True)
+    model.comm, model.checkpoint = comm, out / CHECKPOINT
+    model.fingerprint = fingerprint(model.name, sample_paths, model.params)
+    model.targets = learning_targets(model, data.teacher)
+    if comm.rank == 0:
+        _start_from_trial(out / CHECKPOINT, tuned)
+
+
+def _run_metrics(model, history: list[dict], comm, tuned: dict[str, Any] | None) -> dict[str, Any]:
+    """What the run's metrics say of how it ran: the study it was tuned by, a forest's size, a deep model's
+    global batch, resumption and speed."""
+    metrics: dict[str, Any] = {}
+    if tuned:
+        metrics["tuned"] = {
+            k: tuned[k]
+            for k in ("file", "study", "trial", "metric", "value", "params", "checkpoint")
+            if k in tuned
+        }
+    if hasattr(model, "size"):  # a forest: what a map job will hold, to size its memory from
+        metrics["size"] = model.size()
+    if isinstance(model, TorchModel):
+        metrics["global_batch"] = int(model.params["batch_size"]) * comm.size
+        if model.run_status.get(
+            "resumed_round"
+        ):  # a checkpoint's run went on (or had ended: nothing trained)
+            metrics["resumed"] = {k: v for k, v in model.run_status.items() if k != "loss_weights"}
+        metrics["samples_per_s"] = float(np.mean([r["samples_per_s"] for r in history]))
+    return metrics
+
+
+def _trained(model, data) -> TrainedModel:
+    """The model with what a map needs of its samples: bands, steps, classes, their names and colours, the
+    standardisation and the steps' dates."""
+    table, classes = data.table, data.classes
+    class_names = table.class_names()
+    return TrainedModel(
+        model,
+        table.bands,
+        table.steps,
+        classes,
+        {c: class_names.get(c, str(c)) for c in classes},
+        class_colors(table, classes),
+        data.standardise,
+        table.meta.get("time_steps"),
+    )
+
+
+def _scores(trained: TrainedModel, data, val: dict | None) -> dict[str, Any]:
+    """The model's scores: on the val rows (``val``, taken before a refit), else a forest's out-of-bag votes;
+    and on the test rows."""
+    scores: dict[str, Any] = {}
+    if val is not None:
+        scores["val"] = val
+    elif hasattr(trained.model, "oob_proba"):  # a forest without val rows: its out-of-bag votes
+        scores["val"] = {
+            **_against_majority(trained, None, data.y, data.counts, "out-of-bag"),
+            "source": "out-of-bag samples",
+        }
+    table = data.table
+    test_part = table.split("test") if "split" in table.frame.columns else None
+    if test_part is not None and len(test_part.frame):
+        scores["test"] = evaluate_table(trained, test_part, f"the test rows of {data.names}")
+    return scores
+
+
+def _train(
+    model_name: str,
+    sample_paths: list[str],
+    out: Path,
+    overrides: dict[str, Any] | None,
+    tuned: dict[str, Any] | None,
+    backend: str,
+) -> dict:
     cls = model_class(model_name)
-    params = hyperparameters.check(model_name, {**(overrides or {}), **((tuned or {}).get("params") or {})},
-                                where="--set" if not tuned else f"--set and {tuned.get('file', 'the tuned parameters')}")
+    params = hyperparameters.check(
+        model_name,
+        {**(overrides or {}), **((tuned or {}).get("params") or {})},
+        where="--set" if not tuned else f"--set and {tuned.get('file', 'the tuned parameters')}",
+    )
     deep_model = issubclass(cls, TorchModel)
     comm = connect(backend)
     if comm.rank != 0 and not deep_model:
         return {}
     data = prepare_data(cls, model_name, sample_paths, params, carve=deep_model)
     table = data.table
-    model = cls(params, len(table.bands) + 1, table.steps, len(data.classes), table.bands, data.standardise,
-                table.meta.get("time_steps"))
+    model = cls(
+        params,
+        len(table.bands) + 1,
+        table.steps,
+        len(data.classes),
+        table.bands,
+        data.standardise,
+        table.meta.get("time_steps"),
+    )
     if deep_model:
-        out.mkdir(parents=True, exist_ok=True)
-        model.comm, model.checkpoint = comm, out / CHECKPOINT
-        model.fingerprint = fingerprint(model_name, sample_paths, model.params)
-        model.targets = learning_targets(model, data.teacher)
-        if comm.rank == 0:
-            _start_from_trial(out / CHECKPOINT, tuned)
+        _prepare_run(model, sample_paths, out, comm, data, tuned)
     started = time.perf_counter()
     history = model.fit(data.x, data.y, data.x_val, data.y_val)
     seconds = time.perf_counter() - started
     if deep_model and model.run_status.get("resumed_round"):
-        seconds = model.run_status["seconds"]  # the run's rounds, whichever job trained them (a study's trial)
-    classes = data.classes
-    class_names = table.class_names()
-    trained = TrainedModel(model, table.bands, table.steps, classes, {c: class_names.get(c, str(c)) for c in classes},
-                           class_colors(table, classes), data.standardise, table.meta.get("time_steps"))
+        seconds = model.run_status[
+            "seconds"
+        ]  # the run's rounds, whichever job trained them (a study's trial)
+    trained = _trained(model, data)
     val = None
-    if comm.rank == 0 and data.has_val:  # of the selected model, before a refit trains on these rows too
-        val = {**_against_majority(trained, data.x_val, data.y_val, data.counts, "val"), **data.validation}
+    if (
+        comm.rank == 0 and data.has_val
+    ):  # of the selected model, before a refit trains on these rows too
+        val = {
+            **_against_majority(trained, data.x_val, data.y_val, data.counts, "val"),
+            **data.validation,
+        }
     refit = None
     if deep_model and model.params["refit"] and data.has_val:
         refit = _refit(model, data, history, out, comm)
         seconds += refit["seconds"]
     if comm.rank != 0:
         return {}
-    metrics = {"model": model_name, "n_train": len(data.y), "n_val": int(len(data.y_val) if data.has_val else 0),
-               "params": model.params, "world_size": comm.size, "launcher": comm.name, "train_seconds": seconds}
-    if tuned:
-        metrics["tuned"] = {k: tuned[k] for k in ("file", "study", "trial", "metric", "value", "params", "checkpoint")
-                            if k in tuned}
-    if hasattr(model, "size"):  # a forest: what a map job will hold, to size its memory from
-        metrics["size"] = model.size()
-    if deep_model:
-        metrics["global_batch"] = int(model.params["batch_size"]) * comm.size
-        if model.run_status.get("resumed_round"):  # a checkpoint's run went on (or had ended: nothing trained)
-            metrics["resumed"] = {k: v for k, v in model.run_status.items() if k != "loss_weights"}
-        metrics["samples_per_s"] = float(np.mean([r["samples_per_s"] for r in history]))
+    metrics = {
+        "model": model_name,
+        "n_train": len(data.y),
+        "n_val": int(len(data.y_val) if data.has_val else 0),
+        "params": model.params,
+        "world_size": comm.size,
+        "launcher": comm.name,
+        "train_seconds": seconds,
+        **_run_metrics(model, history, comm, tuned),
+    }
     if refit is not None:
         metrics["refit"] = refit
-    if val is not None:
-        metrics["val"] = val
-    elif hasattr(model, "oob_proba"):  # a forest without val rows: its out-of-bag votes
-        metrics["val"] = {**_against_majority(trained, None, data.y, data.counts, "out-of-bag"),
-                          "source": "out-of-bag samples"}
-    test_part = table.split("test") if "split" in table.frame.columns else None
-    if test_part is not None and len(test_part.frame):
-        metrics["test"] = evaluate_table(trained, test_part, f"the test rows of {data.names}")
+    metrics.update(_scores(trained, data, val))
     publish(out, trained, history, metrics)
     for done in (CHECKPOINT, REFIT_CHECKPOINT):
         (out / done).unlink(missing_ok=True)  # finished: a later run starts afresh
@@ -146,16 +232,28 @@ def _refit(model, data: Prepared, history: list[dict], out: Path, comm) -> dict[
     x = np.concatenate([data.x, data.x_val])
     y = np.concatenate([data.y, data.y_val])
     steps, best_round = deep.refit_steps(history, len(data.x), len(x))
-    model.targets = learning_targets(model, forest_teacher.ForestTeacher(x, y, data.blocks, len(data.classes)))
-    log.info("refit: %d steps on the %d train and %d val rows together (the selection run's best round: %d)",
-             steps, len(data.x), len(data.x_val), best_round)
+    model.targets = learning_targets(
+        model, forest_teacher.ForestTeacher(x, y, data.blocks, len(data.classes))
+    )
+    log.info(
+        "refit: %d steps on the %d train and %d val rows together (the selection run's best round: %d)",
+        steps,
+        len(data.x),
+        len(data.x_val),
+        best_round,
+    )
     started = time.perf_counter()
     rounds = model.refit(x, y, steps, out / REFIT_CHECKPOINT, f"{model.fingerprint}:refit:{steps}")
     seconds = time.perf_counter() - started
     if model.refit_status.get("resumed_round"):
         seconds = model.refit_status["seconds"]
-    return {"steps": steps, "n_samples": int(len(y)), "selected_round": best_round,
-            "seconds": seconds, "final_loss": float(rounds[-1]["loss"]) if rounds else None}
+    return {
+        "steps": steps,
+        "n_samples": int(len(y)),
+        "selected_round": best_round,
+        "seconds": seconds,
+        "final_loss": float(rounds[-1]["loss"]) if rounds else None,
+    }
 
 
 def learning_targets(model, teacher: forest_teacher.ForestTeacher) -> np.ndarray | None:
@@ -165,7 +263,9 @@ def learning_targets(model, teacher: forest_teacher.ForestTeacher) -> np.ndarray
     if share <= 0:
         return None
     threads = int(model.params.get("threads", 0))
-    return teacher.targets(share, int(model.params["seed"]), threads if threads > 0 else -1, model.comm)
+    return teacher.targets(
+        share, int(model.params["seed"]), threads if threads > 0 else -1, model.comm
+    )
 
 
 def _start_from_trial(checkpoint: Path, tuned: dict[str, Any] | None) -> None:
@@ -186,18 +286,32 @@ def _start_from_trial(checkpoint: Path, tuned: dict[str, Any] | None) -> None:
     log.info("starting from the best trial's checkpoint %s (trial %s)", source, tuned.get("trial"))
 
 
-def _against_majority(trained: TrainedModel, x_val: np.ndarray | None, y_val: np.ndarray, train_counts: np.ndarray,
-                      split: str) -> dict[str, float]:
+def _against_majority(
+    trained: TrainedModel,
+    x_val: np.ndarray | None,
+    y_val: np.ndarray,
+    train_counts: np.ndarray,
+    split: str,
+) -> dict[str, float]:
     """Validation accuracy beside the rate of always answering the commonest training class; a warning
     when the model does not beat it. Without ``x_val``: a forest's out-of-bag votes on the training rows."""
     proba = trained.model.oob_proba() if x_val is None else trained.model.predict_proba(x_val)
     accuracy = float((proba.argmax(1) == y_val).mean())
     majority = float((y_val == int(np.argmax(train_counts))).mean())
     if accuracy <= majority:
-        log.warning("%s does not beat the majority class on %s: overall accuracy %.4f, majority rate %.4f",
-                    trained.model.name, split, accuracy, majority)
-    return {"overall_accuracy": accuracy, "majority_rate": majority, "beats_majority": accuracy > majority,
-            "n_samples": int(len(y_val))}
+        log.warning(
+            "%s does not beat the majority class on %s: overall accuracy %.4f, majority rate %.4f",
+            trained.model.name,
+            split,
+            accuracy,
+            majority,
+        )
+    return {
+        "overall_accuracy": accuracy,
+        "majority_rate": majority,
+        "beats_majority": accuracy > majority,
+        "n_samples": int(len(y_val)),
+    }
 
 
 def publish(out: Path, trained: TrainedModel, history: list[dict], metrics: dict) -> None:
