@@ -10,9 +10,9 @@ import pytest
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table as samples
 from lcflow.train import balance, training, training_data
-from lcflow.train.deep import Schedule, TrainConfig, refit_steps
 from lcflow.train.hyperparameters import check
 from lcflow.train.model_dir import TrainedModel
+from lcflow.train.recipe import Schedule, TrainConfig, refit_steps
 
 
 def seasonal_table(n_per_class: dict[int, int], steps: int = 12, band: str = "NDVI", missing: float = 0.1,

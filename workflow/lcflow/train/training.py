@@ -20,7 +20,7 @@ from lcflow.common.atomic import (
     write_text,
 )
 from lcflow.defaults import default
-from lcflow.train import deep, forest_teacher, hyperparameters
+from lcflow.train import forest_teacher, hyperparameters, recipe
 from lcflow.train.distributed import connect
 from lcflow.train.evaluation import evaluate_table
 from lcflow.train.model_dir import META_FILE, METRICS_FILE, TrainedModel
@@ -226,12 +226,12 @@ def _train(
 
 def _refit(model, data: Prepared, history: list[dict], out: Path, comm) -> dict[str, Any]:
     """Every rank: train ``model`` afresh on the train and val rows together, as many passes as the
-    selection run made up to its best round (:func:`lcflow.train.deep.refit_steps`). On a small table the
+    selection run made up to its best round (:func:`lcflow.train.recipe.refit_steps`). On a small table the
     val rows are a fifth of what there is to learn from; once they have chosen how long to train, they
     can teach too. The refit has its own checkpoint, so a job cut short resumes either run."""
     x = np.concatenate([data.x, data.x_val])
     y = np.concatenate([data.y, data.y_val])
-    steps, best_round = deep.refit_steps(history, len(data.x), len(x))
+    steps, best_round = recipe.refit_steps(history, len(data.x), len(x))
     model.targets = learning_targets(
         model, forest_teacher.ForestTeacher(x, y, data.blocks, len(data.classes))
     )
