@@ -18,7 +18,7 @@ import yaml
 from lcflow.train import hyperparameters, training, training_data
 from lcflow.train.hyperparameters import ParamError, check
 from lcflow.tune import space as search_space
-from lcflow.tune import study, tuning
+from lcflow.tune import study, study_files, study_summary, tuning
 from lcflow.tune.hpo_settings import HpoSettings
 
 from ..train.test_recipe import seasonal_table, write
@@ -147,18 +147,18 @@ def test_two_workers_share_one_study_and_its_budget(table, tmp_path):
     firsts = [x["trials"][0]["params"] for x in summaries]
     assert firsts[0] != firsts[1]
 
-    best = tuning.summarize(study_dir, study_dir / "best_params.yaml")
+    best = study_summary.summarize(study_dir, study_dir / "best_params.yaml")
     written = yaml.safe_load((study_dir / "best_params.yaml").read_text())
     assert written == best
     assert written["params"] == s.best_trial.params and written["value"] == pytest.approx(s.best_value)
     assert written["trial"] == s.best_trial.number and written["trials"]["pruned"] == c["pruned"]
     # of the two workers' trials, the best complete one's checkpoint alone is kept, for the final training
-    kept = tuning.trial_checkpoint(study_dir, s.study_name, s.best_trial.number)
+    kept = study_files.trial_checkpoint(study_dir, s.study_name, s.best_trial.number)
     assert list((study_dir / tuning.CHECKPOINTS).iterdir()) == [kept]
     assert written["checkpoint"] == str(kept.relative_to(study_dir))
     rows = (study_dir / "trials.csv").read_text().splitlines()
     assert len(rows) == 9 and "user_attrs_worker" in rows[0]
-    for name in tuning.FIGURES.values():
+    for name in study_summary.FIGURES.values():
         assert (study_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # a rerun with the same budget has nothing left to do; a larger budget goes on with the same study
@@ -295,7 +295,7 @@ def test_the_final_training_of_the_best_trial_takes_its_run_and_trains_nothing(t
     study_dir = tmp_path / "lstm"
     summary = tuning.tune("lstm", [table], study_dir, _hpo(3, "lstm", {"learning_rate": {"low": 1e-3, "high": 3e-2}},
                                                       pruner="none"), base=base, worker="w0")
-    best = tuning.summarize(study_dir, study_dir / "best_params.yaml", figures=False, model="lstm")
+    best = study_summary.summarize(study_dir, study_dir / "best_params.yaml", figures=False, model="lstm")
     assert (study_dir / best["checkpoint"]).is_file() and len(list((study_dir / "checkpoints").iterdir())) == 1
     tuned = hyperparameters.read_best(study_dir / "best_params.yaml", "lstm")
     caplog.clear()  # the trials' lines, where an earlier test left the logger at INFO
@@ -344,7 +344,7 @@ def test_a_forest_is_tuned_in_one_process_on_carved_val_rows(table, tmp_path):
         forest = cls({"n_jobs": 1, **trial["params"]}, data.x.shape[2], data.x.shape[1], len(data.classes))
         forest.fit(data.x, data.y, data.x_val, data.y_val)
         assert trial["value"] == pytest.approx(accuracy_score(data.y_val, forest.predict_proba(data.x_val).argmax(1)))
-    best = tuning.summarize(tmp_path / "rf", tmp_path / "rf" / "best_params.yaml", figures=False, model="rf")
+    best = study_summary.summarize(tmp_path / "rf", tmp_path / "rf" / "best_params.yaml", figures=False, model="rf")
     assert set(best["params"]) == {"n_estimators", "min_samples_leaf"} and best["model"] == "rf"
     assert best["value"] == max(t["value"] for t in summary["trials"])
 
@@ -386,7 +386,7 @@ def test_a_study_can_live_in_a_database_instead_of_the_journal(table, tmp_path):
     assert not (tmp_path / "rf" / study.JOURNAL).exists()
     s = study.load_study(tmp_path / "rf", url)
     assert study.counts(s)["complete"] == 2 and {t.user_attrs["worker"] for t in s.trials} == {"a"}
-    best = tuning.summarize(tmp_path / "rf", tmp_path / "best.yaml", storage_url=url, figures=False, model="rf")
+    best = study_summary.summarize(tmp_path / "rf", tmp_path / "best.yaml", storage_url=url, figures=False, model="rf")
     assert best["params"] == s.best_trial.params
 
 

@@ -79,9 +79,9 @@ def _space_file(path: str, model: str) -> dict:
 
 
 def cmd_tune_summary(a):
-    from lcflow.tune import tuning
+    from lcflow.tune import study_summary
 
-    best = tuning.summarize(
+    best = study_summary.summarize(
         a.study, a.out, storage_url=a.storage, figures=not a.no_figures, model=a.model
     )
     log.info("best trial %d: %.4f %s -> %s", best["trial"], best["value"], best["params"], a.out)
@@ -91,7 +91,7 @@ def _summary_outputs(a) -> list[path_guard.Named]:
     """What tune-summary writes beside --out: the trials table and, unless --no-figures, the figures."""
     from pathlib import Path
 
-    from lcflow.tune.tuning import FIGURES, TRIALS_FILE
+    from lcflow.tune.study_summary import FIGURES, TRIALS_FILE
 
     names = [TRIALS_FILE] + ([] if a.no_figures else list(FIGURES.values()))
     return [

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
@@ -258,3 +259,13 @@ def worker_attrs(worker: str, world_size: int) -> dict[str, Any]:
         "pid": os.getpid(),
         "slurm_job": os.environ.get("SLURM_JOB_ID", ""),
     }
+
+
+def trained_by(trial) -> int:
+    """The number of the trial that trained ``trial``'s model: itself, or the one a repeated draw took."""
+    return int(trial.user_attrs.get("repeats", trial.number))
+
+
+def plain_value(value: Any) -> Any:
+    """numpy scalars to Python ones (YAML must stay plain)."""
+    return value.item() if isinstance(value, np.generic) else value

@@ -1,5 +1,7 @@
 """The files a study directory holds, named once: the workers share them, and no command may write over them."""
 
+from pathlib import Path
+
 #: Optuna's journal of every trial (with its lock file beside it)
 JOURNAL = "journal.log"
 #: the lock under which a worker claims a trial
@@ -10,3 +12,8 @@ HEARTBEAT_DIR = "heartbeats"
 CHECKPOINTS = "checkpoints"
 #: what the workers read and write in a study directory (outputs such as best_params.yaml may sit beside)
 MEMBERS = (JOURNAL, f"{JOURNAL}.lock", CLAIM, f"{CLAIM}.lock", HEARTBEAT_DIR, CHECKPOINTS)
+
+
+def trial_checkpoint(study_dir: Path, study_name: str, number: int) -> Path:
+    """Where a deep trial's run keeps its checkpoint (the final training's checkpoint, in form and fingerprint)."""
+    return Path(study_dir) / CHECKPOINTS / f"{study_name}-{number}.pt"

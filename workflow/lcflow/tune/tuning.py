@@ -9,24 +9,17 @@ pruner stops the trial, so all ranks stop together.
 """
 
 import contextlib
-import csv
-import io
 import json
 import logging
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import yaml
-
-from lcflow.common.atomic import atomic_path, write_text
+from lcflow.common.atomic import write_text
 from lcflow.common.metrics import scores
 from lcflow.defaults import default
-from lcflow.errors import LcflowError
 from lcflow.train import hyperparameters
 from lcflow.train.distributed import connect
 from lcflow.train.models import model_class
@@ -35,6 +28,7 @@ from lcflow.train.training import fingerprint, learning_targets
 from lcflow.train.training_data import prepare_data
 from lcflow.tune import space as search_space
 from lcflow.tune import study as studies
+from lcflow.tune import study_files
 from lcflow.tune.hpo_settings import HpoSettings
 from lcflow.tune.study_files import CHECKPOINTS
 
@@ -43,21 +37,28 @@ log = logging.getLogger("lcflow.tune")
 METRICS = ("overall_accuracy", "balanced_accuracy")
 #: a round's history column for each metric
 ROUND_COLUMN = {"overall_accuracy": "val_accuracy", "balanced_accuracy": "val_balanced_accuracy"}
-BEST_FILE, TRIALS_FILE = "best_params.yaml", "trials.csv"
-FIGURES = {"history": "optimisation_history.png", "importances": "param_importances.png",
-           "intermediate": "intermediate_values.png"}
 
 
 def study_name(model: str, sample_paths: list[str], base: dict[str, Any], metric: str) -> str:
     """The study's name: the model and what the trials are compared on (samples, fixed parameters,
     metric), so a rerun on the same data continues it and new samples start a new one."""
-    fixed = {k: v for k, v in base.items() if k not in ("threads", "n_jobs", "predict_engine")}  # how fast, not what is learnt
+    fixed = {
+        k: v for k, v in base.items() if k not in ("threads", "n_jobs", "predict_engine")
+    }  # how fast, not what is learnt
     return f"{model}-{fingerprint(model, sample_paths, {**fixed, '_metric': metric})[:12]}"
 
 
-def tune(model: str, sample_paths: list[str], study_dir: str | Path, settings: HpoSettings | None = None, *,
-         base: dict[str, Any] | None = None, worker: str = "0", out: str | Path | None = None,
-         backend: str = default("distributed.backend")) -> dict[str, Any]:
+def tune(
+    model: str,
+    sample_paths: list[str],
+    study_dir: str | Path,
+    settings: HpoSettings | None = None,
+    *,
+    base: dict[str, Any] | None = None,
+    worker: str = "0",
+    out: str | Path | None = None,
+    backend: str = default("distributed.backend"),
+) -> dict[str, Any]:
     """Run trials of ``model`` on ``study_dir``'s study until ``settings.trials`` are finished (by any worker)
     or ``settings.timeout_minutes`` have passed; write this worker's summary to ``out``. Returns the summary.
 
@@ -80,8 +81,10 @@ def tune(model: str, sample_paths: list[str], study_dir: str | Path, settings: H
     dims = search_space.parse(model, settings.space_of(model), where=f"hpo.space.{model}")
     searched_and_fixed = sorted({d.name for d in dims} & set(given))
     if searched_and_fixed:
-        log.warning("searched parameter(s) %s are also given fixed values; the study's draws are used",
-                    ", ".join(searched_and_fixed))
+        log.warning(
+            "searched parameter(s) %s are also given fixed values; the study's draws are used",
+            ", ".join(searched_and_fixed),
+        )
     deep_model = issubclass(cls, TorchModel)
     comm = connect(backend)
     if comm.rank != 0 and not deep_model:
@@ -91,22 +94,25 @@ def tune(model: str, sample_paths: list[str], study_dir: str | Path, settings: H
     metric, trials = settings.metric, settings.trials
     name = study_name(model, sample_paths, base, metric)
     study = None
-    summary = {"model": model, "worker": worker, "study": name, "world_size": comm.size, "metric": metric,
-               "trials": [], "space": [d.describe() for d in dims]}
+    summary = {
+        "model": model,
+        "worker": worker,
+        "study": name,
+        "world_size": comm.size,
+        "metric": metric,
+        "trials": [],
+        "space": [d.describe() for d in dims],
+    }
     if comm.rank == 0:
-        study = studies.open_study(study_dir, name, studies.make_sampler(settings.sampler, settings.seed, worker),
-                                   studies.make_pruner(settings.pruner, settings.min_rounds, base.get("evaluations", 1),
-                                                       settings.reduction_factor), settings.storage)
-        c = studies.counts(study)
-        log.info("study %s in %s: %d finished, %d running, budget %d; worker %s, %d rank(s); space: %s", name,
-                 study_dir, studies.finished(c), c["running"], trials, worker, comm.size,
-                 "; ".join(summary["space"]))
+        study = _opened(study_dir, name, settings, base, summary)
     started = time.perf_counter()
     while True:
         order, trial = None, None
         if comm.rank == 0:
             attrs = {**studies.worker_attrs(worker, comm.size), "metric": metric}
-            order, trial = _next_trial(study, study_dir, trials, attrs, started, settings.timeout_minutes, dims)
+            order, trial = _next_trial(
+                study, study_dir, trials, attrs, started, settings.timeout_minutes, dims
+            )
         order = comm.broadcast_object(order)
         if order is None:
             break
@@ -118,16 +124,7 @@ def tune(model: str, sample_paths: list[str], study_dir: str | Path, settings: H
             if deep_model:
                 _keep_best_checkpoint(study, study_dir)
             summary["trials"].append(result)
-            c = studies.counts(study)
-            done = studies.finished(c)
-            elapsed = time.perf_counter() - started
-            value = result["value"] if result["value"] is not None else result["last_value"]
-            log.info("trial %d %s after %d round(s) (%.0f s): %s %.4f; study: %d of %d finished, best %.4f",
-                     result["number"], result["state"], result["rounds"], result["seconds"], metric, value,
-                     done, trials, _best_value(study))
-            mine = len(summary["trials"])
-            log.info("progress: %d of %d trials finished; this worker: %d trial(s) in %.0f s, %.0f s a trial",
-                     done, trials, mine, elapsed, elapsed / mine)
+            _log_trial(result, study, summary, trials, time.perf_counter() - started)
     if comm.rank != 0:
         return {}
     c = studies.counts(study)
@@ -139,6 +136,63 @@ def tune(model: str, sample_paths: list[str], study_dir: str | Path, settings: H
     return summary
 
 
+def _opened(study_dir: Path, name: str, settings: HpoSettings, base: dict[str, Any], summary: dict):
+    """Rank 0: the study, opened (or created) with its sampler and pruner; its state in the log."""
+    worker = summary["worker"]
+    study = studies.open_study(
+        study_dir,
+        name,
+        studies.make_sampler(settings.sampler, settings.seed, worker),
+        studies.make_pruner(
+            settings.pruner,
+            settings.min_rounds,
+            base.get("evaluations", 1),
+            settings.reduction_factor,
+        ),
+        settings.storage,
+    )
+    c = studies.counts(study)
+    log.info(
+        "study %s in %s: %d finished, %d running, budget %d; worker %s, %d rank(s); space: %s",
+        name,
+        study_dir,
+        studies.finished(c),
+        c["running"],
+        settings.trials,
+        worker,
+        summary["world_size"],
+        "; ".join(summary["space"]),
+    )
+    return study
+
+
+def _log_trial(result: dict, study, summary: dict, trials: int, elapsed: float) -> None:
+    """Rank 0, after a trial: how it ended, the study's progress and this worker's rate."""
+    done = studies.finished(studies.counts(study))
+    value = result["value"] if result["value"] is not None else result["last_value"]
+    log.info(
+        "trial %d %s after %d round(s) (%.0f s): %s %.4f; study: %d of %d finished, best %.4f",
+        result["number"],
+        result["state"],
+        result["rounds"],
+        result["seconds"],
+        summary["metric"],
+        value,
+        done,
+        trials,
+        _best_value(study),
+    )
+    mine = len(summary["trials"])
+    log.info(
+        "progress: %d of %d trials finished; this worker: %d trial(s) in %.0f s, %.0f s a trial",
+        done,
+        trials,
+        mine,
+        elapsed,
+        elapsed / mine,
+    )
+
+
 def _best_value(study) -> float:
     try:
         return float(study.best_value)
@@ -146,8 +200,15 @@ def _best_value(study) -> float:
         return math.nan
 
 
-def _next_trial(study, study_dir: Path, budget: int, attrs: dict, started: float,
-                timeout_minutes: float | None, dims) -> tuple[dict | None, Any]:
+def _next_trial(
+    study,
+    study_dir: Path,
+    budget: int,
+    attrs: dict,
+    started: float,
+    timeout_minutes: float | None,
+    dims,
+) -> tuple[dict | None, Any]:
     """Rank 0: claim the next trial and draw its parameters; (None, None) when the worker should stop."""
     worker = attrs["worker"]
     if timeout_minutes is not None and time.perf_counter() - started > 60 * timeout_minutes:
@@ -155,9 +216,13 @@ def _next_trial(study, study_dir: Path, budget: int, attrs: dict, started: float
         return None, None
     trial = studies.claim(study, study_dir, budget, attrs)
     if trial is None:
-        log.info("worker %s: the study's budget of %d trials is finished or running; stopping", worker, budget)
+        log.info(
+            "worker %s: the study's budget of %d trials is finished or running; stopping",
+            worker,
+            budget,
+        )
         return None, None
-    drawn = {d.name: _plain(d.suggest(trial)) for d in dims}
+    drawn = {d.name: studies.plain_value(d.suggest(trial)) for d in dims}
     order = {"number": trial.number, "params": drawn}
     earlier = _complete_with_params(study, trial.params, attrs["world_size"])
     if earlier is not None:
@@ -172,17 +237,34 @@ def _complete_with_params(study, params: dict, world_size: int):
     parameters, rows, seed and ranks train the same model again (to the bit on a CPU), for the value the
     earlier trial had. Optuna's maintainers answer duplicated draws so (optuna/optuna#2021): the objective
     looks up the earlier trial."""
-    return next((t for t in study.get_trials(deepcopy=False, states=(studies.TrialState.COMPLETE,))
-                 if t.params == params and t.user_attrs.get("world_size") == world_size), None)
+    return next(
+        (
+            t
+            for t in study.get_trials(deepcopy=False, states=(studies.TrialState.COMPLETE,))
+            if t.params == params and t.user_attrs.get("world_size") == world_size
+        ),
+        None,
+    )
 
 
 def _repeat_trial(order: dict, trial, study, comm) -> dict:
     """A trial whose parameters a complete trial had: it ends complete with that trial's value, untrained."""
     earlier = order["repeats"]
-    log.info("trial %d rank=%d size=%d params %s: those of complete trial %d; its value is taken, nothing is trained",
-             order["number"], comm.rank, comm.size, json.dumps(order["params"], sort_keys=True), earlier["number"])
-    result = {"number": order["number"], "params": order["params"], "rounds": 0, "seconds": 0.0,
-              "repeats": earlier["number"]}
+    log.info(
+        "trial %d rank=%d size=%d params %s: those of complete trial %d; its value is taken, nothing is trained",
+        order["number"],
+        comm.rank,
+        comm.size,
+        json.dumps(order["params"], sort_keys=True),
+        earlier["number"],
+    )
+    result = {
+        "number": order["number"],
+        "params": order["params"],
+        "rounds": 0,
+        "seconds": 0.0,
+        "repeats": earlier["number"],
+    }
     if comm.rank == 0:
         trial.set_user_attr("repeats", earlier["number"])
         study.tell(trial, earlier["value"])
@@ -190,31 +272,29 @@ def _repeat_trial(order: dict, trial, study, comm) -> dict:
     return result
 
 
-def trial_checkpoint(study_dir: Path, study_name: str, number: int) -> Path:
-    """Where a deep trial's run keeps its checkpoint (the final training's checkpoint, in form and fingerprint)."""
-    return Path(study_dir) / CHECKPOINTS / f"{study_name}-{number}.pt"
-
-
 def _keep_best_checkpoint(study, study_dir: Path) -> None:
     """Rank 0, after each trial: remove the checkpoints of the study's finished trials but its best complete
     one (the final training starts from it and trains nothing). Running trials' files are left to them, so
     workers that finish at once never remove a file another may yet need."""
     try:
-        best = _trained_by(study.best_trial)
+        best = studies.trained_by(study.best_trial)
     except ValueError:  # no complete trial yet
         best = None
-    done = {t.number for t in study.get_trials(deepcopy=False, states=(studies.TrialState.COMPLETE,
-                                                                     studies.TrialState.PRUNED,
-                                                                     studies.TrialState.FAIL))}
+    done = {
+        t.number
+        for t in study.get_trials(
+            deepcopy=False,
+            states=(
+                studies.TrialState.COMPLETE,
+                studies.TrialState.PRUNED,
+                studies.TrialState.FAIL,
+            ),
+        )
+    }
     for path in (Path(study_dir) / CHECKPOINTS).glob(f"{study.study_name}-*.pt"):
         number = path.stem.rsplit("-", 1)[1]
         if number.isdigit() and int(number) in done and int(number) != best:
             path.unlink(missing_ok=True)
-
-
-def _trained_by(trial) -> int:
-    """The number of the trial that trained ``trial``'s model: itself, or the one a repeated draw took."""
-    return int(trial.user_attrs.get("repeats", trial.number))
 
 
 @dataclass(frozen=True)
@@ -237,15 +317,28 @@ def _run_trial(job: _Job, order: dict, trial, study, study_dir: Path, comm) -> d
     model, data, metric = job.model, job.data, job.metric
     number, drawn = order["number"], order["params"]
     params = hyperparameters.check(model, {**job.base, **drawn}, where=f"trial {number}")
-    log.info("trial %d rank=%d size=%d params %s", number, comm.rank, comm.size, json.dumps(drawn, sort_keys=True))
-    net = job.cls(params, len(data.table.bands) + 1, data.table.steps, len(data.classes), data.table.bands,
-              data.standardise, data.table.meta.get("time_steps"))
+    log.info(
+        "trial %d rank=%d size=%d params %s",
+        number,
+        comm.rank,
+        comm.size,
+        json.dumps(drawn, sort_keys=True),
+    )
+    net = job.cls(
+        params,
+        len(data.table.bands) + 1,
+        data.table.steps,
+        len(data.classes),
+        data.table.bands,
+        data.standardise,
+        data.table.meta.get("time_steps"),
+    )
     column = ROUND_COLUMN[metric]
     pruned = {"value": False}
     if isinstance(net, TorchModel):
         net.comm = comm
         if comm.rank == 0:  # the rank that writes checkpoints
-            net.checkpoint = trial_checkpoint(study_dir, study.study_name, number)
+            net.checkpoint = study_files.trial_checkpoint(study_dir, study.study_name, number)
             net.fingerprint = fingerprint(model, job.sample_paths, net.params)
 
         def on_round(row: dict) -> bool:
@@ -264,11 +357,18 @@ def _run_trial(job: _Job, order: dict, trial, study, study_dir: Path, comm) -> d
     with studies.Heartbeat(study_dir, number) if comm.rank == 0 else contextlib.nullcontext():
         try:
             history = net.fit(data.x, data.y, data.x_val, data.y_val)
-        except BaseException:  # an error, or SIGTERM (scancel, a time limit): the trial ends failed, not running
+        except (
+            BaseException
+        ):  # an error, or SIGTERM (scancel, a time limit): the trial ends failed, not running
             if comm.rank == 0:
                 study.tell(trial, state=studies.TrialState.FAIL)
             raise
-        result = {"number": number, "params": drawn, "rounds": len(history), "seconds": time.perf_counter() - started}
+        result = {
+            "number": number,
+            "params": drawn,
+            "rounds": len(history),
+            "seconds": time.perf_counter() - started,
+        }
         if comm.rank != 0:
             return result
         predicted = net.predict_proba(data.x_val).argmax(1)
@@ -280,105 +380,3 @@ def _run_trial(job: _Job, order: dict, trial, study, study_dir: Path, comm) -> d
             study.tell(trial, value)
             result.update(state="complete", value=value)
     return result
-
-
-def summarize(study_dir: str | Path, out: str | Path, storage_url: str | None = None, figures: bool = True,
-              model: str | None = None) -> dict[str, Any]:
-    """``lcflow tune-summary``: the best trial's parameters as YAML, every trial as CSV beside it, and
-    Optuna's figures of the search (history, importances, intermediate values).
-
-    Args:
-        study_dir: the study's folder.
-        out: the best parameters' YAML to write.
-        storage_url: an RDB storage URL; None: the study's journal.
-        figures: draw the figures.
-        model: the model whose study to read, where the storage holds several (its name's prefix); None:
-            the only one.
-    """
-    study_dir, out = Path(study_dir), Path(out)
-    study = studies.load_study(study_dir, storage_url, prefix=f"{model}-" if model else None)
-    complete = study.get_trials(deepcopy=False, states=(studies.TrialState.COMPLETE,))
-    if not complete:
-        raise LcflowError(f"study {study.study_name} in {study_dir}: no trial has finished yet "
-                          f"({studies.counts(study)})")
-    best = study.best_trial
-    model = study.study_name.split("-", 1)[0]
-    c = studies.counts(study)
-    best_doc = {"model": model, "study": study.study_name, "trial": best.number, "value": float(best.value),
-                "metric": best.user_attrs.get("metric", "val overall accuracy"),
-                "trials": {"complete": c["complete"], "pruned": c["pruned"], "failed": c["fail"]},
-                "worker": best.user_attrs.get("worker"), "world_size": best.user_attrs.get("world_size"),
-                "params": {k: _plain(v) for k, v in best.params.items()}}
-    checkpoint = trial_checkpoint(study_dir, study.study_name, _trained_by(best))
-    if checkpoint.exists():  # a deep model's: its final training starts from it (read_best resolves it)
-        best_doc["checkpoint"] = os.path.relpath(checkpoint, out.parent)
-    write_text(out.parent / TRIALS_FILE, _trials_csv(study))
-    if figures:
-        _figures(study, out.parent)
-    write_text(out, yaml.safe_dump(best_doc, sort_keys=False))
-    log.info("study %s: best trial %d, %.4f, of %d complete and %d pruned -> %s", study.study_name, best.number,
-             best.value, c["complete"], c["pruned"], out)
-    return best_doc
-
-
-def _plain(value: Any) -> Any:
-    """numpy scalars to Python ones (YAML must stay plain)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _trials_csv(study) -> str:
-    frame = study.trials_dataframe(attrs=("number", "state", "value", "datetime_start", "datetime_complete",
-                                          "duration", "params", "user_attrs"))
-    frame["rounds"] = [len(t.intermediate_values) for t in study.get_trials(deepcopy=False)]
-    buf = io.StringIO()
-    frame.to_csv(buf, index=False, quoting=csv.QUOTE_MINIMAL)
-    return buf.getvalue()
-
-
-def _best_title(study) -> str:
-    """What the final training takes from the study: the best trial and its parameters."""
-    best = study.best_trial
-    params = ", ".join(f"{k}={_plain(v):.3g}" if isinstance(_plain(v), float) else f"{k}={_plain(v)}"
-                       for k, v in best.params.items())
-    return f"best: trial {best.number} ({best.value:.4f}); the final training takes\n{params}"
-
-
-def _figures(study, directory: Path) -> None:
-    """Optuna's matplotlib figures of the study; one that cannot be drawn (importances need two
-    complete trials with varying parameters) is a placeholder saying why."""
-    import warnings
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-    from optuna.visualization import matplotlib as ovm
-
-    metric = next((t.user_attrs["metric"] for t in study.trials if "metric" in t.user_attrs), "overall_accuracy")
-    draw = {"history": ovm.plot_optimization_history, "importances": ovm.plot_param_importances,
-            "intermediate": ovm.plot_intermediate_values}
-    for key, plot in draw.items():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Optuna's matplotlib plots are marked experimental
-            try:
-                ax = plot(study)
-                ax = ax.flat[0] if hasattr(ax, "flat") else ax
-                fig = ax.figure
-                fig.set_size_inches(7, 4.5)
-                if key != "importances":  # trials and rounds are counted in whole numbers
-                    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-                if key == "intermediate":
-                    ax.set_xlabel("validation round")
-                    ax.set_ylabel(f"val {metric.replace('_', ' ')}")
-                elif key == "history":
-                    ax.set_ylabel(f"val {metric.replace('_', ' ')}")
-                    ax.set_title(_best_title(study), fontsize=9)
-            except Exception as exc:  # noqa: BLE001 - a figure that cannot be drawn says why instead
-                fig, axis = plt.subplots(figsize=(7, 4.5))
-                axis.axis("off")
-                axis.text(0.5, 0.5, f"{key}: not available\n({exc})", ha="center", va="center", wrap=True)
-        fig.tight_layout()
-        with atomic_path(directory / FIGURES[key], suffix=".png") as tmp:
-            fig.savefig(tmp, format="png", dpi=100)
-        plt.close(fig)
