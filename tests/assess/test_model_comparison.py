@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from lcflow.assess import comparison
+from lcflow.assess import compare_models, comparison
 from lcflow.errors import LcflowError
 
 
@@ -59,7 +59,7 @@ def run(tmp_path):
 
 def test_table_holds_each_model_s_accuracy_f1_time_and_speed(run, tmp_path):
     files, models, timings = run
-    text = comparison.write(files, models, timings, tmp_path / "cmp.tsv", tmp_path / "cmp.png")
+    text = compare_models.write(files, models, timings, tmp_path / "cmp.tsv", tmp_path / "cmp.png")
     assert (tmp_path / "cmp.tsv").read_text() == text
     rows = {line.split("\t")[0]: dict(zip(text.splitlines()[0].split("\t"), line.split("\t")))
             for line in text.splitlines()[1:]}
@@ -92,7 +92,7 @@ def test_it_names_the_model_for_overall_accuracy_and_for_the_rare_classes(tmp_pa
     per_map = {"rf": ([0.80, 0.82, 0.84], 0.40), "tempcnn": ([0.78, 0.79, 0.80], 0.70), "lstm": ([0.60, 0.62, 0.64], 0.50)}
     files = [_test_only(a / f"T{k}_2018_{m}.json", m, oa, 500, {"21": 0.9, "24": rare})
              for m, (oas, rare) in per_map.items() for k, oa in enumerate(oas)]
-    text = comparison.write(files, models, [], tmp_path / "cmp.tsv", tmp_path / "cmp.png")
+    text = compare_models.write(files, models, [], tmp_path / "cmp.tsv", tmp_path / "cmp.png")
     rows = {line.split("\t")[0]: dict(zip(text.splitlines()[0].split("\t"), line.split("\t")))
             for line in text.splitlines()[1:]}
     assert [rows[m]["take_for"] for m in ("rf", "tempcnn", "lstm")] == ["overall_accuracy", "macro_f1", ""]
@@ -123,17 +123,17 @@ def test_an_assessment_of_a_model_not_given_is_named(run, tmp_path):
     files, models, timings = run
     with pytest.raises(LcflowError, match=r"T1_2018_lstm\.json is of model 'lstm', which no --models directory "
                                           r"holds \(rf\)"):
-        comparison.write(files, models[:1], [], tmp_path / "cmp.tsv")
+        compare_models.write(files, models[:1], [], tmp_path / "cmp.tsv")
     assert not (tmp_path / "cmp.tsv").exists()
 
 
 def test_a_model_without_assessment_and_broken_files_are_named(run, tmp_path):
     files, models, timings = run
     with pytest.raises(LcflowError, match="model lstm: no assessment among --assessments"):
-        comparison.write(files[:2], models, timings[:2], tmp_path / "cmp.tsv")
+        compare_models.write(files[:2], models, timings[:2], tmp_path / "cmp.tsv")
     files[0].write_text("{not json")
     with pytest.raises(LcflowError, match=r"T1_2018_rf\.json is not an assessment written by lcflow assess"):
-        comparison.write(files, models, timings, tmp_path / "cmp.tsv")
+        compare_models.write(files, models, timings, tmp_path / "cmp.tsv")
     (models[1] / "metrics.json").write_text(json.dumps({"model": "lstm", "world_size": 2}))
     with pytest.raises(LcflowError, match=r"lstm/metrics\.json is not the metrics of a model trained by lcflow "
                                           r"train \(KeyError: 'train_seconds'\)"):
@@ -187,7 +187,7 @@ def test_a_map_without_evidence_enough_is_never_a_number_nor_a_choice(tmp_path):
     a = tmp_path / "assessment"
     a.mkdir()
     files = [_withheld(a / "T1_2018_rf.json", "rf", 6), _test_only(a / "T1_2018_lstm.json", "lstm", 0.7, 400, {"21": 0.7})]
-    text = comparison.write(files, models, [], tmp_path / "cmp.tsv", tmp_path / "cmp.png")
+    text = compare_models.write(files, models, [], tmp_path / "cmp.tsv", tmp_path / "cmp.png")
     head, *lines = text.splitlines()
     rows = {line.split("\t")[0]: dict(zip(head.split("\t"), line.split("\t"))) for line in lines}
     assert rows["rf"]["accuracy_from"] == "not enough evidence (1 maps)" and rows["rf"]["maps"] == "0"

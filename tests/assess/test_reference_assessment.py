@@ -8,6 +8,7 @@ import pytest
 import rasterio
 
 from lcflow.assess import accuracy as assess
+from lcflow.assess import accuracy_figures
 from lcflow.assess import design as sample_design
 from lcflow.common.metrics import stratified_estimates
 from lcflow.common.raster import Grid, write_cog
@@ -269,8 +270,8 @@ def test_the_class_area_figure_is_written_with_and_without_a_reference_sample(tm
     points = _label_from(sample_design.draw(map_path, sample_design.Design(target_se=0.05, min_per_class=5)), truth)
     gpd.GeoDataFrame(points, geometry=gpd.points_from_xy(points["x"], points["y"]), crs=32631).to_file(tmp_path / "r.gpkg")
     with_ref = {"reference": assess.against_reference(map_path, tmp_path / "r.gpkg")}
-    assess.areas_figure(with_ref, map_path, tmp_path / "a.png", "map")
-    assess.areas_figure({}, map_path, tmp_path / "b.png", "map")
+    accuracy_figures.areas_figure(with_ref, map_path, tmp_path / "a.png", "map")
+    accuracy_figures.areas_figure({}, map_path, tmp_path / "b.png", "map")
     a, b = matplotlib.image.imread(tmp_path / "a.png"), matplotlib.image.imread(tmp_path / "b.png")
     assert a.shape[0] > 100 and a.shape[1] > 300 and not np.array_equal(a.shape, b.shape) or not np.array_equal(a, b)
     assert not list(tmp_path.glob(".a.png.*"))  # written under a temporary name, then renamed

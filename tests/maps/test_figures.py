@@ -45,13 +45,13 @@ def test_class_names_are_shown_whole_and_colours_follow_the_data(tmp_path, monke
     import matplotlib.axes
     import numpy as np
 
-    from lcflow.assess import accuracy, comparison
+    from lcflow.assess import accuracy_figures, comparison_figure
     from lcflow.common.figure_text import wrapped
 
     name = "121 Industrial, commercial and transport units"
     assert wrapped(name).split() == name.split() and max(map(len, wrapped(name).splitlines())) <= 22
-    assert comparison.tile_year("31UFT_2018_lstm") == "31UFT 2018"
-    low, high = comparison.color_range(np.array([[0.95, 0.99], [np.nan, 0.97]]))
+    assert comparison_figure.tile_year("31UFT_2018_lstm") == "31UFT 2018"
+    low, high = comparison_figure.color_range(np.array([[0.95, 0.99], [np.nan, 0.97]]))
     assert 0.94 <= low < 0.95 and 0.99 < high <= 1.0
 
     seen = []
@@ -61,6 +61,6 @@ def test_class_names_are_shown_whole_and_colours_follow_the_data(tmp_path, monke
     score = {"confusion_matrix": {"labels": [12, 31], "matrix": [[5, 1], [0, 7]]}, "overall_accuracy": 0.92,
              "kappa": 0.84, "per_class": {"12": {"name": "Industrial, commercial and transport units"},
                                           "31": {"name": "Forests"}}}
-    accuracy.confusion_figure(score, tmp_path / "c.png", "31UFT 2018")
+    accuracy_figures.confusion_figure(score, tmp_path / "c.png", "31UFT 2018")
     assert seen == ["12 Industrial,\ncommercial and\ntransport units", "31 Forests"]
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"

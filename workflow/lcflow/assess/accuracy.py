@@ -15,8 +15,7 @@ import rasterio
 from lcflow.assess.design import LAYER as design_layer
 from lcflow.assess.design import class_pixels
 from lcflow.common import evidence
-from lcflow.common.atomic import atomic_path, write_text
-from lcflow.common.figure_text import wrapped
+from lcflow.common.atomic import write_text
 from lcflow.common.metrics import scores, stratified_estimates
 from lcflow.common.raster import Grid, read_tag
 from lcflow.errors import LcflowError
@@ -37,12 +36,18 @@ def against_truth(map_path: str | Path, truth_path: str | Path, nomenclature: No
         truth = nomenclature.apply(t.read(1))
     ok = (truth != nomenclature.nodata) & (predicted != map_nodata)
     result = scores(truth[ok], predicted[ok], nomenclature.names)
-    result["unmapped_fraction"] = float(((truth != nomenclature.nodata) & (predicted == map_nodata)).mean())
+    result["unmapped_fraction"] = float(
+        ((truth != nomenclature.nodata) & (predicted == map_nodata)).mean()
+    )
     return result
 
 
-def against_reference(map_path: str | Path, reference: str | Path, column: str = "reference",
-                      nomenclature: Nomenclature | None = None) -> dict:
+def against_reference(
+    map_path: str | Path,
+    reference: str | Path,
+    column: str = "reference",
+    nomenclature: Nomenclature | None = None,
+) -> dict:
     """Accuracy and class areas of the map from labelled reference points (any CRS; GeoPackage, shapefile,
     GeoJSON, or CSV with lon/lat).
 
@@ -55,54 +60,101 @@ def against_reference(map_path: str | Path, reference: str | Path, column: str =
     points = _reference_points(reference, column)
     labelled = points[points[column].notna()]
     names = {int(k): v for k, v in (read_tag(map_path, "class_names") or {}).items()}
-    with rasterio.open(map_path) as ds:
-        crs, nodata = ds.crs, ds.nodata
-        at = labelled.to_crs(crs.to_wkt())
-        xy = list(zip(at.geometry.x, at.geometry.y))
-        mapped = np.array([v[0] for v in ds.sample(xy, indexes=1)]) if xy else np.array([], dtype=int)
-        pixel_area = abs(ds.transform.a * ds.transform.e)
-        inside = np.array([ds.bounds.left <= x < ds.bounds.right and ds.bounds.bottom < y <= ds.bounds.top
-                           for x, y in xy], dtype=bool)
-    on_map = inside & (mapped != nodata) if xy else np.array([], dtype=bool)
+    mapped, on_map, pixel_area = _mapped_at(map_path, labelled)
     used = labelled[on_map]
     ref = used[column].astype(int).to_numpy()
-    names = {**(nomenclature.names if nomenclature is not None else {}), **names} if names else names
+    names = (
+        {**(nomenclature.names if nomenclature is not None else {}), **names} if names else names
+    )
     known = set(names)
     unknown = sorted(set(ref.tolist()) - known) if names else []
     if unknown:
-        raise LcflowError(f"reference file {reference}: reference code(s) {', '.join(map(str, unknown))} are not classes "
-                          f"of the map's nomenclature ({', '.join(map(str, sorted(known)))}; give the map's own "
-                          "nomenclature with --level or --mapping)")
-    counts_of = {"points": int(len(points)), "points_unlabelled": int(len(points) - len(labelled)),
-                 "points_off_map": int((~on_map).sum()), "points_used": int(len(used))}
+        raise LcflowError(
+            f"reference file {reference}: reference code(s) {', '.join(map(str, unknown))} are not classes "
+            f"of the map's nomenclature ({', '.join(map(str, sorted(known)))}; give the map's own "
+            "nomenclature with --level or --mapping)"
+        )
+    counts_of = {
+        "points": int(len(points)),
+        "points_unlabelled": int(len(points) - len(labelled)),
+        "points_off_map": int((~on_map).sum()),
+        "points_used": int(len(used)),
+    }
     if counts_of["points_off_map"]:
-        log.warning("reference file %s: %d of %d labelled points lie outside map %s or on its nodata, and are left out "
-                    "(the estimate stands for the mapped area only)", reference, counts_of["points_off_map"],
-                    len(labelled), map_path)
+        log.warning(
+            "reference file %s: %d of %d labelled points lie outside map %s or on its nodata, and are left out "
+            "(the estimate stands for the mapped area only)",
+            reference,
+            counts_of["points_off_map"],
+            len(labelled),
+            map_path,
+        )
     short = evidence.shortfall(ref, "labelled points on the map")
     if short:
         if not len(labelled):
-            short = (f"none of its {len(points)} points has a label in column {column!r} (label the design, "
-                     f"docs/own-data.md); an accuracy needs {evidence.RULE}")
-        return {**evidence.withheld(short, f"reference file {reference}"), "reference": str(reference), **counts_of}
+            short = (
+                f"none of its {len(points)} points has a label in column {column!r} (label the design, "
+                f"docs/own-data.md); an accuracy needs {evidence.RULE}"
+            )
+        return {
+            **evidence.withheld(short, f"reference file {reference}"),
+            "reference": str(reference),
+            **counts_of,
+        }
     counts = class_pixels(map_path)
-    if {"stratum", "stratum_pixels"} <= set(used.columns):
-        stratum = used["stratum"].astype(int).to_numpy()
-        stratum_pixels = {int(h): float(n) for h, n in used.groupby("stratum")["stratum_pixels"].first().items()}
-        design = "stratified random (strata from the file)"
-    else:
-        stratum = np.zeros(len(used), dtype=int)
-        stratum_pixels = {0: float(sum(counts.values()))}
-        design = "simple random (no stratum columns)"
+    stratum, stratum_pixels, design = _design(used, counts)
     classes = sorted(set(counts) | set(ref.tolist()))
     try:
-        est = stratified_estimates(stratum, stratum_pixels, mapped[on_map].astype(int), ref, classes, pixel_area)
+        est = stratified_estimates(
+            stratum, stratum_pixels, mapped[on_map].astype(int), ref, classes, pixel_area
+        )
     except ValueError as exc:
         raise LcflowError(f"reference file {reference}: {exc}") from exc
-    est.update(reference=str(reference), design=design, **counts_of,
-               class_names=[names.get(c, str(c)) for c in classes],
-               mapped_area_ha=[counts.get(c, 0) * pixel_area / 10_000 for c in classes])
+    est.update(
+        reference=str(reference),
+        design=design,
+        **counts_of,
+        class_names=[names.get(c, str(c)) for c in classes],
+        mapped_area_ha=[counts.get(c, 0) * pixel_area / 10_000 for c in classes],
+    )
     return est
+
+
+def _mapped_at(map_path: str | Path, points) -> tuple[np.ndarray, np.ndarray, float]:
+    """The map's class at each point (in the map's CRS), whether the point lies on the map and off its nodata,
+    and the area of a pixel (m²)."""
+    with rasterio.open(map_path) as ds:
+        at = points.to_crs(ds.crs.to_wkt())
+        xy = list(zip(at.geometry.x, at.geometry.y))
+        mapped = (
+            np.array([v[0] for v in ds.sample(xy, indexes=1)]) if xy else np.array([], dtype=int)
+        )
+        pixel_area = abs(ds.transform.a * ds.transform.e)
+        inside = np.array(
+            [
+                ds.bounds.left <= x < ds.bounds.right and ds.bounds.bottom < y <= ds.bounds.top
+                for x, y in xy
+            ],
+            dtype=bool,
+        )
+        on_map = inside & (mapped != ds.nodata) if xy else np.array([], dtype=bool)
+    return mapped, on_map, pixel_area
+
+
+def _design(used, counts: dict[int, int]) -> tuple[np.ndarray, dict[int, float], str]:
+    """Each point's stratum, each stratum's pixels, and the design's name: the strata the file records
+    (``lcflow design-sample``'s), else one stratum of every mapped pixel (a simple random sample)."""
+    if {"stratum", "stratum_pixels"} <= set(used.columns):
+        stratum = used["stratum"].astype(int).to_numpy()
+        stratum_pixels = {
+            int(h): float(n) for h, n in used.groupby("stratum")["stratum_pixels"].first().items()
+        }
+        return stratum, stratum_pixels, "stratified random (strata from the file)"
+    return (
+        np.zeros(len(used), dtype=int),
+        {0: float(sum(counts.values()))},
+        "simple random (no stratum columns)",
+    )
 
 
 def _reference_points(path: str | Path, column: str):
@@ -117,9 +169,13 @@ def _reference_points(path: str | Path, column: str):
         if path.suffix.lower() == ".csv":
             frame = pd.read_csv(path)
             if not {"lon", "lat"} <= set(frame.columns):
-                raise LcflowError(f"reference file {path}: a CSV needs lon and lat columns (WGS84); it has "
-                                  f"{', '.join(frame.columns)}")
-            frame = gpd.GeoDataFrame(frame, geometry=gpd.points_from_xy(frame["lon"], frame["lat"]), crs=4326)
+                raise LcflowError(
+                    f"reference file {path}: a CSV needs lon and lat columns (WGS84); it has "
+                    f"{', '.join(frame.columns)}"
+                )
+            frame = gpd.GeoDataFrame(
+                frame, geometry=gpd.points_from_xy(frame["lon"], frame["lat"]), crs=4326
+            )
         else:
             frame = gpd.read_file(path, layer=_points_layer(path))
     except LcflowError:
@@ -127,18 +183,28 @@ def _reference_points(path: str | Path, column: str):
     except Exception as exc:  # unreadable files: one line naming the file
         raise LcflowError(f"reference file {path} cannot be read ({exc})") from exc
     if column not in frame.columns:
-        raise LcflowError(f"reference file {path} has no column {column!r} (columns: "
-                          f"{', '.join(c for c in frame.columns if c != 'geometry')})")
+        raise LcflowError(
+            f"reference file {path} has no column {column!r} (columns: "
+            f"{', '.join(c for c in frame.columns if c != 'geometry')})"
+        )
     if frame.crs is None:
         raise LcflowError(f"reference file {path} has no CRS")
     if not set(frame.geometry.geom_type) <= {"Point"}:
-        raise LcflowError(f"reference file {path}: reference data are points; found {sorted(set(frame.geometry.geom_type))}")
+        raise LcflowError(
+            f"reference file {path}: reference data are points; found {sorted(set(frame.geometry.geom_type))}"
+        )
     values = pd.to_numeric(frame[column], errors="coerce")
-    bad = frame[column][values.isna() & frame[column].notna() & (frame[column].astype(str).str.strip() != "")]
+    bad = frame[column][
+        values.isna() & frame[column].notna() & (frame[column].astype(str).str.strip() != "")
+    ]
     if len(bad) or (values.dropna() % 1 != 0).any():
-        shown = sorted({str(v) for v in bad} | {str(v) for v in values.dropna()[values.dropna() % 1 != 0]})
-        raise LcflowError(f"reference file {path}: column {column!r} holds value(s) that are not class codes: "
-                          f"{', '.join(shown[:10])}")
+        shown = sorted(
+            {str(v) for v in bad} | {str(v) for v in values.dropna()[values.dropna() % 1 != 0]}
+        )
+        raise LcflowError(
+            f"reference file {path}: column {column!r} holds value(s) that are not class codes: "
+            f"{', '.join(shown[:10])}"
+        )
     return frame.assign(**{column: values.astype("Int64")})
 
 
@@ -150,8 +216,10 @@ def _points_layer(path: Path) -> str | None:
     layers = [str(name) for name, _ in pyogrio.list_layers(path)]
     if design_layer in layers or len(layers) <= 1:
         return design_layer if design_layer in layers else None
-    raise LcflowError(f"reference file {path} has {len(layers)} layers ({', '.join(layers)}) and none named "
-                      f"{design_layer!r}: keep the labelled points in one layer, or name it {design_layer!r}")
+    raise LcflowError(
+        f"reference file {path} has {len(layers)} layers ({', '.join(layers)}) and none named "
+        f"{design_layer!r}: keep the labelled points in one layer, or name it {design_layer!r}"
+    )
 
 
 @dataclass(frozen=True)
@@ -164,14 +232,30 @@ class AssessmentOutputs:
     areas: Path | None = None
 
     @classmethod
-    def of(cls, assessment: str | Path, figure: str | Path | None = None,
-           areas: str | Path | None = None) -> AssessmentOutputs:
-        return cls(Path(assessment), None if figure is None else Path(figure), None if areas is None else Path(areas))
+    def of(
+        cls,
+        assessment: str | Path,
+        figure: str | Path | None = None,
+        areas: str | Path | None = None,
+    ) -> AssessmentOutputs:
+        return cls(
+            Path(assessment),
+            None if figure is None else Path(figure),
+            None if areas is None else Path(areas),
+        )
 
 
-def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: AssessmentOutputs | str | Path, *,
-        truth: str | Path | None = None, nomenclature: Nomenclature | None = None,
-        reference: str | Path | None = None, reference_column: str = "reference") -> dict:
+def run(
+    model_dir: str | Path,
+    samples: str | Path,
+    map_path: str | Path,
+    out: AssessmentOutputs | str | Path,
+    *,
+    truth: str | Path | None = None,
+    nomenclature: Nomenclature | None = None,
+    reference: str | Path | None = None,
+    reference_column: str = "reference",
+) -> dict:
     """Assess a map: against a labelled reference sample, the truth, and the model's held-out test rows;
     write the assessment (JSON) and, where asked, its figures; return it.
 
@@ -193,111 +277,26 @@ def run(model_dir: str | Path, samples: str | Path, map_path: str | Path, out: A
     if reference is not None:
         result["reference"] = against_reference(map_path, reference, reference_column, nomenclature)
     if len(test.frame):
-        result["test_samples"] = {**evaluate_table(trained, test, f"the test rows of {samples}"),
-                                  "what": "agreement with the training labels on held-out samples, not map accuracy"}
+        result["test_samples"] = {
+            **evaluate_table(trained, test, f"the test rows of {samples}"),
+            "what": "agreement with the training labels on held-out samples, not map accuracy",
+        }
     if truth is not None:
         if nomenclature is None:
             raise LcflowError("assessing against truth needs the nomenclature of the labels")
         result["truth"] = against_truth(map_path, truth, nomenclature)
     write_text(out.assessment, json.dumps(result, indent=1))
+    from lcflow.assess.accuracy_figures import areas_figure, confusion_figure  # matplotlib's
+
     if out.figure is not None:
         key = "truth" if "truth" in result else "test_samples"
         if key in result:
-            confusion_figure(result[key], out.figure, f"{Path(map_path).stem}: {key.replace('_', ' ')}")
+            confusion_figure(
+                result[key], out.figure, f"{Path(map_path).stem}: {key.replace('_', ' ')}"
+            )
     if out.areas is not None:
         areas_figure(result, map_path, out.areas, Path(map_path).stem)
     return result
-
-
-def _withheld_figure(score: dict, path: str | Path, title: str) -> None:
-    """In place of a confusion matrix, a PNG that says why there is none: not enough evidence."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 2.2))
-    ax.axis("off")
-    ax.text(0.5, 0.5, f"{title}\nnot enough evidence for an accuracy figure:\n{wrapped(score[evidence.KEY], 70)}",
-            ha="center", va="center", fontsize=9, wrap=True)
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
-
-
-def confusion_figure(score: dict, path: str | Path, title: str) -> None:
-    """Row-normalised confusion matrix as a PNG, for the report (or the reason there is none)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if evidence.lacking(score):
-        _withheld_figure(score, path, title)
-        return
-    codes = score["confusion_matrix"]["labels"]
-    per_class = score.get("per_class") or {}
-    names = {c: per_class.get(str(c), {}).get("name", "") for c in codes}
-    labels = [wrapped(f"{c} {names[c]}".strip() if names[c] != str(c) else str(c), 22) for c in codes]
-    m = np.asarray(score["confusion_matrix"]["matrix"], dtype=float)
-    norm = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
-    fig, ax = plt.subplots(figsize=(2.5 + 0.6 * len(labels), 2.2 + 0.6 * len(labels)))
-    ax.imshow(norm, cmap="Blues", vmin=0, vmax=1)
-    ax.set_xticks(range(len(labels)), labels, rotation=90)
-    ax.set_yticks(range(len(labels)), labels)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("truth")
-    ax.set_title(f"{title}\nOA {score['overall_accuracy']:.3f}, kappa {score['kappa']:.3f}", fontsize=9)
-    for i in range(len(labels)):
-        for j in range(len(labels)):
-            if m[i, j]:
-                ax.text(j, i, f"{norm[i, j]:.2f}", ha="center", va="center", fontsize=6,
-                        color="white" if norm[i, j] > 0.5 else "black")
-    fig.tight_layout()
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
-
-
-def areas_figure(result: dict, map_path: str | Path, path: str | Path, title: str) -> None:
-    """Mapped class areas beside the area-adjusted estimates and their 95 % intervals, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ref = result.get("reference")
-    lacking = evidence.lacking(ref)
-    if lacking:
-        ref = None
-    if ref:  # the assessment counted the map's pixels already
-        classes, names, mapped = ref["classes"], ref["class_names"], ref["mapped_area_ha"]
-    else:
-        with rasterio.open(map_path) as ds:
-            pixel_ha = abs(ds.transform.a * ds.transform.e) / 10_000
-        counts = class_pixels(map_path)
-        tags = read_tag(map_path, "class_names") or {}
-        classes = sorted(counts)
-        names, mapped = [tags.get(str(c), "") for c in classes], [counts[c] * pixel_ha for c in classes]
-    labels = [wrapped(f"{c} {name}", 30) for c, name in zip(classes, names)]
-    y = np.arange(len(classes))
-    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.35 * len(classes)))
-    ax.barh(y + (0.2 if ref else 0), mapped, height=0.4, color="0.7", label="mapped")
-    if ref:
-        ax.barh(y - 0.2, ref["area_ha"], xerr=ref["area_ci95_ha"], height=0.4, color="tab:blue", capsize=3,
-                label=f"reference sample ({ref['points_used']} points), 95 % CI")
-    ax.set_yticks(y, labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("area (ha)")
-    ax.legend(fontsize=7, loc="lower right")
-    oa = f", reference OA {ref['overall_accuracy']:.3f} ± {ref['overall_accuracy_ci95']:.3f}" if ref else \
-        f" (reference sample: not enough evidence; mapped areas only)\n{wrapped(lacking, 110)}" if lacking else \
-        " (no reference sample: mapped areas only)"
-    ax.set_title(f"{title}{oa}", fontsize=9)
-    fig.tight_layout()
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
 
 
 def quote(assessment: dict) -> str:
@@ -308,28 +307,47 @@ def quote(assessment: dict) -> str:
         return f"none: not enough evidence in reference {ref.get('reference', '')}: {evidence.lacking(ref)}"
     if ref.get("overall_accuracy") is None:
         test = evidence.lacking(assessment.get("test_samples"))
-        return "none: no reference sample" + (f"; test agreement: not enough evidence ({test})" if test else
-                                              " (test_agreement_OA is agreement with the training labels, not accuracy)")
-    return (f"OA {ref['overall_accuracy']:.3f} ± {ref['overall_accuracy_ci95']:.3f} (reference sample of "
-            f"{ref.get('points_used', '?')} points, 95 % CI)")
+        return "none: no reference sample" + (
+            f"; test agreement: not enough evidence ({test})"
+            if test
+            else " (test_agreement_OA is agreement with the training labels, not accuracy)"
+        )
+    return (
+        f"OA {ref['overall_accuracy']:.3f} ± {ref['overall_accuracy_ci95']:.3f} (reference sample of "
+        f"{ref.get('points_used', '?')} points, 95 % CI)"
+    )
 
 
 def summarize(paths: list[str | Path], out: str | Path) -> str:
     """One line per assessment as TSV: overall accuracy from the reference sample with its 95 % interval,
     agreement with the training labels on test samples (OA, kappa), against truth where there is one, and
     which of them to quote."""
-    lines = ["map\tmodel\treference_OA\treference_OA_ci95\ttest_agreement_OA\ttest_agreement_kappa\ttruth_OA\ttruth_kappa"
-             "\tquote"]
+    lines = [
+        "map\tmodel\treference_OA\treference_OA_ci95\ttest_agreement_OA\ttest_agreement_kappa\ttruth_OA\ttruth_kappa"
+        "\tquote"
+    ]
     for p in sorted(map(Path, paths)):
         try:
             r = json.loads(p.read_text())
             model = r["model"]
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise LcflowError(f"{p} is not an assessment written by lcflow assess ({type(exc).__name__}: {exc})") from exc
+            raise LcflowError(
+                f"{p} is not an assessment written by lcflow assess ({type(exc).__name__}: {exc})"
+            ) from exc
         t, g, ref = r.get("test_samples", {}), r.get("truth", {}), r.get("reference", {})
-        cells = [ref.get("overall_accuracy"), ref.get("overall_accuracy_ci95"), t.get("overall_accuracy"), t.get("kappa"),
-                 g.get("overall_accuracy"), g.get("kappa")]
-        lines.append("\t".join([p.stem, model] + ["" if v is None else f"{v:.4f}" for v in cells] + [quote(r)]))
+        cells = [
+            ref.get("overall_accuracy"),
+            ref.get("overall_accuracy_ci95"),
+            t.get("overall_accuracy"),
+            t.get("kappa"),
+            g.get("overall_accuracy"),
+            g.get("kappa"),
+        ]
+        lines.append(
+            "\t".join(
+                [p.stem, model] + ["" if v is None else f"{v:.4f}" for v in cells] + [quote(r)]
+            )
+        )
     text = "\n".join(lines) + "\n"
     write_text(out, text)
     return text

@@ -67,9 +67,11 @@ def cmd_summarize(a):
 
 
 def cmd_compare_models(a):
-    from lcflow.assess import comparison
+    from lcflow.assess import compare_models
 
-    sys.stdout.write(comparison.write(a.assessments, a.models, a.timings or [], a.out, a.figure))
+    sys.stdout.write(
+        compare_models.write(a.assessments, a.models, a.timings or [], a.out, a.figure)
+    )
 
 
 def register(command) -> None:

@@ -23,8 +23,6 @@ from pathlib import Path
 import numpy as np
 
 from lcflow.common import evidence
-from lcflow.common.atomic import atomic_path, write_text
-from lcflow.common.figure_text import wrapped
 from lcflow.errors import LcflowError
 from lcflow.train.model_dir import read_metrics
 
@@ -81,23 +79,45 @@ def map_score(path: Path) -> tuple[str, MapScore | str]:
         model = r["model"]
         ref, test = r.get("reference") or {}, r.get("test_samples") or {}
         if evidence.lacking(test) and ref.get("overall_accuracy") is None:
-            why = [f"{part}: {evidence.lacking(r.get(part))}" for part in ("reference", "test_samples")
-                   if evidence.lacking(r.get(part))]
+            why = [
+                f"{part}: {evidence.lacking(r.get(part))}"
+                for part in ("reference", "test_samples")
+                if evidence.lacking(r.get(part))
+            ]
             return model, "; ".join(why)
         if ref.get("overall_accuracy") is not None:
             oa, ci = float(ref["overall_accuracy"]), float(ref["overall_accuracy_ci95"])
-            f1 = {int(c): _f1(u, p) for c, u, p in zip(ref["classes"], ref["users_accuracy"], ref["producers_accuracy"])}
-            names = {int(c): n for c, n in zip(ref["classes"], ref.get("class_names") or [str(c) for c in ref["classes"]])}
-            return model, MapScore(path.stem, "reference sample", oa, max(0.0, oa - ci), min(1.0, oa + ci), f1, names)
+            f1 = {
+                int(c): _f1(u, p)
+                for c, u, p in zip(ref["classes"], ref["users_accuracy"], ref["producers_accuracy"])
+            }
+            names = {
+                int(c): n
+                for c, n in zip(
+                    ref["classes"], ref.get("class_names") or [str(c) for c in ref["classes"]]
+                )
+            }
+            return model, MapScore(
+                path.stem, "reference sample", oa, max(0.0, oa - ci), min(1.0, oa + ci), f1, names
+            )
         oa, n = float(test["overall_accuracy"]), int(test["n_samples"])
         low, high = wilson_interval(oa, n)
         per_class = test.get("per_class") or {}
         f1 = {int(c): float(v["f1"]) for c, v in per_class.items()}
         names = {int(c): v.get("name", c) for c, v in per_class.items()}
         return model, MapScore(path.stem, "test samples", oa, low, high, f1, names)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise LcflowError(f"{path} is not an assessment written by lcflow assess with a reference sample or "
-                          f"test samples ({type(exc).__name__}: {exc})") from None
+    except (
+        OSError,
+        UnicodeDecodeError,
+        json.JSONDecodeError,
+        KeyError,
+        TypeError,
+        ValueError,
+    ) as exc:
+        raise LcflowError(
+            f"{path} is not an assessment written by lcflow assess with a reference sample or "
+            f"test samples ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _read_json(path: Path, what: str) -> dict:
@@ -107,20 +127,24 @@ def _read_json(path: Path, what: str) -> dict:
         raise LcflowError(f"{path} is not {what} ({type(exc).__name__}: {exc})") from None
 
 
-def collect(assessments: list[str | Path], model_dirs: list[str | Path], timings: list[str | Path]
-            ) -> dict[str, ModelRow]:
+def collect(
+    assessments: list[str | Path], model_dirs: list[str | Path], timings: list[str | Path]
+) -> dict[str, ModelRow]:
     """Per model, in the order the model directories are given: its maps' scores, training time and ranks
     (``metrics.json`` of its directory) and the mapping speed of each of its maps."""
     rows: dict[str, ModelRow] = {}
     for d in map(Path, model_dirs):
         metrics = read_metrics(d)
-        rows[metrics["model"]] = ModelRow(metrics["model"], train_s=metrics["train_seconds"],
-                                          ranks=metrics["world_size"])
+        rows[metrics["model"]] = ModelRow(
+            metrics["model"], train_s=metrics["train_seconds"], ranks=metrics["world_size"]
+        )
     for p in sorted(map(Path, assessments)):
         model, score = map_score(p)
         if model not in rows:
-            raise LcflowError(f"assessment {p} is of model {model!r}, which no --models directory holds "
-                              f"({', '.join(rows) or 'none given'})")
+            raise LcflowError(
+                f"assessment {p} is of model {model!r}, which no --models directory holds "
+                f"({', '.join(rows) or 'none given'})"
+            )
         if isinstance(score, str):
             rows[model].withheld[p.stem] = score
             log.warning("%s: no accuracy figure to compare, not enough evidence (%s)", p, score)
@@ -131,9 +155,13 @@ def collect(assessments: list[str | Path], model_dirs: list[str | Path], timings
         try:
             model, px_per_s = t["model"], float(t["px_per_s"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise LcflowError(f"{p}: no {exc} (not a timing file written by lcflow predict)") from None
+            raise LcflowError(
+                f"{p}: no {exc} (not a timing file written by lcflow predict)"
+            ) from None
         if model not in rows:
-            raise LcflowError(f"timing file {p} is of model {model!r}, which no --models directory holds")
+            raise LcflowError(
+                f"timing file {p} is of model {model!r}, which no --models directory holds"
+            )
         rows[model].px_per_s.append(px_per_s)
     for row in rows.values():
         if not row.maps and not row.withheld:
@@ -141,7 +169,7 @@ def collect(assessments: list[str | Path], model_dirs: list[str | Path], timings
     return rows
 
 
-def _classes(rows: dict[str, ModelRow]) -> dict[int, str]:
+def class_names(rows: dict[str, ModelRow]) -> dict[int, str]:
     names: dict[int, str] = {}
     for row in rows.values():
         for m in row.maps:
@@ -206,9 +234,12 @@ class Choice:
 
     def sentence(self) -> str:
         e = self.estimate
-        interval = (f"95 % interval {e.low:.3f}-{e.high:.3f} over {e.maps} map{'s' if e.maps > 1 else ''}"
-                    if e.low is not None else f"{e.maps} map, no interval")
-        level = (f"; {', '.join(self.level)} within that interval" if self.level else "")
+        interval = (
+            f"95 % interval {e.low:.3f}-{e.high:.3f} over {e.maps} map{'s' if e.maps > 1 else ''}"
+            if e.low is not None
+            else f"{e.maps} map, no interval"
+        )
+        level = f"; {', '.join(self.level)} within that interval" if self.level else ""
         return f"for {self.figure} take {self.model} ({e.mean:.3f}, {interval}{level})"
 
 
@@ -216,14 +247,21 @@ def choose(rows: dict[str, ModelRow]) -> list[Choice]:
     """The model of the highest mean overall accuracy and that of the highest mean macro F1, each with the
     models whose mean lies inside its interval."""
     out = []
-    for figure, estimate in (("overall accuracy", accuracy_estimate), ("the rare classes (macro F1)", macro_f1_estimate)):
+    for figure, estimate in (
+        ("overall accuracy", accuracy_estimate),
+        ("the rare classes (macro F1)", macro_f1_estimate),
+    ):
         estimates = {name: estimate(row) for name, row in rows.items() if row.maps}
         usable = {name: e for name, e in estimates.items() if not math.isnan(e.mean)}
         if not usable:
             continue
         best = max(usable, key=lambda name: usable[name].mean)  # the first given wins a tie
         e = usable[best]
-        level = [name for name, other in usable.items() if name != best and e.low is not None and other.mean >= e.low]
+        level = [
+            name
+            for name, other in usable.items()
+            if name != best and e.low is not None and other.mean >= e.low
+        ]
         out.append(Choice(figure, best, e, level))
     return out
 
@@ -242,141 +280,69 @@ def recommendation(rows: dict[str, ModelRow], choices: list[Choice] | None = Non
 
 def table(rows: dict[str, ModelRow]) -> str:
     """TSV: one line per model."""
-    classes = _classes(rows)
-    head = ["model", "take_for", "maps", "accuracy_from", "accuracy_mean", "accuracy_low", "accuracy_high",
-            "accuracy_low_min", "accuracy_high_max", "macro_f1", "macro_f1_mean", "macro_f1_low", "macro_f1_high",
-            "train_s", "train_ranks", "predict_px_s"] + [f"f1_{c}" for c in classes]
+    classes = class_names(rows)
+    head = [
+        "model",
+        "take_for",
+        "maps",
+        "accuracy_from",
+        "accuracy_mean",
+        "accuracy_low",
+        "accuracy_high",
+        "accuracy_low_min",
+        "accuracy_high_max",
+        "macro_f1",
+        "macro_f1_mean",
+        "macro_f1_low",
+        "macro_f1_high",
+        "train_s",
+        "train_ranks",
+        "predict_px_s",
+    ] + [f"f1_{c}" for c in classes]
     taken: dict[str, list[str]] = {}
     for c in choose(rows):
-        taken.setdefault(c.model, []).append("overall_accuracy" if c.figure == "overall accuracy" else "macro_f1")
+        taken.setdefault(c.model, []).append(
+            "overall_accuracy" if c.figure == "overall accuracy" else "macro_f1"
+        )
     bound = lambda v: "" if v is None else f"{v:.4f}"  # noqa: E731 - an interval's end, empty where none
     lines = ["\t".join(head)]
     for row in rows.values():
-        run = ["" if row.train_s is None else f"{row.train_s:.1f}", "" if row.ranks is None else str(row.ranks),
-               f"{np.mean(row.px_per_s):.0f}" if row.px_per_s else ""]
+        run = [
+            "" if row.train_s is None else f"{row.train_s:.1f}",
+            "" if row.ranks is None else str(row.ranks),
+            f"{np.mean(row.px_per_s):.0f}" if row.px_per_s else "",
+        ]
         withheld = f"{len(row.withheld)} maps not enough evidence" if row.withheld else ""
         if not row.maps:  # no figure to give: the reason stands in the accuracy_from column
-            lines.append("\t".join([row.model, "", "0", f"not enough evidence ({len(row.withheld)} maps)"] + [""] * 9
-                                   + run + [""] * len(classes)))
+            lines.append(
+                "\t".join(
+                    [row.model, "", "0", f"not enough evidence ({len(row.withheld)} maps)"]
+                    + [""] * 9
+                    + run
+                    + [""] * len(classes)
+                )
+            )
             continue
         f1 = [mean_f1(row, c) for c in classes]
         oa, macro = accuracy_estimate(row), macro_f1_estimate(row)
-        source = "; ".join(filter(None, [" + ".join(sorted({m.source for m in row.maps})), withheld]))
-        cells = [row.model, ",".join(taken.get(row.model, [])), str(len(row.maps)), source, f"{oa.mean:.4f}",
-                 bound(oa.low), bound(oa.high),
-                 f"{min(m.low for m in row.maps):.4f}", f"{max(m.high for m in row.maps):.4f}",
-                 f"{np.nanmean(f1):.4f}" if f1 else "", "" if math.isnan(macro.mean) else f"{macro.mean:.4f}",
-                 bound(macro.low), bound(macro.high), *run]
+        source = "; ".join(
+            filter(None, [" + ".join(sorted({m.source for m in row.maps})), withheld])
+        )
+        cells = [
+            row.model,
+            ",".join(taken.get(row.model, [])),
+            str(len(row.maps)),
+            source,
+            f"{oa.mean:.4f}",
+            bound(oa.low),
+            bound(oa.high),
+            f"{min(m.low for m in row.maps):.4f}",
+            f"{max(m.high for m in row.maps):.4f}",
+            f"{np.nanmean(f1):.4f}" if f1 else "",
+            "" if math.isnan(macro.mean) else f"{macro.mean:.4f}",
+            bound(macro.low),
+            bound(macro.high),
+            *run,
+        ]
         lines.append("\t".join(cells + ["" if math.isnan(v) else f"{v:.4f}" for v in f1]))
     return "\n".join(lines) + "\n"
-
-
-def tile_year(name: str) -> str:
-    """A map's tile and year from its name (``31UFT_2018_lstm`` -> ``31UFT 2018``), for a dot's label."""
-    parts = name.split("_")
-    return " ".join(parts[:2]) if len(parts) >= 3 else name
-
-
-def color_range(values: np.ndarray) -> tuple[float, float]:
-    """A colour scale over the values' own range (0.95-0.99 F1s apart, not lost in 0-1), widened a little."""
-    finite = values[np.isfinite(values)]
-    if not finite.size:
-        return 0.0, 1.0
-    low, high = float(finite.min()), float(finite.max())
-    pad = max(0.005, 0.05 * (high - low))
-    return max(0.0, low - pad), min(1.0, high + pad)
-
-
-def figure(rows: dict[str, ModelRow], out: str | Path) -> None:
-    """One page: each map's accuracy with its interval per model; the per-class F1 of every model; training
-    time and mapping speed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    models = list(rows)
-    classes = _classes(rows)
-    fig = plt.figure(figsize=(13, 3.2 + 0.45 * len(models) + 0.12 * max(len(models), 1) * 2))
-    grid = fig.add_gridspec(2, 3, height_ratios=[1, 1.1], hspace=0.55, wspace=0.35)
-    ax = fig.add_subplot(grid[0, 0])
-    for y, model in enumerate(models):
-        maps = rows[model].maps
-        if not maps:
-            ax.annotate("not enough evidence", (0.5, y), ha="center", va="center", fontsize=7, color="0.35",
-                        xycoords=("axes fraction", "data"))
-            continue
-        offsets = np.linspace(-0.25, 0.25, len(maps)) if len(maps) > 1 else [0.0]
-        for dy, m in zip(offsets, maps):
-            ax.errorbar(m.accuracy, y + dy, xerr=[[m.accuracy - m.low], [m.high - m.accuracy]], fmt="o",
-                        color="#08519c" if m.source == "reference sample" else "#969696", markersize=3, capsize=2)
-            ax.annotate(tile_year(m.name), (m.high, y + dy), xytext=(3, 0), textcoords="offset points", va="center",
-                        fontsize=5, color="0.35")
-        ax.plot(np.mean([m.accuracy for m in maps]), y, "|", color="#cb181d", markersize=14, mew=2)
-    sources = sorted({m.source for r in rows.values() for m in r.maps})
-    choices = choose(rows)
-    best = next((c for c in choices if c.figure == "overall accuracy"), None)
-    shaded = ""
-    if best is not None and best.estimate.low is not None and best.estimate.high is not None and best.estimate.maps > 1:
-        ax.axvspan(best.estimate.low, best.estimate.high, color="#fdae6b", alpha=0.25, zorder=0)
-        shaded = f"; shaded: {best.model}'s mean, 95 % interval"
-    ax.set_yticks(range(len(models)), models)
-    ax.invert_yaxis()
-    ax.set_xlabel("overall accuracy, 95 % interval\n(" + ", ".join(sources) + f"; red: mean of the maps{shaded})")
-    ax.grid(axis="x", alpha=0.3)
-    for col, (values, label) in enumerate(((
-            [rows[m].train_s or 0.0 for m in models], "training time (s)"),
-            ([float(np.mean(rows[m].px_per_s)) if rows[m].px_per_s else 0.0 for m in models],
-             "mapping speed (px/s, mean of the maps)")), start=1):
-        ax = fig.add_subplot(grid[0, col])
-        ax.barh(range(len(models)), values, color="#9ecae1")
-        for y, v in enumerate(values):
-            ranks = rows[models[y]].ranks
-            note = f"{v:,.0f}" + (f" ({ranks} ranks)" if col == 1 and ranks and ranks > 1 else "")
-            if col == 2 and not rows[models[y]].px_per_s:
-                note = "no timing file"
-            ax.annotate(note, (v, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
-        ax.set_yticks(range(len(models)), models if col == 1 else [""] * len(models))
-        ax.invert_yaxis()
-        ax.set_xlabel(label)
-        ax.grid(axis="x", alpha=0.3)
-        ax.set_xlim(0, max(values + [1.0]) * 1.35)
-    ax = fig.add_subplot(grid[1, :])
-    f1 = np.array([[mean_f1(rows[m], c) for c in classes] for m in models]).reshape(len(models), len(classes))
-    low, high = color_range(f1)
-    image = ax.imshow(np.ma.masked_invalid(f1), vmin=low, vmax=high, cmap="viridis", aspect="auto")
-    for (y, x), v in np.ndenumerate(f1):
-        if not math.isnan(v):
-            ax.text(x, y, f"{v:.3f}", ha="center", va="center", fontsize=8,
-                    color="white" if v < (low + high) / 2 else "black")
-    ax.set_yticks(range(len(models)), models)
-    ax.set_xticks(range(len(classes)), [wrapped(f"{c} {n}") for c, n in classes.items()], rotation=30, ha="right",
-                  fontsize=7)
-    ax.set_title("F1 per class (mean of the maps)", fontsize=10)
-    fig.colorbar(image, ax=ax, fraction=0.02)
-    fig.suptitle(f"{len(models)} models, {sum(len(r.maps) for r in rows.values())} maps\n"
-                 + wrapped(recommendation(rows, choices), 150), fontsize=10)
-    with atomic_path(out, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-
-
-def write(assessments: list[str | Path], model_dirs: list[str | Path], timings: list[str | Path],
-          out: str | Path, figure_out: str | Path | None = None) -> str:
-    """The table (TSV) and, given ``figure_out``, the figure; returns the table.
-
-    Args:
-        assessments: every map's assessment (``lcflow assess``'s JSON).
-        model_dirs: every model's directory (training time, parameters).
-        timings: every map's prediction timing (JSON).
-        out: the table to write.
-        figure_out: the figure to write; None: none.
-    """
-    rows = collect(assessments, model_dirs, timings)
-    text = table(rows)
-    if figure_out:
-        figure(rows, figure_out)
-    write_text(out, text)
-    log.info("%d models compared -> %s", len(rows), out)
-    log.info("%s", recommendation(rows))
-    return text
