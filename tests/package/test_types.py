@@ -21,13 +21,12 @@ KNOWN_ERRORS = {
     "lcflow/retrieve/asset_reader.py": 9,
     "lcflow/retrieve/cube.py": 6,
     "lcflow/retrieve/remote.py": 9,
-    "lcflow/retrieve/search.py": 4,
     "lcflow/train/blend.py": 6,
     "lcflow/train/launch.py": 1,
     "lcflow/train/model_dir.py": 3,
     "lcflow/train/models/lstm.py": 1,
-    "lcflow/train/training.py": 13,
-    "lcflow/tune/tuning.py": 5,
+    "lcflow/train/training.py": 9,
+    "lcflow/tune/tuning.py": 3,
 }
 
 

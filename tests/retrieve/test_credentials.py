@@ -15,7 +15,7 @@ import yaml
 
 from lcflow.cli import main
 from lcflow.errors import LcflowError
-from lcflow.retrieve import remote, search
+from lcflow.retrieve import remote, search, stac_sources
 from lcflow.retrieve.cube_settings import CubeSettings
 
 from ..conftest import ROOT, snakemake
@@ -177,7 +177,7 @@ def test_a_remote_catalogue_cannot_make_lcflow_read_local_files(demo, tmp_path):
         catalog["links"].append({"rel": "child", "href": str(root / "sentinel-2-l2a" / "collection.json")})
         (root / "catalog.json").write_text(json.dumps(catalog))
         with pytest.raises(LcflowError, match="links to .*collection.json, which is not an http.s. URL"):
-            list(search.from_catalog(f"{server.url}/catalog.json"))
+            list(stac_sources.from_catalog(f"{server.url}/catalog.json"))
     assert not (tmp_path / "items.json").exists()
 
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from lcflow.errors import LcflowError
-from lcflow.retrieve import search
+from lcflow.retrieve import search, stac_sources
 
 
 def test_item_tile_from_each_catalogue(earth_search_items, planetary_items):
@@ -34,8 +34,8 @@ def test_select_by_tile_year_and_cloud_cover(planetary_items):
 
 
 def test_tile_query_follows_the_endpoint():
-    assert search.tile_query("https://earth-search.aws.element84.com/v1", "31UFT") == {"grid:code": {"eq": "MGRS-31UFT"}}
-    assert search.tile_query("https://planetarycomputer.microsoft.com/api/stac/v1", "31UFT") == {"s2:mgrs_tile": {"eq": "31UFT"}}
+    assert stac_sources.tile_query("https://earth-search.aws.element84.com/v1", "31UFT") == {"grid:code": {"eq": "MGRS-31UFT"}}
+    assert stac_sources.tile_query("https://planetarycomputer.microsoft.com/api/stac/v1", "31UFT") == {"s2:mgrs_tile": {"eq": "31UFT"}}
 
 
 def test_manifest_from_local_catalog(demo, tmp_path):

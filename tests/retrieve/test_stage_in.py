@@ -16,7 +16,7 @@ import pytest
 import rasterio
 
 from lcflow.cli import main
-from lcflow.retrieve import cube, download, search, stage_in
+from lcflow.retrieve import cube, download, search, stac_sources, stage_in
 from lcflow.retrieve.cube_settings import CubeSettings
 from lcflow.retrieve.stage_settings import StageSettings
 
@@ -44,7 +44,7 @@ def _one_item(demo: Path, tmp: Path, url: str, names: dict[str, str], sizes: dic
               checksums: dict[str, str] | None = None) -> Path:
     """A manifest of one demo item of 31UFT 2018 whose ``blue`` and ``scl`` assets are ``url/name`` (with
     ``file:size`` / ``file:checksum`` where given); its path (the cube of band B02 reads those two)."""
-    items = list(search.select(search.from_catalog(demo / "catalog" / "catalog.json"), "31UFT", 2018))
+    items = list(search.select(stac_sources.from_catalog(demo / "catalog" / "catalog.json"), "31UFT", 2018))
     item = items[0]
     item.assets = {key: pystac.Asset(f"{url}/{name}", media_type="image/tiff") for key, name in names.items()}
     for key, asset in item.assets.items():

@@ -10,7 +10,6 @@ import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pystac
 
@@ -19,13 +18,11 @@ from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
 from lcflow.retrieve import mgrs, sentinel2
 from lcflow.retrieve.remote import (
-    CREDENTIAL_SOURCES,
-    catalogue_io,
     clean_href,
-    is_url,
     redact,
     refuse_secrets,
 )
+from lcflow.retrieve.stac_sources import from_api, from_catalog
 
 log = logging.getLogger("lcflow.retrieve.search")
 #: acquisitions of one tile closer in time than this are the same acquisition
@@ -44,12 +41,16 @@ def item_tile(item: pystac.Item) -> str | None:
     return None
 
 
-def select(items: Iterable[pystac.Item], tile: str, year: int, max_cloud_cover: float = 100.0) -> list[pystac.Item]:
+def select(
+    items: Iterable[pystac.Item], tile: str, year: int, max_cloud_cover: float = 100.0
+) -> list[pystac.Item]:
     """Items of ``tile`` acquired in ``year`` (UTC, as the cube counts them) with at most ``max_cloud_cover``
     percent cloud, by date."""
     chosen = []
     for item in items:
-        when = item.datetime or dt.datetime.fromisoformat(str(item.properties.get("start_datetime")))
+        when = item.datetime or dt.datetime.fromisoformat(
+            str(item.properties.get("start_datetime"))
+        )
         if item_tile(item) != tile or sentinel2.utc(when).year != year:
             continue
         if float(item.properties.get("eo:cloud_cover", 0.0)) > max_cloud_cover:
@@ -69,8 +70,12 @@ def baseline(item: pystac.Item) -> tuple[int, ...]:
 
 def _newest_first(item: pystac.Item) -> tuple:
     p = item.properties
-    return (baseline(item), str(p.get("s2:generation_time") or ""), str(p.get("updated") or p.get("created") or ""),
-            item.id)
+    return (
+        baseline(item),
+        str(p.get("s2:generation_time") or ""),
+        str(p.get("updated") or p.get("created") or ""),
+        item.id,
+    )
 
 
 def dedupe(items: list[pystac.Item]) -> tuple[list[pystac.Item], list[dict[str, str]]]:
@@ -86,7 +91,10 @@ def dedupe(items: list[pystac.Item]) -> tuple[list[pystac.Item], list[dict[str, 
         group_items.sort(key=lambda i: i.datetime)
         groups: list[list[pystac.Item]] = []
         for item in group_items:
-            if groups and (item.datetime - groups[-1][0].datetime).total_seconds() <= SAME_ACQUISITION_S:
+            if (
+                groups
+                and (item.datetime - groups[-1][0].datetime).total_seconds() <= SAME_ACQUISITION_S
+            ):
                 groups[-1].append(item)
             else:
                 groups.append([item])
@@ -94,96 +102,23 @@ def dedupe(items: list[pystac.Item]) -> tuple[list[pystac.Item], list[dict[str, 
             ordered = sorted(group, key=_newest_first, reverse=True)
             kept.append(ordered[0])
             for other in ordered[1:]:
-                dropped.append({"id": other.id, "kept": ordered[0].id,
-                                "baseline": str(other.properties.get("s2:processing_baseline")),
-                                "kept_baseline": str(ordered[0].properties.get("s2:processing_baseline"))})
+                dropped.append(
+                    {
+                        "id": other.id,
+                        "kept": ordered[0].id,
+                        "baseline": str(other.properties.get("s2:processing_baseline")),
+                        "kept_baseline": str(ordered[0].properties.get("s2:processing_baseline")),
+                    }
+                )
     for d in dropped:
-        log.info("dropped %s: the same acquisition as %s (baseline %s, kept %s)", d["id"], d["kept"], d["baseline"],
-                 d["kept_baseline"])
+        log.info(
+            "dropped %s: the same acquisition as %s (baseline %s, kept %s)",
+            d["id"],
+            d["kept"],
+            d["baseline"],
+            d["kept_baseline"],
+        )
     return sorted(kept, key=lambda i: (i.datetime, i.id)), dropped
-
-
-def from_catalog(catalog: str | Path, read: list[str] | None = None) -> Iterable[pystac.Item]:
-    """Every item of a static STAC catalog (a local path or an http(s) URL), asset hrefs made absolute.
-    A remote catalogue's links and assets must be remote: it may not make lcflow read local files.
-    ``read``, given, gets the local files of the catalogue."""
-    location = str(catalog)
-    if not is_url(location) and not Path(location).exists():
-        raise LcflowError(f"STAC catalog {location} does not exist")
-    shown = redact(location)
-    reader = catalogue_io(location)
-    try:
-        items = list(_items(pystac.Catalog.from_file(location, stac_io=reader), shown))
-        if read is not None:
-            read += reader.files
-    except LcflowError:
-        raise
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LcflowError(f"STAC catalog {shown} (or a file it links) is not JSON: {exc}") from exc
-    except Exception as exc:  # pystac wraps a failed request in a bare Exception ("Could not read uri")
-        answer = _http_answer(exc)
-        if answer is None and not isinstance(exc, (pystac.STACError, pystac.STACTypeError, KeyError, TypeError,
-                                                   ValueError, OSError)):
-            raise
-        if answer is not None:
-            raise LcflowError(f"STAC catalog {shown}: {answer}") from exc
-        cause = exc
-        while cause is not None and not isinstance(cause, LcflowError):  # pystac wraps what its reader refused
-            cause = cause.__cause__ or cause.__context__
-        if cause is not None:
-            raise cause from None
-        raise LcflowError(f"STAC catalog {shown} cannot be read as a STAC catalog "
-                          f"({type(exc).__name__}: {redact(str(exc))})") from exc
-    for item in items:
-        item.make_asset_hrefs_absolute()
-        if is_url(location):
-            local = [key for key, asset in item.assets.items()
-                     if "://" not in str(asset.href) or str(asset.href).startswith("file:")]
-            if local:
-                raise LcflowError(f"STAC catalog {shown}: item {item.id} asset {local[0]} is the local file "
-                                  f"{redact(str(item.assets[local[0]].href))}: a remote catalogue's assets must be remote")
-        yield item
-
-
-def _items(root: pystac.Catalog, shown: str) -> Iterable[pystac.Item]:
-    """Every item under ``root``, each catalogue walked once: a child that links back to a catalogue above
-    it (a cycle) is refused, naming both, where pystac's own walk would recurse until Python stops it."""
-    seen: set[str] = set()
-    stack = [root]
-    while stack:
-        catalog = stack.pop()
-        key = catalog.get_self_href() or catalog.id
-        if key in seen:
-            raise LcflowError(f"STAC catalog {shown}: its links run in a cycle ({redact(key)} is reached again as a "
-                              "child of a catalogue below it); mend the link")
-        seen.add(key)
-        yield from catalog.get_items()
-        stack.extend(reversed(list(catalog.get_children())))
-
-
-def _http_answer(exc: BaseException) -> str | None:
-    """What a server answered to a failed catalogue request, said for a user (a 401 or 403 asks for
-    credentials), from the exception or its causes; None where no request failed."""
-    import re
-    import urllib.error
-
-    def requested(e: BaseException) -> bool:  # urllib's errors, and urllib3's (pystac reads with either)
-        return isinstance(e, urllib.error.URLError) or type(e).__module__.startswith("urllib3")
-
-    while exc is not None and not requested(exc):
-        exc = exc.__cause__ or exc.__context__
-    if exc is None:
-        return None
-    if not isinstance(exc, urllib.error.URLError):  # urllib3: a connection that failed, retried
-        why = re.search(r"\[Errno -?\d+\] ([^\"')]+)", str(getattr(exc, "reason", exc)))
-        return f"cannot be reached ({why.group(1) if why else type(exc).__name__})"
-    if isinstance(exc, urllib.error.HTTPError):
-        said = f"{redact(exc.url or '')} answers HTTP {exc.code} {exc.reason}"
-        if exc.code in (401, 403):
-            said += ("; it wants credentials, which lcflow sends to the catalogue's host: give them as "
-                     + ", ".join(CREDENTIAL_SOURCES[:-1]) + f" or {CREDENTIAL_SOURCES[-1]}")
-        return said
-    return f"cannot be reached ({redact(str(exc.reason))})"
 
 
 def product_level(item: pystac.Item) -> str | None:
@@ -214,52 +149,16 @@ def other_collection(item: pystac.Item, collection: str) -> str | None:
     return None
 
 
-def tile_query(url: str, tile: str) -> dict[str, Any] | None:
-    """The STAC query that selects one MGRS tile, in the property the endpoint indexes (None where the
-    endpoint's query support is not known: the search then goes by the tile's footprint)."""
-    if "planetarycomputer" in url:
-        return {"s2:mgrs_tile": {"eq": tile}}
-    if "earth-search" in url:
-        return {"grid:code": {"eq": f"MGRS-{tile}"}}
-    return None
-
-
-def tile_footprint(tile: str) -> dict[str, Any]:
-    """The tile's square as a GeoJSON polygon in longitude/latitude (edges densified, so the lines stay
-    on the UTM square). Not its centre: a tile at the edge of an orbit's swath has scenes that do not
-    reach its centre. Neighbouring tiles' items that overlap it are dropped by :func:`select`."""
-    from rasterio.warp import transform_geom
-    from shapely.geometry import box, mapping
-
-    xmin, ymin, xmax, ymax = mgrs.tile_bounds(tile)
-    square = box(xmin, ymin, xmax, ymax).segmentize((xmax - xmin) / 10)
-    return transform_geom(f"EPSG:{mgrs.tile_epsg(tile)}", "EPSG:4326", mapping(square))
-
-
-def from_api(url: str, collection: str, tile: str, year: int, max_cloud_cover: float) -> Iterable[pystac.Item]:
-    """Items from a STAC API search (Earth Search v1, Planetary Computer, Copernicus Data Space, any
-    other STAC API by the tile's footprint).
-
-    Args:
-        url: the API's root.
-        collection: the Sentinel-2 L2A collection's id at that API.
-        tile: the MGRS tile, searched by its property where the API has one, else by footprint.
-        year: the UTC calendar year of acquisitions.
-        max_cloud_cover: items of more cloud (``eo:cloud_cover``, percent) are not asked for.
-    """
-    from pystac_client import Client
-
-    client = Client.open(url)
-    query = tile_query(url, tile)
-    where = {"query": {**query, "eo:cloud_cover": {"lte": max_cloud_cover}}} if query else \
-        {"intersects": tile_footprint(tile)}
-    search = client.search(collections=[collection], datetime=f"{year}-01-01T00:00:00Z/{year}-12-31T23:59:59.999999Z",
-                           **where)  # the year in UTC, its last day whole
-    return search.items()
-
-
-def run(tile: str, year: int, out: str | Path, *, catalog: str | None = None, api: str | None = None,
-        collection: str = "sentinel-2-l2a", max_cloud_cover: float = 100.0) -> int:
+def run(
+    tile: str,
+    year: int,
+    out: str | Path,
+    *,
+    catalog: str | None = None,
+    api: str | None = None,
+    collection: str = "sentinel-2-l2a",
+    max_cloud_cover: float = 100.0,
+) -> int:
     """Write the manifest of ``tile``/``year`` to ``out``; return the number of items.
 
     Args:
@@ -273,44 +172,94 @@ def run(tile: str, year: int, out: str | Path, *, catalog: str | None = None, ap
     """
     mgrs.check_tile(tile)
     if bool(catalog) == bool(api):
-        raise LcflowError("give exactly one of a local STAC catalog (stac.catalog) or a STAC API URL (stac.api)")
+        raise LcflowError(
+            "give exactly one of a local STAC catalog (stac.catalog) or a STAC API URL (stac.api)"
+        )
     refuse_secrets(str(catalog or api), "STAC catalog" if catalog else "STAC API")
-    other: list[dict[str, str]] = []
     if catalog:
-        read: list[str] = []
-        items = select(from_catalog(catalog, read), tile, year, max_cloud_cover)
-        path_guard.check([path_guard.Named("--out", str(out), path_guard.OUTPUT_FILE),
-                          *(path_guard.Named("catalogue file", f, path_guard.INPUT_FILE) for f in read)])
-        other = [{"id": i.id, "reason": why} for i in items if (why := other_collection(i, collection))]
-        items = [i for i in items if not other_collection(i, collection)]
+        items, other = _from_catalog(catalog, tile, year, collection, max_cloud_cover, out)
     else:
-        try:
-            items = select(from_api(api, collection, tile, year, max_cloud_cover), tile, year, max_cloud_cover)
-        except LcflowError:
-            raise
-        except Exception as exc:  # pystac-client's APIError, connection errors, timeouts
-            text = redact(str(exc)).strip()
-            raise LcflowError(f"STAC search of tile {tile} {year} at {redact(api)} (collection {collection}) failed: "
-                              f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}") from exc
+        items, other = _from_api(str(api), tile, year, collection, max_cloud_cover), []
     where = redact(str(catalog or api))
     if other:
-        log.warning("tile %s %s: %d item(s) of the catalogue left out, not of collection %s: %s", tile, year,
-                    len(other), collection, "; ".join(f"{d['id']} ({d['reason']})" for d in other[:5]))
+        log.warning(
+            "tile %s %s: %d item(s) of the catalogue left out, not of collection %s: %s",
+            tile,
+            year,
+            len(other),
+            collection,
+            "; ".join(f"{d['id']} ({d['reason']})" for d in other[:5]),
+        )
     if not items:
-        left_out = f"; {len(other)} item(s) of other collections or product types left out" if other else ""
-        raise LcflowError(f"no Sentinel-2 item for tile {tile} in {year} (cloud cover <= {max_cloud_cover}) in "
-                          f"{where}{left_out}")
+        left_out = (
+            f"; {len(other)} item(s) of other collections or product types left out"
+            if other
+            else ""
+        )
+        raise LcflowError(
+            f"no Sentinel-2 item for tile {tile} in {year} (cloud cover <= {max_cloud_cover}) in "
+            f"{where}{left_out}"
+        )
     items, dropped = dedupe(items)
     cleaned = _without_credentials(items)
     if cleaned:
-        log.warning("tile %s %s: %d href(s) carried a user name, password or query string, which the manifest leaves "
-                    "out: give credentials as GDAL_HTTP_USERPWD, GDAL_HTTP_HEADERS or in ~/.netrc", tile, year, cleaned)
+        log.warning(
+            "tile %s %s: %d href(s) carried a user name, password or query string, which the manifest leaves "
+            "out: give credentials as GDAL_HTTP_USERPWD, GDAL_HTTP_HEADERS or in ~/.netrc",
+            tile,
+            year,
+            cleaned,
+        )
     source = {"catalog": where} if catalog else {"api": where, "collection": collection}
-    manifest = pystac.ItemCollection(items, extra_fields={
-        "lcflow:source": {**source, "tile": tile, "year": year, "max_cloud_cover": max_cloud_cover},
-        "lcflow:dropped": dropped + other})
+    manifest = pystac.ItemCollection(
+        items,
+        extra_fields={
+            "lcflow:source": {
+                **source,
+                "tile": tile,
+                "year": year,
+                "max_cloud_cover": max_cloud_cover,
+            },
+            "lcflow:dropped": dropped + other,
+        },
+    )
     write_text(out, json.dumps(manifest.to_dict(transform_hrefs=False), indent=1))
     return len(items)
+
+
+def _from_catalog(
+    catalog: str, tile: str, year: int, collection: str, max_cloud_cover: float, out: str | Path
+) -> tuple[list[pystac.Item], list[dict[str, str]]]:
+    """The catalogue's items of the tile-year, and those left out for being of another collection; no
+    catalogue file read may be ``out``."""
+    read: list[str] = []
+    items = select(from_catalog(catalog, read), tile, year, max_cloud_cover)
+    path_guard.check(
+        [
+            path_guard.Named("--out", str(out), path_guard.OUTPUT_FILE),
+            *(path_guard.Named("catalogue file", f, path_guard.INPUT_FILE) for f in read),
+        ]
+    )
+    other = [{"id": i.id, "reason": why} for i in items if (why := other_collection(i, collection))]
+    return [i for i in items if not other_collection(i, collection)], other
+
+
+def _from_api(
+    api: str, tile: str, year: int, collection: str, max_cloud_cover: float
+) -> list[pystac.Item]:
+    """The API's items of the tile-year; a failed search in one line, naming the API (never its secrets)."""
+    try:
+        return select(
+            from_api(api, collection, tile, year, max_cloud_cover), tile, year, max_cloud_cover
+        )
+    except LcflowError:
+        raise
+    except Exception as exc:  # pystac-client's APIError, connection errors, timeouts
+        text = redact(str(exc)).strip()
+        raise LcflowError(
+            f"STAC search of tile {tile} {year} at {redact(api)} (collection {collection}) failed: "
+            f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
+        ) from exc
 
 
 def _without_credentials(items: list[pystac.Item]) -> int:
@@ -346,11 +295,17 @@ def read_manifest(path: str | Path) -> list[pystac.Item]:
     try:
         data = json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LcflowError(f"manifest {path} is not JSON ({exc}); write it with lcflow search") from exc
+        raise LcflowError(
+            f"manifest {path} is not JSON ({exc}); write it with lcflow search"
+        ) from exc
     if not isinstance(data, dict) or data.get("type") != "FeatureCollection":
-        raise LcflowError(f"manifest {path} is not a STAC ItemCollection (a GeoJSON FeatureCollection of items); "
-                          "write it with lcflow search")
+        raise LcflowError(
+            f"manifest {path} is not a STAC ItemCollection (a GeoJSON FeatureCollection of items); "
+            "write it with lcflow search"
+        )
     try:
         return list(pystac.ItemCollection.from_dict(data))
     except (pystac.STACError, pystac.STACTypeError, KeyError, TypeError, ValueError) as exc:
-        raise LcflowError(f"manifest {path}: an item is not a valid STAC item ({type(exc).__name__}: {exc})") from exc
+        raise LcflowError(
+            f"manifest {path}: an item is not a valid STAC item ({type(exc).__name__}: {exc})"
+        ) from exc
