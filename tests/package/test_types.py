@@ -19,7 +19,7 @@ KNOWN_ERRORS = {
     "lcflow/maps/predict.py": 4,
     "lcflow/maps/quicklook.py": 9,
     "lcflow/retrieve/asset_reader.py": 9,
-    "lcflow/retrieve/cube.py": 6,
+    "lcflow/retrieve/cube.py": 1,
     "lcflow/retrieve/remote.py": 9,
     "lcflow/train/blend.py": 6,
     "lcflow/train/launch.py": 1,

@@ -8,7 +8,7 @@ import rasterio
 from rasterio.enums import Compression, Interleaving
 
 from lcflow.errors import LcflowError
-from lcflow.retrieve import composite, cube
+from lcflow.retrieve import composite, cube, scene_reading
 from lcflow.retrieve.cube_settings import CubeSettings
 
 from ..conftest import BANDS, SMALL_AOI
@@ -141,18 +141,19 @@ def test_assets_read_as_stored_and_resampled_by_lcflow_equal_gdals_warp(stages, 
     items = cube.read_manifest(stages["items2018"])
     keys, scl = cube.check_items(items, "31UFT", 2018, BANDS)
     grid = cube.tile_grid("31UFT", items, 10.0, SMALL_AOI["31UFT"])
-    native = cube.native_grids(items, [*keys, scl], grid)
+    native = scene_reading.native_grids(items, [*keys, scl], grid)
     assert set(native) == {*keys, scl}
     assert {k for k, t in native.items() if t.a == 20} == {"rededge1", "rededge2", "rededge3", "nir08", "swir16",
                                                             "swir22", scl}
-    assert {cube._resampling(t, grid, k == scl) for k, t in native.items()} == {"nearest", "bilinear"}
-    assert cube._resampling(native[scl], grid, True) == "nearest" == cube._resampling(native["red"], grid, False)
+    assert {scene_reading.resampling_method(t, grid, k == scl) for k, t in native.items()} == {"nearest", "bilinear"}
+    method = scene_reading.resampling_method
+    assert method(native[scl], grid, True) == "nearest" == method(native["red"], grid, False)
     other_zone = [i.clone() for i in items]
     for i in other_zone:
         i.properties.pop("proj:epsg", None)
         i.properties["proj:code"] = "EPSG:32632"
-    assert cube.native_grids(other_zone, keys, grid) == {}  # not the tile's CRS: warped
-    monkeypatch.setattr(cube, "native_grids", lambda *args: {})
+    assert scene_reading.native_grids(other_zone, keys, grid) == {}  # not the tile's CRS: warped
+    monkeypatch.setattr(scene_reading, "native_grids", lambda *args: {})
     cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif",
              CubeSettings(bands=BANDS, block_px=64), bounds=SMALL_AOI["31UFT"])
     with rasterio.open(tmp_path / "c.tif") as a, rasterio.open(stages["cube2018"]) as b:
@@ -273,15 +274,16 @@ def test_the_sorting_network_sorts_every_input(size):
 def test_the_block_cache_is_sized_for_every_scenes_blocks_within_the_limit(stages, tmp_path, monkeypatch, caplog):
     """Grown to what the scenes' blocks need, at most cache_mb (a warning when that is less), only while
     the cube is built; the cube is the same whatever the cache."""
-    before, sized = cube.gdal_cache_bytes(), cube.block_cache_bytes
+    before, sized = scene_reading.gdal_cache_bytes(), scene_reading.block_cache_bytes
     during = []
-    original = cube.composite
-    monkeypatch.setattr(cube, "composite", lambda *a, **k: during.append(cube.gdal_cache_bytes()) or original(*a, **k))
-    monkeypatch.setattr(cube, "block_cache_bytes", lambda *a: before + 700 * 2**20)
+    original = scene_reading.composite
+    monkeypatch.setattr(scene_reading, "composite",
+                        lambda *a, **k: during.append(scene_reading.gdal_cache_bytes()) or original(*a, **k))
+    monkeypatch.setattr(scene_reading, "block_cache_bytes", lambda *a: before + 700 * 2**20)
     with caplog.at_level("INFO", logger="lcflow"):
         cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "a.tif", tmp_path / "av.tif",
                  CubeSettings(bands=BANDS, block_px=64, cache_mb=4096), bounds=SMALL_AOI["31UFT"])
-        assert set(during) == {before + 700 * 2**20} and cube.gdal_cache_bytes() == before
+        assert set(during) == {before + 700 * 2**20} and scene_reading.gdal_cache_bytes() == before
         assert "decoded more than once" not in caplog.text
         during.clear()
         cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "b.tif", tmp_path / "bv.tif",

@@ -13,7 +13,7 @@ import pytest
 import rasterio
 
 from lcflow.errors import LcflowError
-from lcflow.retrieve import cube, mgrs, remote, search, sentinel2
+from lcflow.retrieve import cube, mgrs, remote, scene_reading, search, sentinel2
 from lcflow.retrieve.cube_settings import CubeSettings
 
 from ..conftest import BANDS, SMALL_AOI
@@ -253,9 +253,9 @@ def test_real_catalogue_items_have_their_20m_bands_read_on_their_own_grid(earth_
         assert (grid.width, grid.height) == (10980, 10980) and grid.crs.to_epsg() == mgrs.tile_epsg(tile)
         assert (grid.transform.c, grid.transform.f) == tuple(items[0].assets[keys[0]].extra_fields["proj:transform"][i]
                                                              for i in (2, 5))
-        native = cube.native_grids(items, keys, grid)
+        native = scene_reading.native_grids(items, keys, grid)
         assert set(native) == set(keys), tile
-        methods = {b: cube._resampling(native[k], grid, b == "SCL") for b, k in zip(bands, keys)}
+        methods = {b: scene_reading.resampling_method(native[k], grid, b == "SCL") for b, k in zip(bands, keys)}
         assert [b for b in bands if methods[b] == "bilinear"] == ["B05", "B06", "B07", "B8A", "B11", "B12"], tile
         assert [b for b in bands if methods[b] == "nearest"] == ["B02", "B03", "B04", "B08", "SCL"], tile
         assert {(t.a, t.c, t.f) for t in native.values()} == {(10.0, grid.transform.c, grid.transform.f),
