@@ -44,7 +44,8 @@ def demo_case(work: Path):
     import rasterio
     from shared import demo_cube
 
-    from lcflow.maps.predict import cube_layout, window_features
+    from lcflow.maps.map_windows import window_features
+    from lcflow.maps.predict import cube_layout
     from lcflow.train import training
     from lcflow.train.model_dir import TrainedModel
 

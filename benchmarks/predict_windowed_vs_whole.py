@@ -23,7 +23,7 @@ from lcflow.train import training
 
 def naive(model_dir: str, cube_path: str, out: str) -> None:
     """Read the whole cube, predict every pixel at once, write one GeoTIFF."""
-    from lcflow.maps.predict import cube_features
+    from lcflow.maps.map_windows import cube_features
     from lcflow.train.model_dir import TrainedModel
 
     trained = TrainedModel.load(model_dir)

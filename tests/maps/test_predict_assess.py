@@ -11,7 +11,7 @@ from lcflow.assess import accuracy as assess
 from lcflow.common.raster import Grid
 from lcflow.errors import LcflowError
 from lcflow.labels import nomenclature
-from lcflow.maps import predict
+from lcflow.maps import map_windows, predict
 from lcflow.retrieve.cube_settings import CubeSettings
 from lcflow.train import training
 
@@ -249,7 +249,7 @@ def test_a_cube_block_becomes_features_in_the_models_band_order_with_gaps_as_nan
                     block[t * len(cube_bands) + b, r, c] = 1000 * t + 100 * b + 10 * r + c
     block[1 * len(cube_bands) + 2, 1, 3] = NODATA  # B04 at step 1, pixel (1, 3)
     bands = ["B08", "B04"]
-    x = predict.cube_features(block, steps, bands, cube_bands)
+    x = map_windows.cube_features(block, steps, bands, cube_bands)
     assert x.shape == (rows * cols, steps, len(bands))
     for r in range(rows):
         for c in range(cols):

@@ -21,7 +21,8 @@ from lcflow.common.progress import Progress
 from lcflow.common.raster import Grid
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
-from lcflow.maps.predict import PROBABILITY_NODATA, PROBABILITY_SCALE, publish, stored_arrays
+from lcflow.maps.map_windows import PROBABILITY_NODATA, PROBABILITY_SCALE, stored_arrays
+from lcflow.maps.predict import publish
 from lcflow.train import blend
 
 log = logging.getLogger("lcflow.maps.blend")

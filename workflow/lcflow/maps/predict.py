@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import shutil
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -22,30 +21,19 @@ import rasterio
 import rasterio.errors
 
 from lcflow.common.atomic import publish_together, staging_prefix, write_text, writer_lock
-from lcflow.common.position import window_latlon
-from lcflow.common.prefetch import prefetched
-from lcflow.common.progress import Progress
-from lcflow.common.raster import Bands, Grid, read_tag, read_with_halo, staged_cog
+from lcflow.common.raster import Bands, Grid, read_tag, staged_cog
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
-from lcflow.retrieve.composite import NODATA
+from lcflow.maps.map_windows import (
+    PROBABILITY_NODATA,
+    PROBABILITY_SCALE,
+    WindowMapper,
+    map_type,
+)
 from lcflow.train import distributed, saved_models
 from lcflow.train.model_dir import TrainedModel
 
 log = logging.getLogger("lcflow.maps.predict")
-
-
-def window_features(block: np.ndarray, steps: int, bands: list[str], cube_bands: list[str]) -> np.ndarray:
-    """(steps*bands, rows, cols) int16 cube block -> (steps, model bands, rows, cols) float with NaN gaps."""
-    arr = block.reshape(steps, len(cube_bands), *block.shape[1:]).astype(np.float32)
-    arr[arr == NODATA] = np.nan
-    return arr[:, [cube_bands.index(b) for b in bands]]
-
-
-def cube_features(block: np.ndarray, steps: int, bands: list[str], cube_bands: list[str]) -> np.ndarray:
-    """(steps*bands, rows, cols) int16 cube block -> (pixels, steps, model bands) float with NaN gaps."""
-    arr = window_features(block, steps, bands, cube_bands)
-    return np.moveaxis(arr.reshape(*arr.shape[:2], -1), 2, 0)
 
 
 def cube_layout(cube: str | Path) -> tuple[list[str], int]:
@@ -55,19 +43,22 @@ def cube_layout(cube: str | Path) -> tuple[list[str], int]:
     except (rasterio.errors.RasterioIOError, ValueError) as exc:
         raise LcflowError(f"cube {cube} cannot be read as an lcflow cube ({exc})") from exc
     if not isinstance(bands, list) or not isinstance(steps, list):
-        raise LcflowError(f"{cube} is not a cube written by lcflow cube (it has no 'bands' and 'time_steps' tags)")
+        raise LcflowError(
+            f"{cube} is not a cube written by lcflow cube (it has no 'bands' and 'time_steps' tags)"
+        )
     return bands, len(steps)
 
 
-#: class probabilities are stored as uint8 0..254 (scale 1/254; 255 = no data): storing them finer
-#: changed no consistent-map pixel on the demo
-PROBABILITY_SCALE = 254
-PROBABILITY_NODATA = 255
-
-
-def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confidence: str | Path,
-        block: int = default("predict.block_px"), out_probabilities: str | Path | None = None,
-        backend: str = default("distributed.backend"), out_timing: str | Path | None = None) -> None:
+def run(
+    model_dir: str | Path,
+    cube: str | Path,
+    out_map: str | Path,
+    out_confidence: str | Path,
+    block: int = default("predict.block_px"),
+    out_probabilities: str | Path | None = None,
+    backend: str = default("distributed.backend"),
+    out_timing: str | Path | None = None,
+) -> None:
     """Write the class map and the confidence map of ``cube`` (and, if asked, the class probabilities,
     one band per class), published together when all are done; on several ranks, each maps its share.
 
@@ -81,80 +72,157 @@ def run(model_dir: str | Path, cube: str | Path, out_map: str | Path, out_confid
         backend: the distributed backend the ranks were started with (horovod, torch).
         out_timing: the mapping's wall time and pixels per second (JSON) to write; None: none.
     """
-    named = {"map": out_map, "confidence map": out_confidence, "probabilities": out_probabilities,
-             "timing file": out_timing}
+    _distinct(
+        {
+            "map": out_map,
+            "confidence map": out_confidence,
+            "probabilities": out_probabilities,
+            "timing file": out_timing,
+        }
+    )
+    trained, cube_bands, steps = _fitting(model_dir, cube)
+    grid = Grid.of(cube)
+    windows = list(grid.windows(block))
+    comm = distributed.connect(backend)
+    trained.model.place(comm.local_rank)
+    on_gpu = (
+        getattr(trained.model, "device", None) is not None and trained.model.device.type == "cuda"
+    )
+    threads = preparing_threads(on_gpu, block * block, steps, len(trained.bands))
+    mapper = WindowMapper(
+        trained,
+        cube,
+        steps,
+        cube_bands,
+        probabilities=out_probabilities is not None,
+        threads=threads,
+    )
+    if on_gpu:
+        log.info(
+            "on %s: %d thread(s) read and prepare windows ahead of the model",
+            trained.model.device,
+            threads,
+        )
+    started = time.perf_counter()
+    if comm.size == 1:
+        publish(
+            trained,
+            grid,
+            mapper.windows(windows, range(len(windows)), "", grid.width * grid.height),
+            out_map,
+            out_confidence,
+            out_probabilities,
+        )
+        _write_timing(out_timing, trained, grid, time.perf_counter() - started, 1, on_gpu)
+        return
+    parts = Path(out_map).parent / f"{staging_prefix(Path(out_map))}ranks"
+    with writer_lock(out_map) if comm.rank == 0 else contextlib.nullcontext():
+        try:
+            _map_share(mapper, windows, comm, parts)
+            if comm.rank == 0:
+                publish(
+                    trained,
+                    grid,
+                    _from_parts(parts, windows),
+                    out_map,
+                    out_confidence,
+                    out_probabilities,
+                )
+        finally:  # published or not (a rank that failed or was killed ends the others' collectives): no
+            if comm.rank == 0:  # staged window stays behind
+                shutil.rmtree(parts, ignore_errors=True)
+        if comm.rank == 0:
+            _write_timing(
+                out_timing, trained, grid, time.perf_counter() - started, comm.size, on_gpu
+            )
+
+
+def _distinct(named: dict[str, str | Path | None]) -> None:
+    """No two of the files to write are one file."""
     seen: dict[Path, str] = {}
     for what, path in named.items():
         if path is None:
             continue
         if Path(path).resolve() in seen:
-            raise LcflowError(f"the {seen[Path(path).resolve()]} and the {what} would be the same file {path}: "
-                              "name different files")
+            raise LcflowError(
+                f"the {seen[Path(path).resolve()]} and the {what} would be the same file {path}: "
+                "name different files"
+            )
         seen[Path(path).resolve()] = what
+
+
+def _fitting(model_dir: str | Path, cube: str | Path) -> tuple[TrainedModel, list[str], int]:
+    """The trained model, and the cube's bands and steps, once the cube is found to hold what it takes."""
     trained = saved_models.load(model_dir)
     cube_bands, steps = cube_layout(cube)
     missing = [b for b in trained.bands if b not in cube_bands]
     if missing or steps != trained.steps:
-        raise LcflowError(f"cube {cube} ({steps} steps, bands {cube_bands}) does not fit model {model_dir} "
-                          f"({trained.steps} steps, bands {trained.bands})")
-    grid = Grid.of(cube)
-    windows = list(grid.windows(block))
-    comm = distributed.connect(backend)
-    trained.model.place(comm.local_rank)
-    on_gpu = getattr(trained.model, "device", None) is not None and trained.model.device.type == "cuda"
-    threads = preparing_threads(on_gpu, block * block, steps, len(trained.bands))
-    mapper = _Mapper(trained, cube, steps, cube_bands, probabilities=out_probabilities is not None, threads=threads)
-    if on_gpu:
-        log.info("on %s: %d thread(s) read and prepare windows ahead of the model", trained.model.device, threads)
-    started = time.perf_counter()
-    if comm.size == 1:
-        publish(trained, grid, mapper.windows(windows, range(len(windows)), "", grid.width * grid.height),
-                 out_map, out_confidence, out_probabilities)
-        _write_timing(out_timing, trained, grid, time.perf_counter() - started, 1, on_gpu)
-        return
-    # the ranks' windows go to a staging directory of the map that rank 0 makes (holding the map's writer
-    # lock, which removed what a killed run left) before any rank writes into it
-    parts = Path(out_map).parent / f"{staging_prefix(Path(out_map))}ranks"
+        raise LcflowError(
+            f"cube {cube} ({steps} steps, bands {cube_bands}) does not fit model {model_dir} "
+            f"({trained.steps} steps, bands {trained.bands})"
+        )
+    return trained, cube_bands, steps
+
+
+def _map_share(mapper: WindowMapper, windows: list, comm, parts: Path) -> None:
+    """This rank's share of the windows, mapped into ``parts``: a staging directory of the map that rank 0
+    makes (holding the map's writer lock, which removed what a killed run left) before any rank writes into
+    it; every window mapped, or an error."""
     mine = share(len(windows), comm.rank, comm.size)
     pixels = sum(int(windows[i].height * windows[i].width) for i in mine)
-    log.info("rank %d of %d (local rank %d): windows %d..%d of %d", comm.rank, comm.size, comm.local_rank,
-             mine.start, mine.stop - 1, len(windows))
-    with writer_lock(out_map) if comm.rank == 0 else contextlib.nullcontext():
-        try:
-            if comm.rank == 0:
-                parts.mkdir(parents=True, exist_ok=True)
-            comm.allreduce_sum(np.zeros(1), name="lcflow.predict.staged")  # no rank writes before it is made
-            for i, _, arrays in mapper.windows(windows, mine, f" rank {comm.rank}/{comm.size}", pixels):
-                tmp = parts / f".{i:06d}.{comm.rank}.npz"
-                with tmp.open("wb") as fh:
-                    np.savez(fh, **arrays)
-                os.replace(tmp, parts / f"{i:06d}.npz")
-            done = int(comm.allreduce_sum(np.array([len(mine)]), name="lcflow.predict.windows")[0])
-            if done != len(windows):
-                raise RuntimeError(f"predict {cube}: the ranks mapped {done} of {len(windows)} windows")
-            if comm.rank == 0:
-                publish(trained, grid, _from_parts(parts, windows), out_map, out_confidence, out_probabilities)
-        finally:  # published or not (a rank that failed or was killed ends the others' collectives): no
-            if comm.rank == 0:  # staged window stays behind
-                shutil.rmtree(parts, ignore_errors=True)
-        if comm.rank == 0:
-            _write_timing(out_timing, trained, grid, time.perf_counter() - started, comm.size, on_gpu)
+    log.info(
+        "rank %d of %d (local rank %d): windows %d..%d of %d",
+        comm.rank,
+        comm.size,
+        comm.local_rank,
+        mine.start,
+        mine.stop - 1,
+        len(windows),
+    )
+    if comm.rank == 0:
+        parts.mkdir(parents=True, exist_ok=True)
+    comm.allreduce_sum(
+        np.zeros(1), name="lcflow.predict.staged"
+    )  # no rank writes before it is made
+    for i, _, arrays in mapper.windows(windows, mine, f" rank {comm.rank}/{comm.size}", pixels):
+        tmp = parts / f".{i:06d}.{comm.rank}.npz"
+        with tmp.open("wb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, parts / f"{i:06d}.npz")
+    done = int(comm.allreduce_sum(np.array([len(mine)]), name="lcflow.predict.windows")[0])
+    if done != len(windows):
+        raise RuntimeError(
+            f"predict {mapper.cube}: the ranks mapped {done} of {len(windows)} windows"
+        )
 
 
-def _write_timing(out: str | Path | None, trained: TrainedModel, grid: Grid, seconds: float, ranks: int,
-                  on_gpu: bool) -> None:
+def _write_timing(
+    out: str | Path | None,
+    trained: TrainedModel,
+    grid: Grid,
+    seconds: float,
+    ranks: int,
+    on_gpu: bool,
+) -> None:
     """What mapping took, from the first window read to the published map, for the model comparison."""
     if out is None:
         return
     pixels = grid.width * grid.height
-    write_text(out, json.dumps({"model": trained.model.name, "pixels": pixels, "seconds": round(seconds, 6),
-                                "px_per_s": round(pixels / max(seconds, 1e-9), 1), "ranks": ranks,
-                                "device": "gpu" if on_gpu else "cpu"}, indent=1) + "\n")
-
-
-def map_type(classes: list[int]) -> tuple[str, int]:
-    """The class map's pixel type and no-data value: uint8 (255) where every code fits, else uint16 (65535)."""
-    return ("uint8", 255) if max(classes) < 255 else ("uint16", 65535)
+    write_text(
+        out,
+        json.dumps(
+            {
+                "model": trained.model.name,
+                "pixels": pixels,
+                "seconds": round(seconds, 6),
+                "px_per_s": round(pixels / max(seconds, 1e-9), 1),
+                "ranks": ranks,
+                "device": "gpu" if on_gpu else "cpu",
+            },
+            indent=1,
+        )
+        + "\n",
+    )
 
 
 def share(n: int, rank: int, size: int) -> range:
@@ -167,7 +235,9 @@ def share(n: int, rank: int, size: int) -> range:
 PREPARED_AHEAD_BYTES = 2 << 30
 
 
-def preparing_threads(on_gpu: bool, window_px: int, steps: int, bands: int, cpus: int | None = None) -> int:
+def preparing_threads(
+    on_gpu: bool, window_px: int, steps: int, bands: int, cpus: int | None = None
+) -> int:
     """Threads that read and prepare windows ahead of the model: one beside a model that computes on
     the CPU (it takes the cores itself); on a GPU, which waits for the CPU's part, one per core of the
     process (at most 8), as many as :data:`PREPARED_AHEAD_BYTES` of prepared windows allow.
@@ -182,83 +252,10 @@ def preparing_threads(on_gpu: bool, window_px: int, steps: int, bands: int, cpus
     if not on_gpu:
         return 1
     cpus = cpus or len(os.sched_getaffinity(0))
-    per_window = window_px * steps * (bands + 1) * 4 + window_px * steps * bands * 2  # prepared + raw
+    per_window = (
+        window_px * steps * (bands + 1) * 4 + window_px * steps * bands * 2
+    )  # prepared + raw
     return max(1, min(cpus, 8, PREPARED_AHEAD_BYTES // per_window))
-
-
-class _Mapper:
-    """The windows in order: each read and prepared in a background thread (several ahead on a GPU), the
-    model applied, its classes, confidence and probabilities as stored."""
-
-    def __init__(self, trained: TrainedModel, cube: str | Path, steps: int, cube_bands: list[str],
-                 probabilities: bool, threads: int = 1):
-        self.trained, self.cube, self.steps, self.cube_bands = trained, cube, steps, cube_bands
-        self.probabilities, self.threads = probabilities, threads
-
-    def windows(self, windows: list, indices: Iterable[int], who: str, pixels: int
-                ) -> Iterator[tuple[int, object, dict[str, np.ndarray]]]:
-        indices = list(indices)
-        progress = Progress(log, f"predict {Path(self.cube).name}{who}", pixels)
-        h = self.trained.halo  # context a patch model needs around each pixel; nodata beyond the tile
-        opened, local = [], threading.local()  # a dataset per reading thread: GDAL handles are not shared
-
-        def load(i: int) -> tuple[np.ndarray, np.ndarray]:
-            try:
-                if not hasattr(local, "src"):
-                    local.src = rasterio.open(self.cube)
-                    opened.append(local.src)
-                raw = read_with_halo(local.src, windows[i], h, NODATA)
-                latlon = (window_latlon(local.src.transform, local.src.crs, windows[i])
-                          if self.trained.model.uses_position else None)
-                return self.trained.window_inputs(window_features(raw, self.steps, self.trained.bands,
-                                                                  self.cube_bands), latlon)
-            except Exception as exc:
-                raise self._failed(i, windows[i], who, exc) from exc
-
-        try:
-            for i, (prepared, empty) in prefetched(load, indices, ahead=self.threads):
-                win = windows[i]
-                try:
-                    arrays = self.classify(prepared, empty, (int(win.height), int(win.width)))
-                except Exception as exc:
-                    raise self._failed(i, win, who, exc) from exc
-                del prepared
-                progress.add(1, len(indices), int(win.height * win.width))
-                yield i, win, arrays
-        finally:
-            for src in opened:
-                src.close()
-
-    def _failed(self, i: int, win, who: str, exc: Exception) -> RuntimeError:
-        return RuntimeError(f"predict {self.cube}:{who or ' one process'}, window {i} (rows "
-                            f"{int(win.row_off)}..{int(win.row_off + win.height) - 1}, cols "
-                            f"{int(win.col_off)}..{int(win.col_off + win.width) - 1}) failed: "
-                            f"{type(exc).__name__}: {exc}")
-
-    def classify(self, prepared: np.ndarray, empty: np.ndarray, shape: tuple[int, int]) -> dict[str, np.ndarray]:
-        return stored_arrays(self.trained.input_probabilities(prepared), empty, shape, self.trained.classes,
-                             self.probabilities)
-
-
-def stored_arrays(proba: np.ndarray, empty: np.ndarray, shape: tuple[int, int], classes: list[int],
-                  probabilities: bool) -> dict[str, np.ndarray]:
-    """A window's map, confidence and (if asked) probability arrays as the published files store them.
-
-    Args:
-        proba: (pixels, classes) class probabilities.
-        empty: (pixels,), True where the cube has no data.
-        shape: the window's rows and columns.
-        classes: the class codes of ``proba``'s columns.
-        probabilities: make the probability array too.
-    """
-    dtype, nodata = map_type(classes)
-    codes, confidence = np.asarray(classes)[proba.argmax(axis=1)], proba.max(axis=1)
-    arrays = {"map": np.where(empty, nodata, codes).astype(dtype).reshape(shape),
-              "confidence": np.where(empty, 255, np.round(confidence * 100)).astype(np.uint8).reshape(shape)}
-    if probabilities:
-        stored = np.where(empty[:, None], PROBABILITY_NODATA, np.round(proba * PROBABILITY_SCALE))
-        arrays["probabilities"] = stored.T.astype(np.uint8).reshape(-1, *shape)
-    return arrays
 
 
 def _from_parts(parts: Path, windows: list) -> Iterator[tuple[int, object, dict[str, np.ndarray]]]:
@@ -268,8 +265,14 @@ def _from_parts(parts: Path, windows: list) -> Iterator[tuple[int, object, dict[
             yield i, win, {k: saved[k] for k in saved.files}
 
 
-def publish(trained: TrainedModel, grid: Grid, mapped: Iterable[tuple[int, object, dict[str, np.ndarray]]],
-            out_map: str | Path, out_confidence: str | Path, out_probabilities: str | Path | None) -> None:
+def publish(
+    trained: TrainedModel,
+    grid: Grid,
+    mapped: Iterable[tuple[int, object, dict[str, np.ndarray]]],
+    out_map: str | Path,
+    out_confidence: str | Path,
+    out_probabilities: str | Path | None,
+) -> None:
     """The mapped windows written into staging COGs, published together once every window is in.
 
     Args:
@@ -281,21 +284,50 @@ def publish(trained: TrainedModel, grid: Grid, mapped: Iterable[tuple[int, objec
         out_probabilities: the probabilities to publish; None: none.
     """
     dtype, nodata = map_type(trained.classes)
-    tags = {"model": trained.model.name, "class_names": {str(k): v for k, v in trained.class_names.items()},
-            "class_codes": trained.classes}
+    tags = {
+        "model": trained.model.name,
+        "class_names": {str(k): v for k, v in trained.class_names.items()},
+        "class_codes": trained.classes,
+    }
     with contextlib.ExitStack() as stack:
-        staged_map = stack.enter_context(staged_cog(
-            out_map, grid, Bands(1, dtype, nodata, ["class"]), colors=trained.class_colors, names=trained.class_names,
-            tags=tags, resampling="mode"))
-        staged_conf = stack.enter_context(staged_cog(
-            out_confidence, grid, Bands(1, "uint8", 255, ["confidence"]),
-            tags={"unit": "percent", "model": trained.model.name}, resampling="average"))
+        staged_map = stack.enter_context(
+            staged_cog(
+                out_map,
+                grid,
+                Bands(1, dtype, nodata, ["class"]),
+                colors=trained.class_colors,
+                names=trained.class_names,
+                tags=tags,
+                resampling="mode",
+            )
+        )
+        staged_conf = stack.enter_context(
+            staged_cog(
+                out_confidence,
+                grid,
+                Bands(1, "uint8", 255, ["confidence"]),
+                tags={"unit": "percent", "model": trained.model.name},
+                resampling="average",
+            )
+        )
         staged_proba = None
         if out_probabilities is not None:
-            staged_proba = stack.enter_context(staged_cog(
-                out_probabilities, grid,
-                Bands(len(trained.classes), "uint8", PROBABILITY_NODATA, [f"p({c})" for c in trained.classes]),
-                tags={**tags, "class_colors": {str(k): list(v) for k, v in trained.class_colors.items()}}))
+            staged_proba = stack.enter_context(
+                staged_cog(
+                    out_probabilities,
+                    grid,
+                    Bands(
+                        len(trained.classes),
+                        "uint8",
+                        PROBABILITY_NODATA,
+                        [f"p({c})" for c in trained.classes],
+                    ),
+                    tags={
+                        **tags,
+                        "class_colors": {str(k): list(v) for k, v in trained.class_colors.items()},
+                    },
+                )
+            )
             staged_proba.dataset.scales = [1 / PROBABILITY_SCALE] * len(trained.classes)
         for _, win, arrays in mapped:
             if staged_proba is not None:
