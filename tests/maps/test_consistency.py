@@ -11,7 +11,7 @@ import rasterio
 from lcflow.common.raster import Grid
 from lcflow.errors import LcflowError
 from lcflow.labels import nomenclature
-from lcflow.maps import change
+from lcflow.maps import change, change_summary
 from lcflow.maps import consistent as consistent_maps
 from lcflow.maps.consistency_settings import ConsistencySettings
 from lcflow.maps.hmm import (
@@ -338,7 +338,7 @@ def test_consistent_maps_keep_stable_land_and_find_the_change(tmp_path):
     assert r["truth"]["stable_kept"] < 0.99 and r["truth"]["change_f1"] < 0.9
     oa = result["truth_overall_accuracy"]
     assert oa["consistent"] == [1.0, 1.0] and oa["raw"][1] < 1.0
-    tsv = consistent_maps.summary_table([d / "summary.json"]).splitlines()
+    tsv = change_summary.summary_table([d / "summary.json"]).splitlines()
     assert tsv[1].split("\t")[:3] == ["summary", "test", "2018-2019"]
 
 

@@ -15,7 +15,7 @@ KNOWN_ERRORS = {
     "lcflow/job_resources.py": 1,
     "lcflow/labels/alignment.py": 4,
     "lcflow/labels/sampling.py": 1,
-    "lcflow/maps/consistent.py": 26,
+    "lcflow/maps/consistent.py": 5,
     "lcflow/maps/predict.py": 3,
     "lcflow/maps/quicklook.py": 9,
     "lcflow/retrieve/asset_reader.py": 9,

@@ -89,9 +89,9 @@ def cmd_change_figure(a):
 
 def cmd_summarize_changes(a):
     from lcflow.common.atomic import write_text
-    from lcflow.maps import consistent
+    from lcflow.maps import change_summary
 
-    write_text(a.out, consistent.summary_table(a.summaries))
+    write_text(a.out, change_summary.summary_table(a.summaries))
     log.info("%d series -> %s", len(a.summaries), a.out)
 
 

@@ -32,7 +32,8 @@ from lcflow.labels.nomenclature import Nomenclature
 from lcflow.maps import change
 from lcflow.maps.consistency_settings import ConsistencySettings
 from lcflow.maps.hmm import CodedEvidence, smooth_coded
-from lcflow.maps.predict import PROBABILITY_NODATA, PROBABILITY_SCALE
+from lcflow.maps.map_windows import PROBABILITY_NODATA, PROBABILITY_SCALE, map_type
+from lcflow.maps.series_tally import SeriesTally
 
 log = logging.getLogger("lcflow.maps.consistent")
 
@@ -40,8 +41,10 @@ log = logging.getLogger("lcflow.maps.consistent")
 #: are judged on what the halo shows (a patch is only ever seen too small, so kept changes are right)
 MAX_HALO_PX = 256
 
-METHOD = ("hidden Markov model over the years on the class probabilities (Viterbi path; confidence: "
-          "forward-backward marginal); changes in patches below the minimum size refused")
+METHOD = (
+    "hidden Markov model over the years on the class probabilities (Viterbi path; confidence: "
+    "forward-backward marginal); changes in patches below the minimum size refused"
+)
 
 
 def _classes_of(paths: list[Path]) -> dict:
@@ -49,22 +52,32 @@ def _classes_of(paths: list[Path]) -> dict:
     first = None
     for path in paths:
         if not path.exists():
-            raise LcflowError(f"probabilities {path} do not exist (lcflow predict --probabilities writes them)")
+            raise LcflowError(
+                f"probabilities {path} do not exist (lcflow predict --probabilities writes them)"
+            )
         with rasterio.open(path) as ds:
             tags = ds.tags()
             try:
-                info = {"classes": json.loads(tags["class_codes"]), "class_names": json.loads(tags["class_names"]),
-                        "class_colors": json.loads(tags.get("class_colors", "{}")), "model": tags.get("model"),
-                        "grid": Grid(ds.crs, ds.transform, ds.width, ds.height)}
+                info = {
+                    "classes": json.loads(tags["class_codes"]),
+                    "class_names": json.loads(tags["class_names"]),
+                    "class_colors": json.loads(tags.get("class_colors", "{}")),
+                    "model": tags.get("model"),
+                    "grid": Grid(ds.crs, ds.transform, ds.width, ds.height),
+                }
             except (KeyError, json.JSONDecodeError) as exc:
-                raise LcflowError(f"{path} is not a probability raster written by lcflow predict ({exc!r})") from exc
+                raise LcflowError(
+                    f"{path} is not a probability raster written by lcflow predict ({exc!r})"
+                ) from exc
             if ds.count != len(info["classes"]):
                 raise LcflowError(f"{path} has {ds.count} bands for {len(info['classes'])} classes")
         if first is None:
             first = {**info, "path": path}
         elif info["classes"] != first["classes"] or info["grid"] != first["grid"]:
-            raise LcflowError(f"{path} and {first['path']} are not of one model and grid (classes "
-                              f"{info['classes']} vs {first['classes']}): predict every year with the same model")
+            raise LcflowError(
+                f"{path} and {first['path']} are not of one model and grid (classes "
+                f"{info['classes']} vs {first['classes']}): predict every year with the same model"
+            )
     return first
 
 
@@ -79,7 +92,9 @@ def change_patch_px(min_change_ha: float, pixel_area_m2: float, years: int) -> t
 LEVELS = np.arange(256, dtype=np.float32) / PROBABILITY_SCALE
 
 
-def _read(ds: rasterio.io.DatasetReader, window: Window, halo: int) -> tuple[np.ndarray, np.ndarray]:
+def _read(
+    ds: rasterio.io.DatasetReader, window: Window, halo: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(pixels, classes) stored probability levels (``LEVELS``), row-major (a pixel's classes side by side,
     as the model's recursions read them), and the no-data mask of a window with ``halo`` px around it."""
     raw = read_with_halo(ds, window, halo, PROBABILITY_NODATA)
@@ -95,7 +110,9 @@ def first_max(levels: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     for t in range(t_n):
         for p in range(p_n):
             best, top = 0, levels[t, p, 0]
-            for j in range(1, k):  # a running best taken by selects, not branches: the data decides them
+            for j in range(
+                1, k
+            ):  # a running best taken by selects, not branches: the data decides them
                 higher = levels[t, p, j] > top
                 best = j if higher else best
                 top = levels[t, p, j] if higher else top
@@ -107,7 +124,7 @@ def _crop(a: np.ndarray, shape: tuple[int, int], halo: int) -> np.ndarray:
     """The inner window of (..., pixels of the halo-widened window), flattened back."""
     rows, cols = shape
     full = a.reshape(*a.shape[:-1], rows + 2 * halo, cols + 2 * halo)
-    return full[..., halo:halo + rows, halo:halo + cols].reshape(*a.shape[:-1], rows * cols)
+    return full[..., halo : halo + rows, halo : halo + cols].reshape(*a.shape[:-1], rows * cols)
 
 
 @dataclass(frozen=True)
@@ -121,14 +138,31 @@ class SeriesOutputs:
     summary: Path
 
     @classmethod
-    def of(cls, maps: list[str | Path], confidences: list[str | Path], changes: list[str | Path],
-           summary: str | Path) -> SeriesOutputs:
-        return cls([Path(m) for m in maps], [Path(c) for c in confidences], [Path(c) for c in changes], Path(summary))
+    def of(
+        cls,
+        maps: list[str | Path],
+        confidences: list[str | Path],
+        changes: list[str | Path],
+        summary: str | Path,
+    ) -> SeriesOutputs:
+        return cls(
+            [Path(m) for m in maps],
+            [Path(c) for c in confidences],
+            [Path(c) for c in changes],
+            Path(summary),
+        )
 
 
-def run(probabilities: list[str | Path], years: list[int], out: SeriesOutputs,
-        settings: ConsistencySettings | None = None, *, block: int = default("predict.block_px"),
-        truths: list[str | Path] | None = None, nomenclature: Nomenclature | None = None) -> dict:
+def run(
+    probabilities: list[str | Path],
+    years: list[int],
+    out: SeriesOutputs,
+    settings: ConsistencySettings | None = None,
+    *,
+    block: int = default("predict.block_px"),
+    truths: list[str | Path] | None = None,
+    nomenclature: Nomenclature | None = None,
+) -> dict:
     """Write the consistent maps, their confidence, the change maps and the summary JSON (see module).
 
     Args:
@@ -147,24 +181,15 @@ def run(probabilities: list[str | Path], years: list[int], out: SeriesOutputs,
     _check_series(probabilities, years, out, truths, nomenclature)
     info = _classes_of(probabilities)
     grid, classes = info["grid"], info["classes"]
-    k = len(classes)
     for t in truths or []:
         if Grid.of(t) != grid:
             raise LcflowError(f"truth raster {t} is not on the grid of {probabilities[0]}")
     pixel_area_m2 = grid.resolution * abs(grid.transform.e)
-    min_px, halo = change_patch_px(settings.min_change_ha, pixel_area_m2, n)
-    if min_px > MAX_HALO_PX:
-        log.warning("a minimum change patch of %d px is judged on a halo of %d px around each window",
-                    min_px, MAX_HALO_PX)
+    min_px, halo = _change_patch(settings, pixel_area_m2, n)
     codes = np.asarray(classes)
-    dtype, nodata = _map_pixels(classes)
-    table = change.change_table(classes, {int(c): v for c, v in info["class_names"].items()},
-                                {int(c): tuple(v) for c, v in info["class_colors"].items()})
-    tags = {"model": info["model"], "class_names": info["class_names"], "class_codes": classes,
-            "consistency": {"method": METHOD, "years": list(years), "evidence_ratio": settings.evidence_ratio,
-                            "min_change_px": min_px}}
-    raw_tally, tally = [change.PairTally(k) for _ in range(n - 1)], [change.PairTally(k) for _ in range(n - 1)]
-    score = _TruthScore.of(n)
+    dtype, nodata = map_type(classes)
+    table, tags = _legend(info, years, settings, min_px)
+    tallies = SeriesTally.of(n, len(classes))
     windows = list(grid.windows(block))
     progress = Progress(log, f"consistent maps of {len(years)} years", grid.width * grid.height)
     with contextlib.ExitStack() as stack:
@@ -173,83 +198,199 @@ def run(probabilities: list[str | Path], years: list[int], out: SeriesOutputs,
         truth_sources = [stack.enter_context(rasterio.open(t)) for t in truths or []]
         for win in windows:
             shape = (int(win.height), int(win.width))
-            wide = (shape[0] + 2 * halo, shape[1] + 2 * halo)
-            read = [_read(src, win, halo) for src in sources]
-            levels, empty = np.stack([r[0] for r in read]), np.stack([r[1] for r in read])
-            path, confidence = smooth_coded(CodedEvidence(levels, LEVELS, empty), years, settings.evidence_ratio,
-                                            min_px, wide)
-            path, confidence, empty = _crop(path, shape, halo), _crop(confidence, shape, halo), _crop(empty, shape, halo)
-            raw = _crop(first_max(levels), shape, halo)  # the levels rise with the probabilities
-            valid = ~empty
-            for t in range(n):
-                out_maps[t].dataset.write(np.where(empty[t], nodata, codes[path[t]]).astype(dtype).reshape(shape),
-                                          1, window=win)
-                conf = np.where(empty[t], 255, np.round(confidence[t] * 100)).astype(np.uint8)
-                out_conf[t].dataset.write(conf.reshape(shape), 1, window=win)
-            for t in range(n - 1):
-                both = valid[t] & valid[t + 1]
-                out_change[t].dataset.write(change.change_map(path[t], path[t + 1], both, k).reshape(shape),
-                                            1, window=win)
-                raw_tally[t].add(raw[t], raw[t + 1], both)
-                tally[t].add(path[t], path[t + 1], both)
+            path, confidence, empty, raw = _smoothed(
+                sources, win, halo, years, (settings.evidence_ratio, min_px)
+            )
+            _write_window(
+                (out_maps, out_conf, out_change),
+                win,
+                (path, confidence, empty),
+                codes,
+                (dtype, nodata),
+            )
+            tallies.add(raw, path, ~empty)
             if truth_sources:
-                truth = np.stack([nomenclature.apply(src.read(1, window=win)).ravel() for src in truth_sources])
-                known = (truth != nomenclature.nodata) & valid
-                score.add(truth, known, codes[raw], codes[path])
-                _tally_truth(truth, known, (raw, raw_tally), (path, tally))
+                truth = np.stack(
+                    [nomenclature.apply(src.read(1, window=win)).ravel() for src in truth_sources]
+                )
+                tallies.add_truth(truth, (truth != nomenclature.nodata) & ~empty, codes, raw, path)
             progress.add(1, len(windows), shape[0] * shape[1])
         staged = [pair for s in out_conf + out_change + out_maps for pair in s.finished()]
         publish_together(staged)
     result = {
-        "model": info["model"], "years": list(years), "method": METHOD, "evidence_ratio": settings.evidence_ratio,
-        "min_change_ha": settings.min_change_ha, "min_change_px": min_px, "classes": classes,
-        "class_names": info["class_names"], "change_classes": table,
-        "pairs": [{"years": [years[i], years[i + 1]], "change_map": str(out.changes[i]),
-                   "raw": raw_tally[i].summary(pixel_area_m2, bool(truths)),
-                   "consistent": tally[i].summary(pixel_area_m2, bool(truths))} for i in range(n - 1)],
+        "model": info["model"],
+        "years": list(years),
+        "method": METHOD,
+        "evidence_ratio": settings.evidence_ratio,
+        "min_change_ha": settings.min_change_ha,
+        "min_change_px": min_px,
+        "classes": classes,
+        "class_names": info["class_names"],
+        "change_classes": table,
+        "pairs": tallies.pairs(years, out.changes, pixel_area_m2, bool(truths)),
     }
-    if truths:  # each year's share of the pixels of known truth the raw and the consistent maps got right
-        result["truth_overall_accuracy"] = score.shares()
+    if (
+        truths
+    ):  # each year's share of the pixels of known truth the raw and the consistent maps got right
+        result["truth_overall_accuracy"] = tallies.score.shares()
     write_text(out.summary, json.dumps(result, indent=1))
     _log_pairs(result["pairs"])
     return result
 
 
-def _map_pixels(classes: list[int]) -> tuple[str, int]:
-    """The class maps' data type and no-data value: bytes where every code fits in one."""
-    return ("uint8", 255) if max(classes) < 255 else ("uint16", 65535)
+def _change_patch(
+    settings: ConsistencySettings, pixel_area_m2: float, years: int
+) -> tuple[int, int]:
+    """The smallest change patch (px) and the halo a window is judged on (:func:`change_patch_px`)."""
+    min_px, halo = change_patch_px(settings.min_change_ha, pixel_area_m2, years)
+    if min_px > MAX_HALO_PX:
+        log.warning(
+            "a minimum change patch of %d px is judged on a halo of %d px around each window",
+            min_px,
+            MAX_HALO_PX,
+        )
+    return min_px, halo
 
 
-def _staged_outputs(stack: contextlib.ExitStack, grid: Grid, out: SeriesOutputs, years: list[int], info: dict,
-                    tags: dict, table: list) -> tuple[list, list, list]:
+def _legend(
+    info: dict, years: list[int], settings: ConsistencySettings, min_px: int
+) -> tuple[list, dict]:
+    """The change maps' classes (each from-to pair's code, name and colour), and the maps' tags: the model,
+    its classes and how the series was made consistent."""
+    classes = info["classes"]
+    table = change.change_table(
+        classes,
+        {int(c): v for c, v in info["class_names"].items()},
+        {int(c): tuple(v) for c, v in info["class_colors"].items()},
+    )
+    tags = {
+        "model": info["model"],
+        "class_names": info["class_names"],
+        "class_codes": classes,
+        "consistency": {
+            "method": METHOD,
+            "years": list(years),
+            "evidence_ratio": settings.evidence_ratio,
+            "min_change_px": min_px,
+        },
+    }
+    return table, tags
+
+
+def _smoothed(
+    sources: list, win: Window, halo: int, years: list[int], rule: tuple[float, int]
+) -> tuple[np.ndarray, ...]:
+    """A window's consistent classes (indices), their confidence, where there is no data, and the raw
+    classes (each year's most likely), each (years, pixels); read and smoothed with a halo of ``halo`` px
+    around it. ``rule``: the evidence ratio a change needs, and the smallest change patch (px)."""
+    shape = (int(win.height), int(win.width))
+    wide = (shape[0] + 2 * halo, shape[1] + 2 * halo)
+    read = [_read(src, win, halo) for src in sources]
+    levels, empty = np.stack([r[0] for r in read]), np.stack([r[1] for r in read])
+    path, confidence = smooth_coded(
+        CodedEvidence(levels, LEVELS, empty), years, rule[0], rule[1], wide
+    )
+    raw = first_max(levels)  # the levels rise with the probabilities
+    return tuple(_crop(a, shape, halo) for a in (path, confidence, empty, raw))
+
+
+def _write_window(
+    files: tuple[list, list, list],
+    win: Window,
+    series: tuple[np.ndarray, ...],
+    codes: np.ndarray,
+    pixels: tuple[str, int],
+) -> None:
+    """A window of each year's map and confidence, and of each pair's change map; ``series``: the consistent
+    classes (indices), their confidence and where there is no data; ``pixels``: the maps' type and no-data."""
+    out_maps, out_conf, out_change = files
+    path, confidence, empty = series
+    (dtype, nodata), shape, k = pixels, (int(win.height), int(win.width)), len(codes)
+    for t in range(len(out_maps)):
+        out_maps[t].dataset.write(
+            np.where(empty[t], nodata, codes[path[t]]).astype(dtype).reshape(shape), 1, window=win
+        )
+        conf = np.where(empty[t], 255, np.round(confidence[t] * 100)).astype(np.uint8)
+        out_conf[t].dataset.write(conf.reshape(shape), 1, window=win)
+    for t in range(len(out_change)):
+        both = ~empty[t] & ~empty[t + 1]
+        out_change[t].dataset.write(
+            change.change_map(path[t], path[t + 1], both, k).reshape(shape), 1, window=win
+        )
+
+
+def _staged_outputs(
+    stack: contextlib.ExitStack,
+    grid: Grid,
+    out: SeriesOutputs,
+    years: list[int],
+    info: dict,
+    tags: dict,
+    table: list,
+) -> tuple[list, list, list]:
     """The staging COGs of the series: each year's map (with its legend) and confidence, each pair's change map."""
-    dtype, nodata = _map_pixels(info["classes"])
+    dtype, nodata = map_type(info["classes"])
     colors = {int(c): tuple(v) for c, v in info["class_colors"].items()}
     names = {int(c): v for c, v in info["class_names"].items()}
-    out_maps = [stack.enter_context(staged_cog(
-        m, grid, Bands(1, dtype, nodata, ["class"]), colors=colors, names=names, tags={**tags, "year": y},
-        resampling="mode")) for m, y in zip(out.maps, years)]
-    out_conf = [stack.enter_context(staged_cog(
-        c, grid, Bands(1, "uint8", 255, ["confidence"]), tags={"unit": "percent", "model": info["model"], "year": y},
-        resampling="average")) for c, y in zip(out.confidences, years)]
-    out_change = [stack.enter_context(staged_cog(
-        c, grid, Bands(1, "uint16", change.CHANGE_NODATA, ["from-to"]),
-        colors={r["code"]: tuple(r["color"]) for r in table},
-        tags={**tags, "years": [years[i], years[i + 1]], "change_classes": table},
-        resampling="mode")) for i, c in enumerate(out.changes)]
+    out_maps = [
+        stack.enter_context(
+            staged_cog(
+                m,
+                grid,
+                Bands(1, dtype, nodata, ["class"]),
+                colors=colors,
+                names=names,
+                tags={**tags, "year": y},
+                resampling="mode",
+            )
+        )
+        for m, y in zip(out.maps, years)
+    ]
+    out_conf = [
+        stack.enter_context(
+            staged_cog(
+                c,
+                grid,
+                Bands(1, "uint8", 255, ["confidence"]),
+                tags={"unit": "percent", "model": info["model"], "year": y},
+                resampling="average",
+            )
+        )
+        for c, y in zip(out.confidences, years)
+    ]
+    out_change = [
+        stack.enter_context(
+            staged_cog(
+                c,
+                grid,
+                Bands(1, "uint16", change.CHANGE_NODATA, ["from-to"]),
+                colors={r["code"]: tuple(r["color"]) for r in table},
+                tags={**tags, "years": [years[i], years[i + 1]], "change_classes": table},
+                resampling="mode",
+            )
+        )
+        for i, c in enumerate(out.changes)
+    ]
     return out_maps, out_conf, out_change
 
 
-def _check_series(probabilities: list[Path], years: list[int], out: SeriesOutputs, truths: list | None,
-                  nomenclature: Nomenclature | None) -> None:
+def _check_series(
+    probabilities: list[Path],
+    years: list[int],
+    out: SeriesOutputs,
+    truths: list | None,
+    nomenclature: Nomenclature | None,
+) -> None:
     """One probability raster (each its own), map and confidence map a year, a change map a pair, years in
     order."""
     n, n_probabilities = len(years), len(probabilities)
     n_maps, n_confidences, n_changes = len(out.maps), len(out.confidences), len(out.changes)
     if not (n_probabilities == n_maps == n_confidences == n) or n_changes != max(n - 1, 0):
-        raise LcflowError(f"{n} years need as many probability rasters, maps and confidence maps "
-                          f"and {max(n - 1, 0)} change maps (got {n_probabilities}, {n_maps}, "
-                          f"{n_confidences}, {n_changes})")
+        raise LcflowError(
+            f"{n} years need as many probability rasters, maps and confidence maps "
+            f"and {max(n - 1, 0)} change maps (got {n_probabilities}, {n_maps}, "
+            f"{n_confidences}, {n_changes})"
+        )
     if list(years) != sorted(set(years)):
         raise LcflowError(f"years {years} must be given in increasing order, each once")
     if truths is not None and (len(truths) != n or nomenclature is None):
@@ -257,40 +398,10 @@ def _check_series(probabilities: list[Path], years: list[int], out: SeriesOutput
     for i, p in enumerate(probabilities):
         earlier = next((j for j in range(i) if probabilities[j].resolve() == p.resolve()), None)
         if earlier is not None:
-            raise LcflowError(f"probability raster {p} is given for {years[earlier]} and for {years[i]}: each year "
-                              "needs its own (lcflow predict --probabilities of that year's cube)")
-
-
-@dataclass
-class _TruthScore:
-    """Each year's pixels of known truth, and how many of them the raw and the consistent maps got right."""
-
-    assessed: np.ndarray  # (years,)
-    correct: np.ndarray  # (2, years): raw, consistent
-
-    @classmethod
-    def of(cls, years: int) -> _TruthScore:
-        return cls(np.zeros(years, dtype=np.int64), np.zeros((2, years), dtype=np.int64))
-
-    def add(self, truth: np.ndarray, known: np.ndarray, raw_codes: np.ndarray, codes: np.ndarray) -> None:
-        """A window's (years, pixels) truth, where it is known, against the raw and the consistent codes."""
-        for t in range(len(truth)):
-            self.assessed[t] += int(known[t].sum())
-            self.correct[0, t] += int((raw_codes[t] == truth[t])[known[t]].sum())
-            self.correct[1, t] += int((codes[t] == truth[t])[known[t]].sum())
-
-    def shares(self) -> dict[str, list[float]]:
-        return {"raw": (self.correct[0] / np.maximum(self.assessed, 1)).tolist(),
-                "consistent": (self.correct[1] / np.maximum(self.assessed, 1)).tolist()}
-
-
-def _tally_truth(truth: np.ndarray, known: np.ndarray, *series: tuple[np.ndarray, list]) -> None:
-    """Each pair of years' true changes against the changes of each (class indices, pair tallies) series."""
-    for t in range(len(truth) - 1):
-        both = known[t] & known[t + 1]
-        truly = truth[t] != truth[t + 1]
-        for classes, tallies in series:
-            tallies[t].add_truth(truly, classes[t] != classes[t + 1], both)
+            raise LcflowError(
+                f"probability raster {p} is given for {years[earlier]} and for {years[i]}: each year "
+                "needs its own (lcflow predict --probabilities of that year's cube)"
+            )
 
 
 def _log_pairs(pairs: list[dict]) -> None:
@@ -299,32 +410,15 @@ def _log_pairs(pairs: list[dict]) -> None:
         if not c["pixels"]:
             log.warning("%d-%d: no pixel has data in both years", *p["years"])
             continue
-        log.info("%d-%d: changed %.2f%% of the pixels (raw maps %.2f%%)%s", *p["years"], 100 * c["changed_fraction"],
-                 100 * r["changed_fraction"],
-                 (f"; against truth: stable kept {c['truth']['stable_kept']:.3f} (raw {r['truth']['stable_kept']:.3f}),"
-                  f" change F1 {c['truth']['change_f1']:.3f} (raw {r['truth']['change_f1']:.3f})")
-                 if "truth" in c else "")
-
-
-def summary_table(paths: list[str | Path]) -> str:
-    """TSV of every pair of years of every series: change between the raw and the consistent maps and,
-    where truth was given, their scores (overall accuracy: mean of the pair's two years)."""
-    lines = ["series\tmodel\tyears\tchanged_raw\tchanged\tagreement_raw\tagreement\tstable_kept_raw\tstable_kept"
-             "\tchange_f1_raw\tchange_f1\ttruth_OA_raw\ttruth_OA"]
-
-    def fmt(v: float | None) -> str:
-        return "" if v is None else f"{v:.4f}"
-
-    for path in paths:
-        s = json.loads(Path(path).read_text())
-        oa = s.get("truth_overall_accuracy")
-        for i, p in enumerate(s["pairs"]):
-            r, c = p["raw"], p["consistent"]
-            rt, ct = r.get("truth", {}), c.get("truth", {})
-            pair_oa = [float(np.mean(oa[k][i:i + 2])) for k in ("raw", "consistent")] if oa else [None, None]
-            lines.append("\t".join([
-                Path(path).stem, str(s["model"]), f"{p['years'][0]}-{p['years'][1]}", fmt(r["changed_fraction"]),
-                fmt(c["changed_fraction"]), fmt(r["agreement"]), fmt(c["agreement"]), fmt(rt.get("stable_kept")),
-                fmt(ct.get("stable_kept")), fmt(rt.get("change_f1")), fmt(ct.get("change_f1")), fmt(pair_oa[0]),
-                fmt(pair_oa[1])]))
-    return "\n".join(lines) + "\n"
+        log.info(
+            "%d-%d: changed %.2f%% of the pixels (raw maps %.2f%%)%s",
+            *p["years"],
+            100 * c["changed_fraction"],
+            100 * r["changed_fraction"],
+            (
+                f"; against truth: stable kept {c['truth']['stable_kept']:.3f} (raw {r['truth']['stable_kept']:.3f}),"
+                f" change F1 {c['truth']['change_f1']:.3f} (raw {r['truth']['change_f1']:.3f})"
+            )
+            if "truth" in c
+            else "",
+        )
