@@ -1,4 +1,4 @@
-"""CORINE onto a whole Sentinel-2 tile grid (10980 x 10980 px at 10 m): ``lcflow.labels.clc_on_grid``
+"""CORINE onto a whole Sentinel-2 tile grid (10980 x 10980 px at 10 m): ``lcflow.labels.alignment.clc_on_grid``
 against ``gdalwarp -r near`` on the same input and target grid, in one run.
 
 The input is CORINE-like: EPSG:3035, 100 m, grid codes 1..44 in patches of a few hundred metres, 48 as

@@ -7,7 +7,7 @@ Cases (tests/real_tables.py):
 - demo-months: the same subsets with whole time steps missing instead (every band of a step, 7.5 % of
   the steps: 61 % of the rows miss at least one of the 12), as cloudy months in monthly composites;
 each in 5 spatially blocked folds with split = train/test only (so training carves its own val rows).
-Every model runs with its default parameters through ``lcflow.training.train``; ``plain_rf`` is
+Every model runs with its default parameters through ``lcflow.train.training.train``; ``plain_rf`` is
 ``RandomForestClassifier(300)`` fitted by scikit-learn alone on the table's raw columns (gaps left as NaN,
 which its trees route), the reference lcflow's forest is held to. The table printed holds the mean overall
 accuracy over the folds (and the smallest fold), balanced accuracy and macro F1.
