@@ -95,6 +95,9 @@ def test_a_training_checks_its_parameters_once_and_takes_each_default_from_one_t
     assert metrics["global_batch"] == hyperparameters.TRAINING["batch_size"].default
     checked = real("lstm", {"batch_size": 64})
     assert deep.TrainConfig.from_params(checked).batch_size == 64
+    resnet = real("resnet", {})  # patches have no observed steps to drop: the recipe's value, off
+    assert "drop_observations" not in resnet
+    assert deep.TrainConfig.from_params(resnet).drop_observations == hyperparameters.TRAINING["drop_observations"].default == 0
     with pytest.raises(KeyError, match="batch_size"):  # no second default: a set that skipped the check fails
         deep.TrainConfig.from_params({k: v for k, v in checked.items() if k != "batch_size"})
     with pytest.raises(hyperparameters.ParamError, match=r"model lstm\.batch_size = 0"):  # a raw dict is checked

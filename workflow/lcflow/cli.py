@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else BAD_INPUT
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    # Ctrl-C: what it stopped is unwound (staging gone, nothing published)
     try:
         with termination.ended_by_sigterm(args.command):  # unwinds like an error: staging files go
             _guarded(args)
@@ -125,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         log.debug("%s failed", args.command, exc_info=True)
         print(f"lcflow {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
         return BAD_INPUT
-    except (
-        KeyboardInterrupt
-    ):  # Ctrl-C: what it stopped is unwound (staging gone, nothing published)
+    except KeyboardInterrupt:
         print(
             f"lcflow {args.command}: stopped by SIGINT{termination.rank_named()}: nothing was published; run it again to "
             "finish",
@@ -135,9 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 128 + signal.SIGINT
     except SystemExit as exc:
-        if (
-            exc.code == 128 + signal.SIGTERM
-        ):  # lcflow.common.termination: scancel, a time limit, Snakemake
+        # lcflow.common.termination: scancel, a time limit, Snakemake
+        if exc.code == 128 + signal.SIGTERM:
             print(
                 f"lcflow {args.command}: error: stopped by SIGTERM{termination.rank_named()} (a cancelled job or its time "
                 "limit): nothing was published",

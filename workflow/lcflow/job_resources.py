@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lcflow.common import path_guard
 from lcflow.common.atomic import atomic_path, write_text
@@ -48,7 +48,7 @@ def read(benchmarks: str | Path) -> pd.DataFrame:
     import pandas as pd  # here, not at the top: every lcflow command imports this module (cli)
 
     benchmarks = Path(benchmarks)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path in sorted(benchmarks.glob("*/*.tsv")) + sorted(benchmarks.glob("*.tsv")):
         try:
             table = pd.read_csv(path, sep="\t", na_values=["NA", "-"])

@@ -112,9 +112,8 @@ def draw(map_path: str | Path, design: Design) -> pd.DataFrame:
                 seen[c] += r.size
         transform = ds.transform
     rows, cols, strata = np.concatenate(rows), np.concatenate(cols), np.concatenate(strata)
-    order = rng.permutation(
-        rows.size
-    )  # the interpreter must not see the points grouped by map class
+    # the interpreter must not see the points grouped by map class
+    order = rng.permutation(rows.size)
     rows, cols, strata = rows[order], cols[order], strata[order]
     xs, ys = rasterio.transform.xy(transform, rows, cols)
     names = read_tag(map_path, "class_names") or {}

@@ -16,9 +16,8 @@ def cmd_budget(a) -> None:
 
     config = merge(a.configfile)
     unset_nulls(config)
-    check(
-        config, SCHEMA, base=a.directory, origins=Origins(a.configfile), files=False
-    )  # not fetched yet
+    # not fetched yet
+    check(config, SCHEMA, base=a.directory, origins=Origins(a.configfile), files=False)
     measured = rates.load(Path(a.rates) if a.rates else None)
     assumed = measured["assumed"] = {
         **measured["assumed"],

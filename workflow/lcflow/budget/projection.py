@@ -264,9 +264,8 @@ def _deep(m: str, work: Work, rates: dict, c: Cluster, rows: _Rows) -> None:
     ranks = c.train_nodes * (c.gpus_per_node or c.ranks_per_node)
     t = work.training[m]
     batch = t["batch_size"] * ranks
-    seen = max(
-        t["epochs"] * n, t["min_steps"] * batch
-    )  # samples a training passes through, early stops aside
+    # samples a training passes through, early stops aside
+    seen = max(t["epochs"] * n, t["min_steps"] * batch)
     if gpu:
         per_gpu = gpu["train_samples_per_s_per_gpu"].get(
             m, gpu["train_samples_per_s_per_gpu"]["lstm"]
@@ -378,9 +377,8 @@ def by_stage(rows: list[Row]) -> dict[str, float]:
     a model's jobs together), to compare with ``lcflow job-resources``."""
     cpu: dict[str, float] = {}
     for r in rows:
-        name = rule(r.stage).removesuffix(
-            "_rf"
-        )  # the forest's rules keep their stage's benchmark folder
+        # the forest's rules keep their stage's benchmark folder
+        name = rule(r.stage).removesuffix("_rf")
         cpu[name] = cpu.get(name, 0.0) + r.cpu_s
     return cpu
 

@@ -35,9 +35,8 @@ class Work:
     hpo_models: list[str]
     hpo_trials: int
     hpo_workers: int
-    hpo_share: dict[
-        str, float
-    ]  # per studied deep model: the share of its trials' rounds the pruner lets run
+    # per studied deep model: the share of its trials' rounds the pruner lets run
+    hpo_share: dict[str, float]
     remote: bool  # stage.mode remote: cubes read the catalogue over the network
     stage_on_slurm: bool
     said: list[str] = field(default_factory=list)  # where each count came from

@@ -194,9 +194,8 @@ def staging_dir(final: str | os.PathLike, tag: str = "") -> Iterator[Path]:
         path = staging_name(final, tag)
         path.mkdir()
         try:
-            with disk_errors(
-                final
-            ):  # inside: the free space is judged before the staging is removed
+            # inside: the free space is judged before the staging is removed
+            with disk_errors(final):
                 yield path
         finally:
             shutil.rmtree(path, ignore_errors=True)

@@ -55,9 +55,8 @@ def message(error: jsonschema.ValidationError, prefix: Sequence[str | int] = ())
         return f"{where} = {value!r} is not a valid {kind} (pattern {error.validator_value})"
     if error.validator == "enum":
         return f"{where} = {value!r} is not one of {error.validator_value}"
-    if (
-        error.validator in ("minItems", "maxItems") and value
-    ):  # an empty list: jsonschema's "should be non-empty"
+    # an empty list: jsonschema's "should be non-empty"
+    if error.validator in ("minItems", "maxItems") and value:
         bound = "at least" if error.validator == "minItems" else "at most"
         return f"{where} = {value!r} has {len(value)} item(s): {bound} {error.validator_value}"
     if error.validator == "required":

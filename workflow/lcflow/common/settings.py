@@ -55,9 +55,8 @@ class ConfigSection:
                 and not isinstance(value, bool)
                 and _is_number(self.SECTION, field.name)
             ):
-                object.__setattr__(
-                    self, field.name, float(value)
-                )  # a number key holds a float, as the CLI parses it
+                # a number key holds a float, as the CLI parses it
+                object.__setattr__(self, field.name, float(value))
 
     def as_config(self) -> dict[str, Any]:
         """The settings as the config section writes them (lists, not tuples; nested sections as mappings)."""
@@ -134,13 +133,11 @@ class ConfigSection:
     @classmethod
     def from_options(cls, args: argparse.Namespace) -> Self:
         """The settings a command line gives (:meth:`add_options`)."""
-        section = json.loads(
-            json.dumps(getattr(args, "settings", None) or {})
-        )  # a copy, nested mappings too
+        # a copy, nested mappings too
+        section = json.loads(json.dumps(getattr(args, "settings", None) or {}))
         for path, _, _ in cls._option_leaves():
-            if hasattr(
-                args, _dest(path)
-            ):  # given (an option not given leaves no attribute: None is a value)
+            # given (an option not given leaves no attribute: None is a value)
+            if hasattr(args, _dest(path)):
                 given = getattr(args, _dest(path))
                 place = section
                 for part in path[:-1]:
@@ -170,9 +167,8 @@ class ConfigSection:
 
 def _is_number(section: str, name: str) -> bool:
     """The schema types the key as a number, not an integer (``3`` in a YAML file is then ``3.0``)."""
-    spec = (
-        node(section).get("properties", {}).get(name, {})
-    )  # a key the schema lacks is refused after this
+    # a key the schema lacks is refused after this
+    spec = node(section).get("properties", {}).get(name, {})
     kinds = spec.get("type")
     return "number" in (kinds if isinstance(kinds, list) else [kinds])
 

@@ -24,9 +24,10 @@ def cmd_check_config(a) -> None:
     merged = merge(files)
     unset_nulls(merged)
     check(merged, SCHEMA, base=a.directory, origins=Origins(files))
+    # here, not at the top: every lcflow command imports this module
     from lcflow.train.models import (
         DEEP,
-    )  # here, not at the top: every lcflow command imports this module
+    )
 
     backend = (merged.get("distributed") or {}).get("backend", default("distributed.backend"))
     if set(merged["models"]) & set(DEEP) and (problem := backend_check.problem(backend)):

@@ -103,9 +103,8 @@ def _check_inputs_outside_results(config: dict[str, Any], base: Path, source: st
     place of the design the workflow draws there, redrawn by the next retraining). The demo's own data are
     made by its rules, not inputs."""
     root = base.resolve()
-    results_dir = config.get(
-        "results", default("results")
-    )  # before Snakemake fills in the schema's defaults
+    # before Snakemake fills in the schema's defaults
+    results_dir = config.get("results", default("results"))
     results = (base / results_dir).resolve()
     owned = (
         [results]

@@ -46,9 +46,8 @@ class Cleaning:
     trees: int = default("sample.clean.trees")
     seed: int = default("sample.seed")
     reference_data: bool = default("sample.clean.reference_data")
-    tree_rows: int | None = default(
-        "sample.clean.tree_rows"
-    )  # None: each tree on a bootstrap of all its fold's rows
+    # None: each tree on a bootstrap of all its fold's rows
+    tree_rows: int | None = default("sample.clean.tree_rows")
 
     @classmethod
     def of(cls, settings: CleanSettings, seed: int) -> Cleaning:

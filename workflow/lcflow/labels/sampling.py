@@ -284,7 +284,7 @@ def _read_at(
                 r, c = rows[inside] - int(win.row_off), cols[inside] - int(win.col_off)
                 block = ds.read(window=win)
                 values[inside] = block[:, r, c].T
-                if patch_px:
+                if patches is not None:
                     patches[inside] = _patches(ds, win, half, r, c)
     values[values == NODATA] = np.nan
     return names, values, patches
@@ -363,7 +363,6 @@ def _patches(ds, win: Window, half: int, r: np.ndarray, c: np.ndarray) -> np.nda
     """(samples, bands, 2*half+1, 2*half+1) around window pixels (r, c); nodata beyond the raster."""
     block = read_with_halo(ds, win, half, NODATA)
     size = 2 * half + 1
-    views = np.lib.stride_tricks.sliding_window_view(
-        block, (size, size), axis=(1, 2)
-    )  # (bands, rows, cols, p, p)
+    # (bands, rows, cols, p, p)
+    views = np.lib.stride_tricks.sliding_window_view(block, (size, size), axis=(1, 2))
     return np.moveaxis(views[:, r, c], 0, 1)

@@ -38,9 +38,8 @@ def series_distance(target: np.ndarray, reference: np.ndarray) -> np.ndarray:
     scale = Standardiser.fit(both)
     a, b = scale(fill_gaps(target)), scale(fill_gaps(reference))
     with warnings.catch_warnings():
-        warnings.simplefilter(
-            "ignore", RuntimeWarning
-        )  # a pixel without any observation: NaN, dropped
+        # a pixel without any observation: NaN, dropped
+        warnings.simplefilter("ignore", RuntimeWarning)
         d = np.sqrt(np.nanmean((a - b) ** 2, axis=(1, 2))) if a.size else np.zeros(len(target))
     return np.where(np.isfinite(a).any(axis=(1, 2)) & np.isfinite(b).any(axis=(1, 2)), d, np.nan)
 

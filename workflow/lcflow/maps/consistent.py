@@ -110,9 +110,8 @@ def first_max(levels: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     for t in range(t_n):
         for p in range(p_n):
             best, top = 0, levels[t, p, 0]
-            for j in range(
-                1, k
-            ):  # a running best taken by selects, not branches: the data decides them
+            # a running best taken by selects, not branches: the data decides them
+            for j in range(1, k):
                 higher = levels[t, p, j] > top
                 best = j if higher else best
                 top = levels[t, p, j] if higher else top
@@ -229,9 +228,8 @@ def run(
         "change_classes": table,
         "pairs": tallies.pairs(years, out.changes, pixel_area_m2, bool(truths)),
     }
-    if (
-        truths
-    ):  # each year's share of the pixels of known truth the raw and the consistent maps got right
+    # each year's share of the pixels of known truth the raw and the consistent maps got right
+    if truths:
         result["truth_overall_accuracy"] = tallies.score.shares()
     write_text(out.summary, json.dumps(result, indent=1))
     _log_pairs(result["pairs"])

@@ -73,9 +73,8 @@ def _step(v, total, keep, move, gain, out, m):  # pragma: no cover - compiled
 
 
 @numba.njit(**_VECTOR)
-def forward_backward(
-    codes, empty, levels, k, move, gain, frozen, has_frozen, path, along
-):  # pragma: no cover
+# pragma: no cover
+def forward_backward(codes, empty, levels, k, move, gain, frozen, has_frozen, path, along):
     """Scaled forward-backward, ``LANES`` pixels side by side: a step moves ``v`` to ``move * sum(v) +
     gain * v`` (the transition matrix is symmetric: the same step serves both directions), or keeps it
     where refused. ``along``: only the marginal of ``path``'s class is kept."""
@@ -85,9 +84,8 @@ def forward_backward(
     alpha = np.empty((t_n, n, LANES))
     beta = np.empty((t_n, n, LANES))
     a = np.empty((n, LANES))
-    moved = np.empty(
-        (n, LANES)
-    )  # apart from a: a step in place would keep the compiler's loops scalar
+    # apart from a: a step in place would keep the compiler's loops scalar
+    moved = np.empty((n, LANES))
     s = np.empty(LANES)
     total = np.empty(LANES)
     keep = np.zeros(LANES, dtype=np.bool_)

@@ -158,9 +158,8 @@ def _frozen_arg(frozen: np.ndarray | None, t_n: int, p_n: int) -> tuple[np.ndarr
 
 
 @numba.njit(cache=True, nogil=True)
-def _viterbi_pixels(
-    codes, empty, log_levels, log_k, log_stay, log_move, frozen, has_frozen
-):  # pragma: no cover
+# pragma: no cover
+def _viterbi_pixels(codes, empty, log_levels, log_k, log_stay, log_move, frozen, has_frozen):
     """Each pixel's best path: the best predecessor of class j is j itself or the best other class (the
     best overall, the lowest index among equals; for the best class itself, the best of the rest)."""
     t_n, p_n, k = codes.shape
@@ -228,9 +227,8 @@ def _steady_best(codes, empty, log_levels, p):  # pragma: no cover - compiled
         if empty[t, p]:
             return -1
         best, top = 0, log_levels[codes[t, p, 0]]
-        for j in range(
-            1, k
-        ):  # a running best taken by selects, not branches: the data decides them
+        # a running best taken by selects, not branches: the data decides them
+        for j in range(1, k):
             value = log_levels[codes[t, p, j]]
             higher = value > top
             best = j if higher else best

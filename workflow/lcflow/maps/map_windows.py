@@ -68,13 +68,13 @@ class WindowMapper:
     ) -> Iterator[tuple[int, object, dict[str, np.ndarray]]]:
         indices = list(indices)
         progress = Progress(log, f"predict {Path(self.cube).name}{who}", pixels)
-        h = (
-            self.trained.halo
-        )  # context a patch model needs around each pixel; nodata beyond the tile
+        # context a patch model needs around each pixel; nodata beyond the tile
+        h = self.trained.halo
+        # a dataset per reading thread: GDAL handles are not shared
         opened, local = (
             [],
             threading.local(),
-        )  # a dataset per reading thread: GDAL handles are not shared
+        )
 
         def load(i: int) -> tuple[np.ndarray, np.ndarray]:
             try:

@@ -181,9 +181,8 @@ def _map_share(mapper: WindowMapper, windows: list, comm, parts: Path) -> None:
     )
     if comm.rank == 0:
         parts.mkdir(parents=True, exist_ok=True)
-    comm.allreduce_sum(
-        np.zeros(1), name="lcflow.predict.staged"
-    )  # no rank writes before it is made
+    # no rank writes before it is made
+    comm.allreduce_sum(np.zeros(1), name="lcflow.predict.staged")
     for i, _, arrays in mapper.windows(windows, mine, f" rank {comm.rank}/{comm.size}", pixels):
         tmp = parts / f".{i:06d}.{comm.rank}.npz"
         with tmp.open("wb") as fh:
@@ -252,9 +251,8 @@ def preparing_threads(
     if not on_gpu:
         return 1
     cpus = cpus or len(os.sched_getaffinity(0))
-    per_window = (
-        window_px * steps * (bands + 1) * 4 + window_px * steps * bands * 2
-    )  # prepared + raw
+    # prepared + raw
+    per_window = window_px * steps * (bands + 1) * 4 + window_px * steps * bands * 2
     return max(1, min(cpus, 8, PREPARED_AHEAD_BYTES // per_window))
 
 

@@ -60,9 +60,8 @@ class AssetReader:
         shapes: dict[str, tuple[int, int]] | None = None,
     ):
         self.sign = sign
-        self.shapes = (
-            shapes or {}
-        )  # href -> (rows, cols) its STAC item gives (proj:shape), checked at opening
+        # href -> (rows, cols) its STAC item gives (proj:shape), checked at opening
+        self.shapes = shapes or {}
         self.max_age_s = max_age_s
         self.max_open = max_open or open_files_allowed()
         self._open: OrderedDict[str, tuple[object, float]] = OrderedDict()
@@ -100,9 +99,8 @@ class AssetReader:
             raise
         except Exception as exc:
             reason, said = _reason(exc, self._messages.local.messages)
-            if not said and remote.is_url(
-                href
-            ):  # GDAL read nothing and did not say why: ask the server
+            # GDAL read nothing and did not say why: ask the server
+            if not said and remote.is_url(href):
                 answer = _probe(self.sign(href) if self.sign else href)
                 reason += f" ({answer})" if answer else ""
             raise AssetReadError(

@@ -53,7 +53,8 @@ def tile_grid(tile: str, items, resolution: float, bounds: list[float] | None) -
         bounds = [x0, y0 + e * h, x0 + a * w, y0]
     else:
         mgrs.check_inside_tile(tile, bounds)
-    return Grid.from_bounds(epsg, tuple(bounds), resolution)
+    xmin, ymin, xmax, ymax = bounds
+    return Grid.from_bounds(epsg, (xmin, ymin, xmax, ymax), resolution)
 
 
 def check_items(items, tile: str, year: int, bands: list[str]) -> tuple[list[str], str]:
@@ -173,13 +174,13 @@ def run(
             progress.add(1, len(windows), int(win.width * win.height))
 
         cache = scenes.cache_size(len(layers))
+        # every window written on leaving
         with (
             rasterio.Env(GDAL_CACHEMAX=cache),
             written_behind() as write,
-        ):  # every window written on leaving
-            stored = (
-                not fill_gaps and not spectral_indices
-            )  # int16 straight from the medians: nothing follows
+        ):
+            # int16 straight from the medians: nothing follows
+            stored = not fill_gaps and not spectral_indices
             for win, loaded in prefetched(load, windows, stop=scenes.stopping):
                 comp, counts = scenes.composite(loaded, edges, stored)
                 clear_cells += int((counts > 0).sum())

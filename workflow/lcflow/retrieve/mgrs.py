@@ -41,9 +41,8 @@ def tile_bounds(tile: str) -> tuple[float, float, float, float]:
     check_tile(tile)
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter(
-                "ignore", RuntimeWarning
-            )  # GeoTrans warns on squares cut by a band edge
+            # GeoTrans warns on squares cut by a band edge
+            warnings.simplefilter("ignore", RuntimeWarning)
             _, _, easting, northing = geotrans.MGRS().MGRSToUTM(f"{tile}0000000000")
     except Exception as exc:  # GeoTrans raises its own MGRSError for squares that do not exist
         raise LcflowError(f"tile {tile} is not an MGRS square that exists ({exc})") from exc

@@ -6,7 +6,7 @@ threads are set in one place, from the ``stac`` and ``cube`` sections of the con
 """
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -219,7 +219,7 @@ def _host(url: str) -> str:
     return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
 
 
-def request_headers(url: str, env: dict[str, str] | None = None) -> dict[str, str]:
+def request_headers(url: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The credentials of a request to ``url``, as GDAL would send them: GDAL_HTTP_HEADERS (header lines
     separated by CRLF), else GDAL_HTTP_USERPWD (basic), else the host's entry in ~/.netrc (or $NETRC)."""
     import base64
@@ -256,7 +256,7 @@ def request_headers(url: str, env: dict[str, str] | None = None) -> dict[str, st
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def credentials_in_env(env: dict[str, str] | None = None) -> str | None:
+def credentials_in_env(env: Mapping[str, str] | None = None) -> str | None:
     """The variable holding credentials that GDAL sends with every request it makes, to every host
     (GDAL_HTTP_USERPWD, or an Authorization line of GDAL_HTTP_HEADERS), None where neither does.
     ~/.netrc is not one: GDAL sends a netrc entry to its own host only."""
@@ -315,9 +315,8 @@ def catalogue_io(root: str):
 
     from pystac.stac_io import DefaultStacIO
 
-    logging.getLogger("pystac.stac_io").setLevel(
-        logging.INFO
-    )  # its debug line prints the request's headers
+    # its debug line prints the request's headers
+    logging.getLogger("pystac.stac_io").setLevel(logging.INFO)
     remote, host = is_url(root), _host(root) if is_url(root) else None
 
     class CatalogueIO(DefaultStacIO):

@@ -137,9 +137,8 @@ class Scenes:
         self.warped = [k for k in keys if k not in self.native]
         self._thread = threading.local()
         self._reading: tuple[AssetReader, ThreadPoolExecutor] | None = None  # while reading()
-        self.stopping = (
-            threading.Event()
-        )  # set when the windows' consumer has left: reads not begun are skipped
+        # set when the windows' consumer has left: reads not begun are skipped
+        self.stopping = threading.Event()
         if any(method == "bilinear" for _, method in self.native.values()):
             resample.compiled()  # here, where SIGTERM can interrupt it, not in a reading thread the exit waits for
 

@@ -159,9 +159,10 @@ def from_api(
         if query
         else {"intersects": tile_footprint(tile)}
     )
+    # the year in UTC, its last day whole
     search = client.search(
         collections=[collection],
         datetime=f"{year}-01-01T00:00:00Z/{year}-12-31T23:59:59.999999Z",
         **where,
-    )  # the year in UTC, its last day whole
+    )
     return search.items()

@@ -17,9 +17,8 @@ class Landscape:
 
     before: np.ndarray  # CLC level-3 codes, first year
     after: np.ndarray  # CLC level-3 codes, second year
-    parcels: (
-        np.ndarray
-    )  # parcel id per pixel (fields, forest stands, ...), for per-object variation
+    # parcel id per pixel (fields, forest stands, ...), for per-object variation
+    parcels: np.ndarray
 
 
 def smooth_noise(rng: np.random.Generator, shape: tuple[int, int], sigma: float) -> np.ndarray:

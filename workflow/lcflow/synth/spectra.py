@@ -125,10 +125,8 @@ def reflectance(
             raise ValueError(f"no spectral model for class {code}")
         brightness = rng.normal(1.0, 0.05, n_parcels)[pid]
         out[:, :, idx] = r * brightness[None, None, :]
-    out *= rng.normal(1.0, 0.03, out.shape[2]).astype(np.float32)[
-        None, None, :
-    ]  # within-parcel variation
-    out += rng.normal(0.0, 0.008, out.shape).astype(
-        np.float32
-    )  # sensor and residual atmospheric noise
+    # within-parcel variation
+    out *= rng.normal(1.0, 0.03, out.shape[2]).astype(np.float32)[None, None, :]
+    # sensor and residual atmospheric noise
+    out += rng.normal(0.0, 0.008, out.shape).astype(np.float32)
     return out.reshape(t.size, len(BANDS), *classes.shape)

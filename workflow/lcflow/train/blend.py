@@ -149,9 +149,10 @@ def make(
     if out.resolve() in {d.resolve() for d in dirs}:
         raise LcflowError(f"the blend {out} would replace its member {out}: name another directory")
     members = _load_members(dirs, f"blend {out}")
+    # pandas: making a blend reads a table, loading one does not
     from lcflow.labels import (
         samples_table,
-    )  # pandas: making a blend reads a table, loading one does not
+    )
     from lcflow.train.evaluation import evaluate_table
 
     table = samples_table.read(sample_paths, min_classes=1) if sample_paths else None
@@ -174,9 +175,8 @@ def make(
                 metrics[split] = evaluate_table(
                     blended, part, f"the {split} rows of {', '.join(map(str, sample_paths))}"
                 )
-                if (
-                    "overall_accuracy" in metrics[split]
-                ):  # else withheld for want of evidence, and said so
+                # else withheld for want of evidence, and said so
+                if "overall_accuracy" in metrics[split]:
                     log.info(
                         "blend of %s: %s OA %.4f on %d rows",
                         ", ".join(metrics["members"]),

@@ -162,9 +162,8 @@ def fit(
             for r in range(progress["round"] + 1, plan.rounds + 1):
                 if not one_round(r):
                     break
-        if not progress.get(
-            "pruned"
-        ):  # ended by its last round or an early stop (a pruned trial's was cut short)
+        # ended by its last round or an early stop (a pruned trial's was cut short)
+        if not progress.get("pruned"):
             progress["finished"] = True
             if comm.rank == 0 and path is not None:
                 run_checkpoint.save(
@@ -193,9 +192,8 @@ def _prepared(
         net,
         cfg.fp16_allreduce,
     )
-    weights = class_weights(
-        samples.y.astype(np.int64), samples.n_classes, cfg.class_weight
-    )  # recorded in status
+    # recorded in status
+    weights = class_weights(samples.y.astype(np.int64), samples.n_classes, cfg.class_weight)
     loss_fn = nn.CrossEntropyLoss(
         weight=torch.as_tensor(weights, dtype=torch.float32, device=device),
         label_smoothing=cfg.label_smoothing,
@@ -407,9 +405,8 @@ def _validate(run: _Run, r: int, row: dict, progress: dict) -> None:
         return
     net = run.validated
     shard = data.val_shard(run.comm.rank, run.comm.size)
-    local = np.zeros(
-        3 + 2 * n_classes
-    )  # correct, seen, negative log-likelihood; per class: correct, seen
+    # correct, seen, negative log-likelihood; per class: correct, seen
+    local = np.zeros(3 + 2 * n_classes)
     if len(shard):
         proba, yv = predict_proba(net, x_val[shard], run.device), y_val[shard]
         hit = proba.argmax(1) == yv
@@ -436,6 +433,5 @@ def _validate(run: _Run, r: int, row: dict, progress: dict) -> None:
             )
         else:
             progress["waited"] += 1
-    row["best_round"] = progress.get(
-        "best_round", 0
-    )  # the round whose weights the run ends with, so far
+    # the round whose weights the run ends with, so far
+    row["best_round"] = progress.get("best_round", 0)

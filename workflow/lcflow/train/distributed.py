@@ -340,9 +340,8 @@ class AveragingOptimizer:
 
         params = [p for g in self.optimizer.param_groups for p in g["params"] if p.requires_grad]
         for p in params:
-            if (
-                p.grad is None
-            ):  # a parameter this step did not reach: a zero gradient, as the others send
+            # a parameter this step did not reach: a zero gradient, as the others send
+            if p.grad is None:
                 p.grad = torch.zeros_like(p)
         grads = [p.grad for p in params]
         flat = torch.cat([g.reshape(-1) for g in grads])

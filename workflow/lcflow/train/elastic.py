@@ -44,9 +44,8 @@ def elastic_rounds(
     @hvd.elastic.run
     def loop(state):
         while state.progress["round"] < plan.rounds:
-            committed = copy.deepcopy(
-                state.progress
-            )  # after a reset: the last commit; never share its lists
+            # after a reset: the last commit; never share its lists
+            committed = copy.deepcopy(state.progress)
             progress.clear()
             progress.update(committed)
             go_on = one_round(progress["round"] + 1)

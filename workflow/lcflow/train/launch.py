@@ -54,9 +54,8 @@ def command(
         and "kill-on-bad-exit" not in str(mpi)
         and " -K" not in f" {mpi}"
     ):
-        parts.append(
-            "--kill-on-bad-exit=1"
-        )  # a rank that fails ends the step: the others never wait for it
+        # a rank that fails ends the step: the others never wait for it
+        parts.append("--kill-on-bad-exit=1")
     if resources.get("nodes"):
         parts.append(f"--nodes={int(resources['nodes'])}")
     parts.append(
@@ -65,9 +64,8 @@ def command(
     if resources.get("cpus_per_task"):
         parts.append(f"--cpus-per-task={int(resources['cpus_per_task'])}")
     if container:
-        parts.append(
-            container
-        )  # srun starts the image on every rank's node; the ranks meet through the host's PMIx
+        # srun starts the image on every rank's node; the ranks meet through the host's PMIx
+        parts.append(container)
     return " ".join(parts)
 
 
@@ -126,10 +124,9 @@ PLACEHOLDER_ACCOUNT = "my-project"
 
 def account_of(default_resources: Mapping[str, Any]) -> str | None:
     """The ``slurm_account`` of a profile's default resources (Snakemake's parsed ones or a plain mapping)."""
-    value = default_resources.get("slurm_account") if default_resources else None
-    if hasattr(
-        value, "raw"
-    ):  # Snakemake's Resource: the text the profile gave (its value needs a rule)
+    value: Any = default_resources.get("slurm_account") if default_resources else None
+    # Snakemake's Resource: the text the profile gave (its value needs a rule)
+    if hasattr(value, "raw"):
         value = value.raw
     return None if value is None else str(value).strip("'\"")
 

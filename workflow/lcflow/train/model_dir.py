@@ -203,9 +203,8 @@ class TrainedModel:
             "time_steps": self.time_steps,
             "weights": {"file": weights.name, "sha256": sha256(weights)},
         }
-        if (
-            getattr(self.model, "loss_weights", None) is not None
-        ):  # a network: its loss's weight of each class
+        # a network: its loss's weight of each class
+        if getattr(self.model, "loss_weights", None) is not None:
             meta["loss_class_weights"] = [float(w) for w in self.model.loss_weights]
         write_text(directory / META_FILE, json.dumps(meta, indent=1))
 

@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass, fields
 
 from lcflow.errors import LcflowError
-from lcflow.train.hyperparameters import CheckedParams
+from lcflow.train import hyperparameters
+from lcflow.train.hyperparameters import TRAINING, CheckedParams
 from lcflow.train.optim import lr_factor, scaled_lr
 
 #: the learning rate's warm-up starts at this share of its peak
@@ -54,8 +55,15 @@ class TrainConfig:
     @classmethod
     def from_params(cls, given: CheckedParams) -> "TrainConfig":
         """From a model's parameters, as :func:`lcflow.train.hyperparameters.check` returns them (every one
-        given, checked, defaults filled in)."""
-        return cls(**{f.name: given[f.name] for f in fields(cls)})
+        given, checked, defaults filled in). A part of the recipe the model has no parameter for (patches
+        have no observed steps to drop) takes the recipe's own value, the one its table gives."""
+        table = hyperparameters.table(given.model) if getattr(given, "model", "") else TRAINING
+        return cls(
+            **{
+                f.name: given[f.name] if f.name in table else TRAINING[f.name].default
+                for f in fields(cls)
+            }
+        )
 
 
 @dataclass(frozen=True)

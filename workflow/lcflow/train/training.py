@@ -76,9 +76,8 @@ def train(
         backend: how the ranks talk (horovod or torch), when a launcher started several.
     """
     out = Path(out)
-    with removed_if_left_empty(
-        out
-    ):  # Ctrl-C or an error before anything is written leaves no empty folder
+    # Ctrl-C or an error before anything is written leaves no empty folder
+    with removed_if_left_empty(out):
         return _train(model_name, sample_paths, out, overrides, tuned, backend)
 
 
@@ -109,9 +108,8 @@ def _run_metrics(model, history: list[dict], comm, tuned: dict[str, Any] | None)
         metrics["size"] = model.size()
     if isinstance(model, TorchModel):
         metrics["global_batch"] = int(model.params["batch_size"]) * comm.size
-        if model.run_status.get(
-            "resumed_round"
-        ):  # a checkpoint's run went on (or had ended: nothing trained)
+        # a checkpoint's run went on (or had ended: nothing trained)
+        if model.run_status.get("resumed_round"):
             metrics["resumed"] = {k: v for k, v in model.run_status.items() if k != "loss_weights"}
         metrics["samples_per_s"] = float(np.mean([r["samples_per_s"] for r in history]))
     return metrics
@@ -187,14 +185,12 @@ def _train(
     history = model.fit(data.x, data.y, data.x_val, data.y_val)
     seconds = time.perf_counter() - started
     if deep_model and model.run_status.get("resumed_round"):
-        seconds = model.run_status[
-            "seconds"
-        ]  # the run's rounds, whichever job trained them (a study's trial)
+        # the run's rounds, whichever job trained them (a study's trial)
+        seconds = model.run_status["seconds"]
     trained = _trained(model, data)
     val = None
-    if (
-        comm.rank == 0 and data.has_val
-    ):  # of the selected model, before a refit trains on these rows too
+    # of the selected model, before a refit trains on these rows too
+    if comm.rank == 0 and data.has_val:
         val = {
             **_against_majority(trained, data.x_val, data.y_val, data.counts, "val"),
             **data.validation,

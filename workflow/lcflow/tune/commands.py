@@ -42,9 +42,8 @@ def cmd_tune(a):
     }
     settings = HpoSettings.from_options(a)
     space = _space_file(a.space, a.model) if a.space else a.space_json
-    if (
-        space is not None
-    ):  # the tuned model's space, over the config's; checked here to be named as given
+    # the tuned model's space, over the config's; checked here to be named as given
+    if space is not None:
         search_space.parse(a.model, space, where="--space")
         settings = dataclasses.replace(settings, space={**settings.space, a.model: space})
     summary = tuning.tune(

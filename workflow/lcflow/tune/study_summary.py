@@ -66,9 +66,8 @@ def summarize(
         "params": {k: studies.plain_value(v) for k, v in best.params.items()},
     }
     checkpoint = study_files.trial_checkpoint(study_dir, study.study_name, studies.trained_by(best))
-    if (
-        checkpoint.exists()
-    ):  # a deep model's: its final training starts from it (read_best resolves it)
+    # a deep model's: its final training starts from it (read_best resolves it)
+    if checkpoint.exists():
         best_doc["checkpoint"] = os.path.relpath(checkpoint, out.parent)
     write_text(out.parent / TRIALS_FILE, _trials_csv(study))
     if figures:

@@ -42,9 +42,8 @@ ROUND_COLUMN = {"overall_accuracy": "val_accuracy", "balanced_accuracy": "val_ba
 def study_name(model: str, sample_paths: list[str], base: dict[str, Any], metric: str) -> str:
     """The study's name: the model and what the trials are compared on (samples, fixed parameters,
     metric), so a rerun on the same data continues it and new samples start a new one."""
-    fixed = {
-        k: v for k, v in base.items() if k not in ("threads", "n_jobs", "predict_engine")
-    }  # how fast, not what is learnt
+    # how fast, not what is learnt
+    fixed = {k: v for k, v in base.items() if k not in ("threads", "n_jobs", "predict_engine")}
     return f"{model}-{fingerprint(model, sample_paths, {**fixed, '_metric': metric})[:12]}"
 
 
@@ -94,7 +93,7 @@ def tune(
     metric, trials = settings.metric, settings.trials
     name = study_name(model, sample_paths, base, metric)
     study = None
-    summary = {
+    summary: dict[str, Any] = {
         "model": model,
         "worker": worker,
         "study": name,
@@ -355,11 +354,10 @@ def _run_trial(job: _Job, order: dict, trial, study, study_dir: Path, comm) -> d
     started = time.perf_counter()
     # the heartbeat lasts until the trial is told: another worker fails a running trial that has none
     with studies.Heartbeat(study_dir, number) if comm.rank == 0 else contextlib.nullcontext():
+        # an error, or SIGTERM (scancel, a time limit): the trial ends failed, not running
         try:
             history = net.fit(data.x, data.y, data.x_val, data.y_val)
-        except (
-            BaseException
-        ):  # an error, or SIGTERM (scancel, a time limit): the trial ends failed, not running
+        except BaseException:
             if comm.rank == 0:
                 study.tell(trial, state=studies.TrialState.FAIL)
             raise

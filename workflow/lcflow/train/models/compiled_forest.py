@@ -55,9 +55,8 @@ class CompiledForest:
             threshold.append(
                 np.where(leaf, np.float32(np.inf), float32_at_or_under(tree.threshold))
             )
-            pair = np.empty(
-                (n, 2), np.uint32
-            )  # [child if x <= t, child if x > t]; a leaf is its own child
+            # [child if x <= t, child if x > t]; a leaf is its own child
+            pair = np.empty((n, 2), np.uint32)
             pair[:, 0] = np.where(leaf, own, tree.children_left + offset)
             pair[:, 1] = np.where(leaf, own, tree.children_right + offset)
             child.append(pair.ravel())

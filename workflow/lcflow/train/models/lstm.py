@@ -6,6 +6,8 @@ direction's state after the whole series, with or without the mean; or all of th
 its place, as TempCNN flattens its convolutions' outputs), feed a linear classifier.
 """
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -56,7 +58,8 @@ class Network(nn.Module):
         if self.pooling == "flatten":
             return self.head(out.flatten(1))
         if self.pooling == "attention":
-            return self.head((torch.softmax(self.score(out), dim=1) * out).sum(dim=1))
+            score = cast(nn.Module, self.score)  # made where the pooling is attention
+            return self.head((torch.softmax(score(out), dim=1) * out).sum(dim=1))
         # h_n: the top layer's state of each direction after it has read the whole series
         final = torch.cat(list(h_n[-(2 if self.lstm.bidirectional else 1) :]), dim=1)
         return self.head(final if self.pooling == "final" else out.mean(dim=1) + final)

@@ -80,9 +80,8 @@ class Network(nn.Module):
         self.heads, self.key_size = heads, key_size
         self.in_proj = nn.Conv1d(n_features, d_model, 1)
         self.proj_norm = nn.LayerNorm((d_model, steps))
-        self.register_buffer(
-            "position", day_encoding(steps, head_width, dates).repeat(1, heads)
-        )  # (steps, d_model)
+        # (steps, d_model)
+        self.register_buffer("position", day_encoding(steps, head_width, dates).repeat(1, heads))
         self.query = nn.Parameter(torch.randn(heads, key_size) * math.sqrt(2.0 / key_size))
         self.keys = nn.Linear(d_model, heads * key_size)
         nn.init.normal_(self.keys.weight, 0.0, math.sqrt(2.0 / key_size))

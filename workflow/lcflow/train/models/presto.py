@@ -140,9 +140,8 @@ class Encoder(nn.Module):
         self.eo_patch_embed = nn.ModuleDict(
             {g: nn.Linear(n, width) for g, n in GROUP_WIDTH.items()}
         )
-        self.dw_embed = nn.Embedding(
-            DYNAMIC_WORLD_CLASSES + 1, width
-        )  # in the published weights; always masked
+        # in the published weights; always masked
+        self.dw_embed = nn.Embedding(DYNAMIC_WORLD_CLASSES + 1, width)
         self.latlon_embed = nn.Linear(3, width)
         self.blocks = nn.ModuleList([Block(width, heads, mlp_ratio) for _ in range(depth)])
         self.norm = nn.LayerNorm(width)

@@ -2,6 +2,7 @@
 
 import pickle
 from abc import abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,13 +25,14 @@ class TorchModel(Model):
     comm = None
     checkpoint: Path | None = None
     fingerprint: str = ""
-    on_round = None  # called after each round on every rank; True stops the run (a pruned trial)
+    #: called after each round on every rank; True stops the run (a pruned trial)
+    on_round: Callable[[dict], bool] | None = None
     #: after fit and after refit: where each run started (deep.fit's status: resumed_round, finished_before)
     run_status: dict | None = None
     refit_status: dict | None = None
     local_rank = 0  # this node's rank whose device the model runs on (place)
     #: set by the caller before fit and refit: the rows' class probabilities to learn instead of their labels
-    targets = None
+    targets: np.ndarray | None = None
     #: the loss's weight of each class in the last run (fit or refit), which ``weight_correction`` divides
     #: out of the predicted probabilities; recorded in model.json (None: not trained, nor loaded with one)
     loss_weights: np.ndarray | None = None
@@ -84,9 +86,8 @@ class TorchModel(Model):
             status=status,
             **run,
         )
-        self.loss_weights = np.asarray(
-            status["loss_weights"]
-        )  # the weights the loss was given, computed once
+        # the weights the loss was given, computed once
+        self.loss_weights = np.asarray(status["loss_weights"])
         return history
 
     @property
