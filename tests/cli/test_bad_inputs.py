@@ -1360,7 +1360,7 @@ def test_a_set_of_outputs_is_published_whole_or_not_at_all(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("mask,mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
 def test_outputs_follow_the_umask(mask, mode, stages, tmp_path):
-    from lcflow.assess import accuracy as assess
+    from lcflow.assess import accuracy_figures
     from lcflow.common import atomic, raster
 
     previous = os.umask(mask)
@@ -1371,7 +1371,7 @@ def test_outputs_follow_the_umask(mask, mode, stages, tmp_path):
                          raster.Grid.from_bounds(32631, (0, 0, 80, 80), 10))
         score = {"confusion_matrix": {"labels": [1, 2], "matrix": [[3, 1], [0, 4]]}, "overall_accuracy": 0.875,
                  "kappa": 0.75}
-        assess.confusion_figure(score, tmp_path / "f.png", "t")
+        accuracy_figures.confusion_figure(score, tmp_path / "f.png", "t")
     finally:
         os.umask(previous)
     modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
