@@ -189,7 +189,7 @@ def _after_the_maps(work: Work, rates: dict, c: Cluster, rows: _Rows) -> None:
     """The consistent maps, then the figures, design samples and assessments of every map."""
     maps, tiles, years = len(work.tile_years), work.tiles, work.years
     first = _first_years_px(work)
-    map_gb = sum(work.px.values()) * 2 / 1e9  # a class and a confidence byte a pixel
+    map_gb = work.map_gb
     consistent = [measured.job_cpu_s(rates, "consistent_maps", first[t] * years) for t in tiles]
     jobs = len(tiles) * len(work.models)
     # the jobs that start before the kernels are cached each compile them (numba's cache, on a fresh install)
@@ -253,7 +253,7 @@ def _forest(work: Work, rates: dict, c: Cluster, rows: _Rows) -> None:
         Job(sum(cpu) / maps, many),
         c.slots(many),
         f"its forest as {told}; reading and writing: {rates['jobs']['predict_rest']['source']}",
-        disk_gb=sum(work.px.values()) * 2 / 1e9,
+        disk_gb=work.map_gb,
     )
 
 
@@ -312,7 +312,7 @@ def _deep(m: str, work: Work, rates: dict, c: Cluster, rows: _Rows) -> None:
 
 def _deep_maps(m: str, work: Work, rates: dict, c: Cluster, rows: _Rows) -> None:
     """A deep model's maps: on the GPU nodes at the measured rate, else on CPU ranks."""
-    maps, map_gb = len(work.tile_years), sum(work.px.values()) * 2 / 1e9
+    maps, map_gb = len(work.tile_years), work.map_gb
     gpu = rates.get("gpu") if c.gpus_per_node else None
     if gpu:
         per_gpu = gpu["predict_px_s_per_gpu"].get(m, gpu["predict_px_s_per_gpu"]["lstm"])

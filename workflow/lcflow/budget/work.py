@@ -53,6 +53,11 @@ class Work:
     def n_train(self) -> int:
         return int(sum(self.samples.values()) * self.train_fraction)
 
+    @property
+    def map_gb(self) -> float:
+        """A model's maps of every tile-year: a class and a confidence byte a pixel."""
+        return sum(self.px.values()) * 2 / 1e9
+
 
 def from_config(config: dict, results: Path, scenes: float, classes: int) -> Work:
     """The work of ``config`` (merged and checked); ``scenes`` a tile-year and ``classes`` a tile-year's
@@ -73,7 +78,7 @@ def from_config(config: dict, results: Path, scenes: float, classes: int) -> Wor
     px = _pixels(tile_years, config.get("aoi") or {}, cube.resolution)
     said: list[str] = []
     found_scenes, found_samples = _scenes_and_samples(
-        config, tile_years, results, (scenes, classes), said
+        config.get("demo") or {}, tile_years, results, (scenes, sample.per_class, classes), said
     )
     models = list(config["models"])
     deep = [m for m in models if m in DEEP]
@@ -132,52 +137,45 @@ def from_config(config: dict, results: Path, scenes: float, classes: int) -> Wor
 
 
 def _scenes_and_samples(
-    config: dict,
+    demo: dict,
     tile_years: list[tuple[str, int]],
     results: Path,
-    assumed: tuple[float, int],
+    assumed: tuple[float, int, int],
     said: list[str],
 ) -> tuple[dict, dict]:
     """Each tile-year's scenes and sample rows, counted where the run has written them, else assumed
-    (``assumed``: scenes a tile-year, classes a table); where each came from, in ``said``."""
-    from lcflow.labels.sample_settings import SampleSettings
-
-    per_class, (scenes, classes) = (
-        SampleSettings.from_config(config.get("sample")).per_class,
-        assumed,
-    )
-    demo = config.get("demo") or {}
+    (``assumed``: scenes a tile-year, rows a class, classes a table; ``demo``: the config's demo section,
+    whose acquisitions are the scenes); where each came from, in ``said``."""
+    scenes, per_class, classes = assumed
     assumed_scenes = sum(demo["acquisitions"]) / 2 if demo.get("acquisitions") else scenes
-    found_scenes = _counted(tile_years, results, "items.json", _items, assumed_scenes)
+    found_scenes, counted = _counted(tile_years, results, "items.json", _items, assumed_scenes)
     said.append(
-        f"scenes: {found_scenes.counted} tile-year(s) counted in their items.json, the others "
+        f"scenes: {counted} tile-year(s) counted in their items.json, the others "
         f"{assumed_scenes:g} "
         + ("(the demo's acquisitions)" if demo.get("acquisitions") else "(assumed)")
     )
-    found_samples = _counted(tile_years, results, "samples.parquet", _rows, per_class * classes)
+    found_samples, counted = _counted(
+        tile_years, results, "samples.parquet", _rows, per_class * classes
+    )
     said.append(
-        f"samples: {found_samples.counted} tile-year(s) counted in their tables, the others "
+        f"samples: {counted} tile-year(s) counted in their tables, the others "
         f"{per_class} a class x {classes} classes (assumed)"
     )
-    return dict(found_scenes), dict(found_samples)
-
-
-class _Counts(dict):
-    """A figure for each tile-year: counted in its file where the run has written it, else assumed."""
-
-    counted = 0
+    return found_scenes, found_samples
 
 
 def _counted(
     tile_years: list[tuple[str, int]], results: Path, name: str, count, assumed: float
-) -> _Counts:
-    """Each tile-year's figure, counted by ``count`` in its file ``name`` under ``results``, else ``assumed``."""
-    out = _Counts()
+) -> tuple[dict[tuple[str, int], float], int]:
+    """Each tile-year's figure, counted by ``count`` in its file ``name`` under ``results``, else ``assumed``;
+    and how many were counted."""
+    out: dict[tuple[str, int], float] = {}
+    counted = 0
     for tile, year in tile_years:
         found = count(results / tile / str(year) / name)
         out[(tile, year)] = assumed if found is None else found
-        out.counted += found is not None
-    return out
+        counted += found is not None
+    return out, counted
 
 
 def _pixels(
