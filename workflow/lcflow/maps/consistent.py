@@ -200,19 +200,23 @@ def run(
             path, confidence, empty, raw = _smoothed(
                 sources, win, halo, years, (settings.evidence_ratio, min_px)
             )
+            valid = ~empty
+            both = [
+                valid[t] & valid[t + 1] for t in range(n - 1)
+            ]  # each pair's pixels of data in both years
             _write_window(
                 (out_maps, out_conf, out_change),
                 win,
-                (path, confidence, empty),
+                (path, confidence, empty, both),
                 codes,
                 (dtype, nodata),
             )
-            tallies.add(raw, path, ~empty)
+            tallies.add(raw, path, both)
             if truth_sources:
                 truth = np.stack(
                     [nomenclature.apply(src.read(1, window=win)).ravel() for src in truth_sources]
                 )
-                tallies.add_truth(truth, (truth != nomenclature.nodata) & ~empty, codes, raw, path)
+                tallies.add_truth(truth, (truth != nomenclature.nodata) & valid, codes, raw, path)
             progress.add(1, len(windows), shape[0] * shape[1])
         staged = [pair for s in out_conf + out_change + out_maps for pair in s.finished()]
         publish_together(staged)
@@ -295,14 +299,15 @@ def _smoothed(
 def _write_window(
     files: tuple[list, list, list],
     win: Window,
-    series: tuple[np.ndarray, ...],
+    series: tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]],
     codes: np.ndarray,
     pixels: tuple[str, int],
 ) -> None:
     """A window of each year's map and confidence, and of each pair's change map; ``series``: the consistent
-    classes (indices), their confidence and where there is no data; ``pixels``: the maps' type and no-data."""
+    classes (indices), their confidence, where there is no data, and where each pair has data in both years;
+    ``pixels``: the maps' type and no-data."""
     out_maps, out_conf, out_change = files
-    path, confidence, empty = series
+    path, confidence, empty, both = series
     (dtype, nodata), shape, k = pixels, (int(win.height), int(win.width)), len(codes)
     for t in range(len(out_maps)):
         out_maps[t].dataset.write(
@@ -311,9 +316,8 @@ def _write_window(
         conf = np.where(empty[t], 255, np.round(confidence[t] * 100)).astype(np.uint8)
         out_conf[t].dataset.write(conf.reshape(shape), 1, window=win)
     for t in range(len(out_change)):
-        both = ~empty[t] & ~empty[t + 1]
         out_change[t].dataset.write(
-            change.change_map(path[t], path[t + 1], both, k).reshape(shape), 1, window=win
+            change.change_map(path[t], path[t + 1], both[t], k).reshape(shape), 1, window=win
         )
 
 

@@ -29,12 +29,11 @@ class SeriesTally:
             TruthScore.of(years),
         )
 
-    def add(self, raw: np.ndarray, path: np.ndarray, valid: np.ndarray) -> None:
-        """A window's raw and consistent classes (years, pixels), where each pair has data in both years."""
+    def add(self, raw: np.ndarray, path: np.ndarray, both: list[np.ndarray]) -> None:
+        """A window's raw and consistent classes (years, pixels), on each pair's pixels of data in both years."""
         for t in range(len(self.raw)):
-            both = valid[t] & valid[t + 1]
-            self.raw[t].add(raw[t], raw[t + 1], both)
-            self.consistent[t].add(path[t], path[t + 1], both)
+            self.raw[t].add(raw[t], raw[t + 1], both[t])
+            self.consistent[t].add(path[t], path[t + 1], both[t])
 
     def add_truth(
         self,
