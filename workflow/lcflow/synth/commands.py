@@ -73,6 +73,8 @@ def _tile_year_outputs(a) -> list[path_guard.Named]:
 
 
 def _scenery_options(p, first_year: bool = True) -> None:
+    """The demo's scenery: its first year (unless the command's years give it), the pixel size, the
+    acquisitions a year and the share of the area that changes."""
     if first_year:
         p.add_argument(
             "--first-year",
@@ -131,28 +133,11 @@ def _synth_command(command) -> None:
     p.add_argument(
         "--years", type=int, nargs="+", required=True, help="years of scenes (the first has CORINE)"
     )
-    p.add_argument(
-        "--resolution",
-        **cli_args.from_config("cube.resolution"),
-        help="metres per pixel of the 10 m bands",
-    )
-    p.add_argument(
-        "--acquisitions",
-        type=cli_args.int_at_least(1),
-        nargs=2,
-        default=default("demo.acquisitions"),
-        metavar=("MIN", "MAX"),
-        help="fewest and most acquisitions a year",
-    )
+    _scenery_options(p, first_year=False)  # the first of --years
     p.add_argument(
         "--mmu-cells",
         **cli_args.from_config("demo.mmu_cells"),
         help="minimum mapping unit of CORINE, 100 m cells",
-    )
-    p.add_argument(
-        "--change-fraction",
-        **cli_args.from_config("demo.change_fraction"),
-        help="share of the area that changes class",
     )
     p.set_defaults(func=cmd_synth)
 
