@@ -96,7 +96,9 @@ def draw(map_path: str | Path, design: Design) -> pd.DataFrame:
     rng = np.random.default_rng(design.seed)
     wanted = {c: np.sort(rng.choice(mapped[c], size=sizes[c], replace=False)) for c in mapped}
     seen = {c: 0 for c in mapped}
-    rows, cols, strata = [], [], []
+    row_parts: list[np.ndarray] = []
+    col_parts: list[np.ndarray] = []
+    stratum_parts: list[np.ndarray] = []
     with rasterio.open(map_path) as ds:
         for _, win in ds.block_windows(1):
             block = ds.read(1, window=win)
@@ -106,12 +108,13 @@ def draw(map_path: str | Path, design: Design) -> pd.DataFrame:
                     continue
                 lo, hi = np.searchsorted(wanted[c], [seen[c], seen[c] + r.size])
                 picked = wanted[c][lo:hi] - seen[c]
-                rows.append(r[picked] + int(win.row_off))
-                cols.append(cl[picked] + int(win.col_off))
-                strata.append(np.full(picked.size, c))
+                row_parts.append(r[picked] + int(win.row_off))
+                col_parts.append(cl[picked] + int(win.col_off))
+                stratum_parts.append(np.full(picked.size, c))
                 seen[c] += r.size
         transform = ds.transform
-    rows, cols, strata = np.concatenate(rows), np.concatenate(cols), np.concatenate(strata)
+    rows, cols = np.concatenate(row_parts), np.concatenate(col_parts)
+    strata = np.concatenate(stratum_parts)
     # the interpreter must not see the points grouped by map class
     order = rng.permutation(rows.size)
     rows, cols, strata = rows[order], cols[order], strata[order]
@@ -121,7 +124,7 @@ def draw(map_path: str | Path, design: Design) -> pd.DataFrame:
         {
             "point_id": np.arange(1, rows.size + 1),
             "stratum": strata.astype(int),
-            "stratum_pixels": [mapped[s] for s in strata],
+            "stratum_pixels": [mapped[int(s)] for s in strata],
             "map_class": strata.astype(int),
             "map_class_name": [names.get(str(s), str(s)) for s in strata],
             "x": np.asarray(xs),

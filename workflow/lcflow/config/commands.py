@@ -25,9 +25,7 @@ def cmd_check_config(a) -> None:
     unset_nulls(merged)
     check(merged, SCHEMA, base=a.directory, origins=Origins(files))
     # here, not at the top: every lcflow command imports this module
-    from lcflow.train.models import (
-        DEEP,
-    )
+    from lcflow.train.models import DEEP
 
     backend = (merged.get("distributed") or {}).get("backend", default("distributed.backend"))
     if set(merged["models"]) & set(DEEP) and (problem := backend_check.problem(backend)):

@@ -223,7 +223,10 @@ def source_on_grid(
     """Source codes on ``grid`` (int32, :data:`~lcflow.labels.vector.NO_CODE` where none), and a record of
     what was read (kept in the labels raster's metadata)."""
     source = _source(source)
-    record = {"path": str(source.path), "kind": "corine" if source.corine else "reference"}
+    record: dict[str, object] = {
+        "path": str(source.path),
+        "kind": "corine" if source.corine else "reference",
+    }
     if vector_labels.is_vector(source.path):
         features, (geometry, column) = _features(source, grid.crs, grid.bounds, where)
         record.update(

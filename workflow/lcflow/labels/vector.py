@@ -12,6 +12,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,9 @@ from rasterio.warp import transform_bounds
 
 from lcflow.common.raster import Grid
 from lcflow.errors import LcflowError
+
+if TYPE_CHECKING:
+    import geopandas as gpd
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +116,7 @@ def code_column(layer: Layer, given: str | None, corine: bool) -> str:
 
 def read_in_area(
     layer: Layer, crs, bounds, where: str, column: str | None, mend: bool = False
-) -> "tuple[object, str]":
+) -> "tuple[gpd.GeoDataFrame, str]":
     """The features of ``layer`` within ``bounds`` (in ``crs``), clipped to them and reprojected to ``crs``,
     with their codes (int64, column ``code``) when ``column`` is given; and ``"areas"`` or ``"points"``.
 

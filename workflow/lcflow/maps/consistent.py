@@ -78,6 +78,8 @@ def _classes_of(paths: list[Path]) -> dict:
                 f"{path} and {first['path']} are not of one model and grid (classes "
                 f"{info['classes']} vs {first['classes']}): predict every year with the same model"
             )
+    if first is None:
+        raise LcflowError("no probability rasters given: one a year is needed")
     return first
 
 
@@ -175,14 +177,14 @@ def run(
         nomenclature: the classes of the truths (their codes mapped to the map's).
     """
     settings = settings or ConsistencySettings()
-    probabilities = [Path(p) for p in probabilities]
+    paths = [Path(p) for p in probabilities]
     n = len(years)
-    _check_series(probabilities, years, out, truths, nomenclature)
-    info = _classes_of(probabilities)
+    _check_series(paths, years, out, truths, nomenclature)
+    info = _classes_of(paths)
     grid, classes = info["grid"], info["classes"]
     for t in truths or []:
         if Grid.of(t) != grid:
-            raise LcflowError(f"truth raster {t} is not on the grid of {probabilities[0]}")
+            raise LcflowError(f"truth raster {t} is not on the grid of {paths[0]}")
     pixel_area_m2 = grid.resolution * abs(grid.transform.e)
     min_px, halo = _change_patch(settings, pixel_area_m2, n)
     codes = np.asarray(classes)
@@ -193,7 +195,7 @@ def run(
     progress = Progress(log, f"consistent maps of {len(years)} years", grid.width * grid.height)
     with contextlib.ExitStack() as stack:
         out_maps, out_conf, out_change = _staged_outputs(stack, grid, out, years, info, tags, table)
-        sources = [stack.enter_context(rasterio.open(p)) for p in probabilities]
+        sources = [stack.enter_context(rasterio.open(p)) for p in paths]
         truth_sources = [stack.enter_context(rasterio.open(t)) for t in truths or []]
         for win in windows:
             shape = (int(win.height), int(win.width))
@@ -201,9 +203,8 @@ def run(
                 sources, win, halo, years, (settings.evidence_ratio, min_px)
             )
             valid = ~empty
-            both = [
-                valid[t] & valid[t + 1] for t in range(n - 1)
-            ]  # each pair's pixels of data in both years
+            # each pair's pixels of data in both years
+            both = [valid[t] & valid[t + 1] for t in range(n - 1)]
             _write_window(
                 (out_maps, out_conf, out_change),
                 win,
@@ -212,7 +213,7 @@ def run(
                 (dtype, nodata),
             )
             tallies.add(raw, path, both)
-            if truth_sources:
+            if truth_sources and nomenclature is not None:
                 truth = np.stack(
                     [nomenclature.apply(src.read(1, window=win)).ravel() for src in truth_sources]
                 )

@@ -85,9 +85,8 @@ def run(
     windows = list(grid.windows(block))
     comm = distributed.connect(backend)
     trained.model.place(comm.local_rank)
-    on_gpu = (
-        getattr(trained.model, "device", None) is not None and trained.model.device.type == "cuda"
-    )
+    device = trained.model.device
+    on_gpu = device is not None and device.type == "cuda"
     threads = preparing_threads(on_gpu, block * block, steps, len(trained.bands))
     mapper = WindowMapper(
         trained,
@@ -100,7 +99,7 @@ def run(
     if on_gpu:
         log.info(
             "on %s: %d thread(s) read and prepare windows ahead of the model",
-            trained.model.device,
+            device,
             threads,
         )
     started = time.perf_counter()
@@ -186,7 +185,8 @@ def _map_share(mapper: WindowMapper, windows: list, comm, parts: Path) -> None:
     for i, _, arrays in mapper.windows(windows, mine, f" rank {comm.rank}/{comm.size}", pixels):
         tmp = parts / f".{i:06d}.{comm.rank}.npz"
         with tmp.open("wb") as fh:
-            np.savez(fh, **arrays)
+            # numpy's stubs take a ** of arrays for its allow_pickle flag
+            np.savez(fh, **arrays)  # type: ignore[arg-type]
         os.replace(tmp, parts / f"{i:06d}.npz")
     done = int(comm.allreduce_sum(np.array([len(mine)]), name="lcflow.predict.windows")[0])
     if done != len(windows):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import rasterio
+from rasterio.coords import BoundingBox
+from rasterio.crs import CRS
 from rasterio.enums import Resampling
 
 from lcflow.common.atomic import atomic_path
@@ -19,7 +21,8 @@ from lcflow.errors import LcflowError
 
 def _reduced(
     path: str | Path, max_px: int, resampling: Resampling
-) -> tuple[np.ndarray, float | None, object]:
+) -> tuple[np.ndarray, float | None, tuple[dict, dict, BoundingBox, CRS | None]]:
+    """The band read at most ``max_px`` a side, its nodata, and (colour table, class names, bounds, CRS)."""
     with rasterio.open(path) as ds:
         scale = max(ds.width, ds.height) / max_px
         shape = (max(1, round(ds.height / max(scale, 1))), max(1, round(ds.width / max(scale, 1))))

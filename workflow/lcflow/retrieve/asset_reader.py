@@ -14,6 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from affine import Affine
@@ -64,7 +65,7 @@ class AssetReader:
         self.shapes = shapes or {}
         self.max_age_s = max_age_s
         self.max_open = max_open or open_files_allowed()
-        self._open: OrderedDict[str, tuple[object, float]] = OrderedDict()
+        self._open: OrderedDict[str, tuple[Any, float]] = OrderedDict()
         self._lock = threading.Lock()
         self._messages = _GdalMessages()
         logging.getLogger("rasterio._env").addHandler(self._messages)
@@ -113,12 +114,13 @@ class AssetReader:
         self, href: str, region: Affine, shape: tuple[int, int], out: np.ndarray | None
     ) -> np.ndarray:
         src = self._dataset(href)
-        row, col = pixel_offset(src.transform, region)
-        if row is None:
+        offset = pixel_offset(src.transform, region)
+        if offset is None:
             raise LcflowError(
                 f"{remote.redact(href)}: its pixel grid {tuple(src.transform)[:6]} is not the grid "
                 f"its STAC item gives ({tuple(region)[:6]} is not on it)"
             )
+        row, col = offset
         if out is None:
             out = np.empty(shape, dtype=src.dtypes[0])
         elif out.dtype != np.dtype(src.dtypes[0]):
@@ -213,8 +215,8 @@ def _probe(url: str, timeout_s: float = 10.0) -> str | None:
 
 def pixel_offset(
     transform: Affine, region: Affine, tolerance: float = 1e-6
-) -> tuple[int | None, int | None]:
-    """(row, col) of ``region``'s first pixel on the grid ``transform``, or (None, None) where the two
+) -> tuple[int, int] | None:
+    """(row, col) of ``region``'s first pixel on the grid ``transform``, or None where the two
     grids differ in pixel size or rotation, or are shifted by a fraction of a pixel."""
     if any(
         not math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance)
@@ -223,10 +225,10 @@ def pixel_offset(
             (region.a, region.b, region.d, region.e),
         )
     ):
-        return None, None
+        return None
     col, row = ~transform * (region.c, region.f)
     if abs(col - round(col)) > tolerance or abs(row - round(row)) > tolerance:
-        return None, None
+        return None
     return int(round(row)), int(round(col))
 
 

@@ -17,7 +17,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from lcflow.train.model_dir import (
     read_metrics,
     sha256,
 )
+from lcflow.train.models import Model
 
 log = logging.getLogger("lcflow.train")
 
@@ -40,7 +41,11 @@ MEMBERS_FILE = "members.json"
 
 
 class Blend:
-    """What callers ask of a trained model's ``model``, for a blend: its name, its input, where it runs."""
+    """What callers ask of a trained model's ``model``, for a blend: its name, its input, where it runs.
+
+    It stands in for a :class:`~lcflow.train.models.Model` (typed as one by :func:`as_model`): a
+    :class:`BlendedModel` answers for its members what a model's own methods would.
+    """
 
     name = NAME
     input_kind = "series"
@@ -58,10 +63,11 @@ class Blend:
     @property
     def device(self):
         """The device of the first member that runs on one (a network), else None (forests only)."""
-        return next(
-            (d for d in (getattr(m.model, "device", None) for m in self.members) if d is not None),
-            None,
-        )
+        return next((d for d in (m.model.device for m in self.members) if d is not None), None)
+
+    def as_model(self) -> Model:
+        """The blend where a trained model's ``model`` goes (see the class)."""
+        return cast(Model, self)
 
 
 @dataclass
@@ -80,11 +86,11 @@ class BlendedModel(TrainedModel):
 
     def window_inputs(
         self, x: np.ndarray, latlon: np.ndarray | None = None
-    ) -> tuple[list[np.ndarray], np.ndarray]:
+    ) -> tuple[Any, np.ndarray]:
         prepared, empties = zip(*(m.window_inputs(x, latlon) for m in self.members))
         return list(prepared), np.logical_or.reduce(empties)
 
-    def input_probabilities(self, prepared: list[np.ndarray]) -> np.ndarray:
+    def input_probabilities(self, prepared: Any) -> np.ndarray:
         return np.mean([m.input_probabilities(p) for m, p in zip(self.members, prepared)], axis=0)
 
 
@@ -150,11 +156,10 @@ def make(
         raise LcflowError(f"the blend {out} would replace its member {out}: name another directory")
     members = _load_members(dirs, f"blend {out}")
     # pandas: making a blend reads a table, loading one does not
-    from lcflow.labels import (
-        samples_table,
-    )
+    from lcflow.labels import samples_table
     from lcflow.train.evaluation import evaluate_table
 
+    sample_paths = sample_paths or []
     table = samples_table.read(sample_paths, min_classes=1) if sample_paths else None
     first = members[0]
     blended = _blended(members)
@@ -216,7 +221,7 @@ def _blended(members: list[TrainedModel]) -> BlendedModel:
     """The blend of ``members`` (checked by :func:`_shared`): their shared classes, bands and steps."""
     first = members[0]
     return BlendedModel(
-        Blend(members),
+        Blend(members).as_model(),
         first.bands,
         first.steps,
         first.classes,
@@ -274,7 +279,7 @@ def described(directory: str | Path) -> BlendedModel:
     listed, meta = listed_members(directory)
     try:
         return BlendedModel(
-            Blend([], [m["model"] for m in listed]),
+            Blend([], [m["model"] for m in listed]).as_model(),
             meta["bands"],
             meta["steps"],
             meta["classes"],

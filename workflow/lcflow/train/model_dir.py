@@ -102,8 +102,16 @@ class TrainedModel:
     classes: list[int]
     class_names: dict[int, str]
     class_colors: dict[int, tuple[int, int, int]]
-    standardise: Standardiser
+    #: the scaling of the model's input; None for a blend, whose members scale their own
+    standardise: Standardiser | None
     time_steps: list[str] | None = None
+
+    @property
+    def scaling(self) -> Standardiser:
+        """The scaling of the model's input (a blend's members each hold their own)."""
+        if self.standardise is None:
+            raise LcflowError(f"model {self.model.name} scales no input of its own (a blend)")
+        return self.standardise
 
     @property
     def halo(self) -> int:
@@ -134,10 +142,10 @@ class TrainedModel:
         the order of ``classes``, and which samples had no data: what models are averaged or compared by."""
         self._check_shape(x)
         if self.model.input_kind == "patch":
-            prepared, empty = prepare_patches(x, self.standardise)
+            prepared, empty = prepare_patches(x, self.scaling)
             empty = empty[:, empty.shape[1] // 2, empty.shape[2] // 2]
         else:
-            prepared, empty = prepare(x, self.standardise)
+            prepared, empty = prepare(x, self.scaling)
             prepared = self._located(prepared, latlon)
         return self.model.predict_proba(prepared), empty
 
@@ -163,21 +171,22 @@ class TrainedModel:
 
     def window_inputs(
         self, x: np.ndarray, latlon: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[Any, np.ndarray]:
         """The first half of :meth:`window_probabilities`, CPU work that prediction runs in its reading
-        threads: the model's prepared input of a raw window, and the no-data mask of its inner pixels."""
+        threads: the model's prepared input of a raw window (an array; a blend's: one per member), and the
+        no-data mask of its inner pixels."""
         h = self.halo
         if not h:
             t, b, rows, cols = x.shape
             pixels = np.moveaxis(x.reshape(t, b, -1), 2, 0)
             self._check_shape(pixels)
-            prepared, empty = prepare(pixels, self.standardise)
+            prepared, empty = prepare(pixels, self.scaling)
             return self._located(prepared, latlon), empty
         self._check_shape(x[None])
-        prepared, empty = prepare_patches(x[None], self.standardise)
+        prepared, empty = prepare_patches(x[None], self.scaling)
         return prepared[0], empty[0, h:-h, h:-h].ravel()
 
-    def input_probabilities(self, prepared: np.ndarray) -> np.ndarray:
+    def input_probabilities(self, prepared: Any) -> np.ndarray:
         """The second half: the model on a prepared window, (pixels, classes) of its inner pixels."""
         h = self.halo
         if not h:
@@ -199,12 +208,12 @@ class TrainedModel:
             "steps": self.steps,
             "classes": self.classes,
             **legend_to_json(self.class_names, self.class_colors),
-            "standardisation": self.standardise.to_dict(),
+            "standardisation": self.scaling.to_dict(),
             "time_steps": self.time_steps,
             "weights": {"file": weights.name, "sha256": sha256(weights)},
         }
         # a network: its loss's weight of each class
-        if getattr(self.model, "loss_weights", None) is not None:
+        if self.model.loss_weights is not None:
             meta["loss_class_weights"] = [float(w) for w in self.model.loss_weights]
         write_text(directory / META_FILE, json.dumps(meta, indent=1))
 

@@ -26,9 +26,7 @@ def load(directory: str | Path) -> TrainedModel:
 def evaluate(model_dir: str | Path, sample_paths: list[str], out: str | Path) -> dict:
     """``lcflow evaluate``: scores on the test split (or the whole table without a split column)."""
     # pandas: scoring reads a table; a map job only loads the model
-    from lcflow.labels import (
-        samples_table,
-    )
+    from lcflow.labels import samples_table
     from lcflow.train.evaluation import evaluate_table
 
     trained = load(model_dir)

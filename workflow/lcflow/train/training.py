@@ -136,11 +136,13 @@ def _scores(trained: TrainedModel, data, val: dict | None) -> dict[str, Any]:
     """The model's scores: on the val rows (``val``, taken before a refit), else a forest's out-of-bag votes;
     and on the test rows."""
     scores: dict[str, Any] = {}
+    # a forest's votes, each row's by the trees that did not see it
+    out_of_bag = getattr(trained.model, "oob_proba", None)
     if val is not None:
         scores["val"] = val
-    elif hasattr(trained.model, "oob_proba"):  # a forest without val rows: its out-of-bag votes
+    elif out_of_bag is not None:  # a forest without val rows: its out-of-bag votes
         scores["val"] = {
-            **_against_majority(trained, None, data.y, data.counts, "out-of-bag"),
+            **_against_majority(trained, out_of_bag(), data.y, data.counts, "out-of-bag"),
             "source": "out-of-bag samples",
         }
     table = data.table
@@ -184,27 +186,30 @@ def _train(
     started = time.perf_counter()
     history = model.fit(data.x, data.y, data.x_val, data.y_val)
     seconds = time.perf_counter() - started
-    if deep_model and model.run_status.get("resumed_round"):
+    if isinstance(model, TorchModel) and model.run_status.get("resumed_round"):
         # the run's rounds, whichever job trained them (a study's trial)
         seconds = model.run_status["seconds"]
     trained = _trained(model, data)
     val = None
+    val_rows = data.val_rows
     # of the selected model, before a refit trains on these rows too
-    if comm.rank == 0 and data.has_val:
+    if comm.rank == 0 and val_rows is not None:
         val = {
-            **_against_majority(trained, data.x_val, data.y_val, data.counts, "val"),
+            **_against_majority(
+                trained, trained.model.predict_proba(val_rows[0]), val_rows[1], data.counts, "val"
+            ),
             **data.validation,
         }
     refit = None
-    if deep_model and model.params["refit"] and data.has_val:
-        refit = _refit(model, data, history, out, comm)
+    if deep_model and model.params["refit"] and val_rows is not None:
+        refit = _refit(model, data, val_rows, history, out, comm)
         seconds += refit["seconds"]
     if comm.rank != 0:
         return {}
     metrics = {
         "model": model_name,
         "n_train": len(data.y),
-        "n_val": int(len(data.y_val) if data.has_val else 0),
+        "n_val": len(val_rows[1]) if val_rows is not None else 0,
         "params": model.params,
         "world_size": comm.size,
         "launcher": comm.name,
@@ -220,13 +225,20 @@ def _train(
     return metrics
 
 
-def _refit(model, data: Prepared, history: list[dict], out: Path, comm) -> dict[str, Any]:
+def _refit(
+    model,
+    data: Prepared,
+    val_rows: tuple[np.ndarray, np.ndarray],
+    history: list[dict],
+    out: Path,
+    comm,
+) -> dict[str, Any]:
     """Every rank: train ``model`` afresh on the train and val rows together, as many passes as the
     selection run made up to its best round (:func:`lcflow.train.recipe.refit_steps`). On a small table the
     val rows are a fifth of what there is to learn from; once they have chosen how long to train, they
     can teach too. The refit has its own checkpoint, so a job cut short resumes either run."""
-    x = np.concatenate([data.x, data.x_val])
-    y = np.concatenate([data.y, data.y_val])
+    x = np.concatenate([data.x, val_rows[0]])
+    y = np.concatenate([data.y, val_rows[1]])
     steps, best_round = recipe.refit_steps(history, len(data.x), len(x))
     model.targets = learning_targets(
         model, forest_teacher.ForestTeacher(x, y, data.blocks, len(data.classes))
@@ -235,7 +247,7 @@ def _refit(model, data: Prepared, history: list[dict], out: Path, comm) -> dict[
         "refit: %d steps on the %d train and %d val rows together (the selection run's best round: %d)",
         steps,
         len(data.x),
-        len(data.x_val),
+        len(val_rows[0]),
         best_round,
     )
     started = time.perf_counter()
@@ -279,19 +291,22 @@ def _start_from_trial(checkpoint: Path, tuned: dict[str, Any] | None) -> None:
         return
     with atomic_path(checkpoint) as tmp:
         shutil.copyfile(source, tmp)
-    log.info("starting from the best trial's checkpoint %s (trial %s)", source, tuned.get("trial"))
+    log.info(
+        "starting from the best trial's checkpoint %s (trial %s)",
+        source,
+        (tuned or {}).get("trial"),
+    )
 
 
 def _against_majority(
     trained: TrainedModel,
-    x_val: np.ndarray | None,
+    proba: np.ndarray,
     y_val: np.ndarray,
     train_counts: np.ndarray,
     split: str,
 ) -> dict[str, float]:
-    """Validation accuracy beside the rate of always answering the commonest training class; a warning
-    when the model does not beat it. Without ``x_val``: a forest's out-of-bag votes on the training rows."""
-    proba = trained.model.oob_proba() if x_val is None else trained.model.predict_proba(x_val)
+    """Validation accuracy (``proba``: the model's probabilities of the rows ``y_val``) beside the rate of
+    always answering the commonest training class; a warning when the model does not beat it."""
     accuracy = float((proba.argmax(1) == y_val).mean())
     majority = float((y_val == int(np.argmax(train_counts))).mean())
     if accuracy <= majority:

@@ -76,8 +76,15 @@ class Prepared:
         return forest_teacher.ForestTeacher(self.x, self.y, self.train_blocks, len(self.classes))
 
     @property
+    def val_rows(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The val rows' input and classes, or None where there are none."""
+        if self.x_val is None or self.y_val is None or not len(self.x_val):
+            return None
+        return self.x_val, self.y_val
+
+    @property
     def has_val(self) -> bool:
-        return self.x_val is not None and len(self.x_val) > 0
+        return self.val_rows is not None
 
 
 def prepare_data(

@@ -4,13 +4,16 @@ import datetime as dt
 import importlib
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from lcflow.common import time_steps
 from lcflow.errors import LcflowError
 from lcflow.train import hyperparameters
+
+if TYPE_CHECKING:
+    import torch
 
 #: model name -> module holding a ``Model`` subclass named ``Model``
 REGISTRY = {
@@ -34,6 +37,9 @@ class Model(ABC):
     #: True: each sample's latitude and longitude follow its features at every step (the last two)
     uses_position: ClassVar[bool] = False
     weights_file: ClassVar[str]
+    #: the loss's weight of each class where the model learns with one (a network's last run, divided out
+    #: of its probabilities by ``weight_correction``; recorded in model.json); None: none
+    loss_weights: np.ndarray | None = None
 
     def __init__(
         self,
@@ -86,6 +92,15 @@ class Model(ABC):
     @abstractmethod
     def load_weights(self, path: Path) -> None:
         """Read weights written by :meth:`save_weights`, without running code stored in the file."""
+
+    @property
+    def device(self) -> "torch.device | None":
+        """The torch device the model computes on; None where it computes by other means (on the CPU)."""
+        return None
+
+    def predict_dense(self, x: np.ndarray) -> np.ndarray:
+        """Class probabilities (classes, rows, cols) of every pixel of one prepared patch (a patch model)."""
+        raise NotImplementedError(f"{self.name} classifies pixel series, not patches")
 
 
 def model_class(name: str) -> type[Model]:

@@ -10,6 +10,7 @@ trust: a planted weights file cannot run code when a map is predicted.
 import logging
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
@@ -17,6 +18,9 @@ from sklearn.ensemble import RandomForestClassifier
 from lcflow.labels.cleaning import forest_bytes
 from lcflow.train.balance import class_weights
 from lcflow.train.models import Model as Base
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger("lcflow.train")
 
@@ -118,7 +122,7 @@ class Model(Base):
         self.local_rank = local_rank
 
     @property
-    def device(self):
+    def device(self) -> "torch.device | None":
         """The torch device the tensors engine walks the trees on (this rank's GPU where the job has
         one); None for the CPU engines."""
         if self.params["predict_engine"] != "tensors":

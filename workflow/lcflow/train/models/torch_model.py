@@ -2,8 +2,10 @@
 
 import pickle
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,29 +30,22 @@ class TorchModel(Model):
     #: called after each round on every rank; True stops the run (a pruned trial)
     on_round: Callable[[dict], bool] | None = None
     #: after fit and after refit: where each run started (deep.fit's status: resumed_round, finished_before)
-    run_status: dict | None = None
-    refit_status: dict | None = None
+    run_status: Mapping[str, Any] = MappingProxyType({})
+    refit_status: Mapping[str, Any] = MappingProxyType({})
     local_rank = 0  # this node's rank whose device the model runs on (place)
     #: set by the caller before fit and refit: the rows' class probabilities to learn instead of their labels
     targets: np.ndarray | None = None
-    #: the loss's weight of each class in the last run (fit or refit), which ``weight_correction`` divides
-    #: out of the predicted probabilities; recorded in model.json (None: not trained, nor loaded with one)
-    loss_weights: np.ndarray | None = None
 
     @abstractmethod
     def network(self) -> nn.Module: ...
 
-    def fit(self, x, y, x_val, y_val):
-        self.run_status = {}
+    def fit(
+        self, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None, y_val: np.ndarray | None
+    ) -> list[dict[str, float]]:
+        status: dict[str, Any] = {}
+        self.run_status = status
         return self._train(
-            x,
-            y,
-            x_val,
-            y_val,
-            self.checkpoint,
-            self.fingerprint,
-            self.run_status,
-            on_round=self.on_round,
+            x, y, x_val, y_val, self.checkpoint, self.fingerprint, status, on_round=self.on_round
         )
 
     def refit(self, x, y, steps: int, checkpoint: Path | None, fingerprint: str) -> list[dict]:
@@ -64,10 +59,9 @@ class TorchModel(Model):
             checkpoint: where the run's checkpoint goes (a killed refit resumes from it); None: none.
             fingerprint: what the run is (samples, parameters): a checkpoint of another is not resumed.
         """
-        self.refit_status = {}
-        return self._train(
-            x, y, None, None, checkpoint, fingerprint, self.refit_status, steps=steps
-        )
+        status: dict[str, Any] = {}
+        self.refit_status = status
+        return self._train(x, y, None, None, checkpoint, fingerprint, status, steps=steps)
 
     def _train(
         self, x, y, x_val, y_val, checkpoint: Path | None, fingerprint: str, status: dict, **run
