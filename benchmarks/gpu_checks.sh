@@ -31,7 +31,7 @@ print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'NCCL', torch.cuda
 " || exit 1
 
 echo "## 2. tests on CUDA"
-timeout 120 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/train/test_presto.py tests/train/test_checkpoints.py \
+timeout 120 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/train/test_presto.py tests/train/test_deep.py \
     tests/train/test_rendezvous.py -k "not two_ranks" 2>&1 | tee "$OUT/tests.log" | tail -15
 
 echo "## 3. benchmarks/gpu.py"

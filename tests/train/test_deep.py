@@ -1,5 +1,7 @@
-"""A checkpoint is resumed only by the run that wrote it: same samples and parameters (its fingerprint) and
-the same number of workers; any other valid checkpoint is ignored and training starts afresh."""
+"""The training loop (lcflow.train.deep.fit): a checkpoint is resumed only by the run that wrote it (same
+samples and parameters, its fingerprint, and the same number of workers; any other valid checkpoint is
+ignored and training starts afresh), mixed precision on the CPU, a weights average kept and resumed, and
+the round kept chosen by the chosen measure."""
 
 import logging
 from functools import partial
@@ -12,7 +14,6 @@ from lcflow.train import deep, run_checkpoint
 from lcflow.train.hyperparameters import check
 from lcflow.train.models.lstm import Network
 from lcflow.train.models.tempcnn import Network as TempCNN
-from lcflow.train.weight_average import weight_average
 
 PARAMS = {"epochs": 4, "min_steps": 0, "evaluations": 4, "batch_size": 32, "threads": 1, "patience": 100,
           "input_noise": 0, "class_weight": "none"}
@@ -174,30 +175,6 @@ def test_amp_trains_in_float32_where_the_cpu_cannot_run_the_network_in_bfloat16(
     assert "cannot run the network in bfloat16" in caplog.text and "training in float32" in caplog.text
     assert all(torch.equal(a, b) for a, b in zip(_weights(tried), _weights(plain)))
     assert tried_history == [{**row, "samples_per_s": t["samples_per_s"]} for row, t in zip(plain_history, tried_history)]
-
-
-def test_the_weights_average_follows_each_step_with_the_batch_norm_statistics():
-    """weight_ema: after each step the average moves (1 - decay) of the way to the network's weights and
-    buffers; the first step copies them."""
-    torch.manual_seed(0)
-    net = TEMPCNN()
-    averaged = weight_average(net, 0.9)
-    assert weight_average(net, 0.0) is None
-    before = {k: v.clone() for k, v in averaged.module.state_dict().items()}
-    with torch.no_grad():
-        for t in [*net.parameters(), *(b for b in net.buffers() if b.is_floating_point())]:
-            t.add_(1.0)
-    averaged.update_parameters(net)  # the first update: a copy
-    first = averaged.module.state_dict()
-    assert all(torch.equal(first[k], v) for k, v in net.state_dict().items() if v.is_floating_point())
-    with torch.no_grad():
-        for t in [*net.parameters(), *(b for b in net.buffers() if b.is_floating_point())]:
-            t.add_(1.0)
-    averaged.update_parameters(net)
-    for name, value in averaged.module.state_dict().items():
-        if value.is_floating_point():  # 0.9 x (before + 1) + 0.1 x (before + 2)
-            assert torch.allclose(value, before[name] + 1.1, atol=1e-5), name
-    assert any("running_mean" in name for name in before)  # the statistics are averaged too
 
 
 def test_a_run_with_a_weights_average_keeps_it_and_resumes_it(tmp_path):
