@@ -5,6 +5,7 @@ import csv
 import json
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -533,10 +534,33 @@ SHOWN_PNG = ("() => [...document.images].some(i => i.src.startsWith('data:image/
              " && i.naturalWidth > 0 && i.getClientRects().length > 0)")
 
 
+def _show(page, report: Path, view: tuple, timeout_ms: int) -> bool:
+    """Open ``report`` afresh and click through the menu to ``view``'s picture; whether it was shown."""
+    from playwright import sync_api
+
+    category, subcategory, row = view
+    page.goto(report.as_uri())
+    page.get_by_text(category, exact=True).click()
+    if subcategory:
+        page.get_by_text(subcategory, exact=True).click()
+    page.locator("tr", has_text=row).locator("a[iconname=eye]").first.click()
+    try:  # the picture is decoded when it is: a fixed 500 ms wait missed a learning curve on a loaded CI host
+        page.wait_for_function(SHOWN_PNG, timeout=timeout_ms)
+    except sync_api.TimeoutError:
+        return False
+    return True
+
+
 def test_the_report_shows_its_pictures_in_a_browser(run, tmp_path):
     """The report as a user sees it: headless Chromium (Debian's) driven by Playwright opens it, and for a
     map, its class areas and a learning curve, clicking through the menu shows the picture, decoded at
-    its full size. Screenshots are kept beside the report."""
+    its full size. Screenshots are kept beside the report.
+
+    A view whose picture has not shown after 30 s is opened once more, from the start, with a warning and a
+    screenshot of what the page showed: once, on a loaded CI host, a view showed no picture for 30 s, where
+    20 views in a row, beside a demo run on this host's 2 cores, each showed theirs in under 1 s (the cause
+    is not known; the screenshot is there to find it)."""
+
     try:
         from playwright import sync_api
     except ImportError:
@@ -554,19 +578,18 @@ def test_the_report_shows_its_pictures_in_a_browser(run, tmp_path):
         browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            for category, subcategory, row, min_width in views:
-                page.goto(report.as_uri())
-                page.get_by_text(category, exact=True).click()
-                if subcategory:
-                    page.get_by_text(subcategory, exact=True).click()
-                page.locator("tr", has_text=row).locator("a[iconname=eye]").first.click()
-                # the picture is decoded when it is: a fixed 500 ms wait missed a learning curve on a loaded CI host
-                page.wait_for_function(SHOWN_PNG, timeout=30_000)
+            for *view, min_width in views:
+                name = view[0].replace(" ", "_").lower()
+                if not _show(page, report, tuple(view), 30_000):
+                    page.screenshot(path=str(run / f"report_{name}_not_shown.png"))
+                    warnings.warn(f"report view {view}: no picture after 30 s (screenshot "
+                                  f"report_{name}_not_shown.png); opened again", stacklevel=1)
+                    assert _show(page, report, tuple(view), 60_000), f"report view {view}: no picture shown, twice"
                 shown = [im.evaluate("e => [e.naturalWidth, e.complete, e.src.slice(0, 22)]")
                          for im in page.locator("img").all() if im.is_visible()]
                 pictures = [s for s in shown if s[2].startswith("data:image/png") and s[1]]
-                assert pictures and max(w for w, _, _ in pictures) >= min_width, (category, shown)
-                page.screenshot(path=str(run / f"report_{category.replace(' ', '_').lower()}.png"))
+                assert pictures and max(w for w, _, _ in pictures) >= min_width, (view, shown)
+                page.screenshot(path=str(run / f"report_{name}.png"))
         finally:
             browser.close()
 
