@@ -18,7 +18,7 @@ from rasterio.transform import from_origin
 
 from lcflow.common.raster import Grid
 from lcflow.maps import blend_maps, predict
-from lcflow.train import blend
+from lcflow.train.model_dirs import blend
 
 TILE = 10980
 

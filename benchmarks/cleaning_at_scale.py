@@ -38,8 +38,7 @@ from shared import balanced, demo_pixels, draw, peak_mb  # noqa: E402
 
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
 from lcflow.labels import cleaning  # noqa: E402
-from lcflow.train import hyperparameters  # noqa: E402
-from lcflow.train.models import model_class  # noqa: E402
+from lcflow.train.models import hyperparameters, model_class  # noqa: E402
 
 
 def forest_scores(series: np.ndarray, label: np.ndarray, truth: np.ndarray, train: np.ndarray,

@@ -47,7 +47,7 @@ def demo_case(work: Path):
     from lcflow.maps.map_windows import window_features
     from lcflow.maps.predict import cube_layout
     from lcflow.train import training
-    from lcflow.train.model_dir import TrainedModel
+    from lcflow.train.model_dirs.model_dir import TrainedModel
 
     cube, samples = demo_cube(work)
     training.train("rf", [str(samples)], work / "rf", {})

@@ -81,7 +81,8 @@ def nccl_check(model: str, samples: list[str], work: Path, single_dir: str, batc
     ``repeat``), which the fp16 pass adds rounding to."""
     import socket
 
-    from lcflow.train import distributed, training
+    from lcflow.train import training
+    from lcflow.train.parallel import distributed
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -190,7 +191,7 @@ def predict_rate(model_dir: str, cube: Path, work: Path, block: int, threads: in
 @torch.no_grad()
 def network_rate(model_dir: str, batch: int, steps: int, seconds: float = 3.0) -> float:
     """px/s of the network alone, inputs already on its device, bf16 autocast on GPU as prediction runs it."""
-    from lcflow.train.model_dir import TrainedModel
+    from lcflow.train.model_dirs.model_dir import TrainedModel
 
     trained = TrainedModel.load(model_dir)
     net, device = trained.model.net, trained.model.device

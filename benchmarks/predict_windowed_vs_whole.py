@@ -24,7 +24,7 @@ from lcflow.train import training
 def naive(model_dir: str, cube_path: str, out: str) -> None:
     """Read the whole cube, predict every pixel at once, write one GeoTIFF."""
     from lcflow.maps.map_windows import cube_features
-    from lcflow.train.model_dir import TrainedModel
+    from lcflow.train.model_dirs.model_dir import TrainedModel
 
     trained = TrainedModel.load(model_dir)
     with rasterio.open(cube_path) as src:

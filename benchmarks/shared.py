@@ -25,7 +25,7 @@ from lcflow.retrieve import cube, search
 from lcflow.retrieve.composite import NODATA
 from lcflow.retrieve.cube_settings import CubeSettings
 from lcflow.synth.demo import make_demo
-from lcflow.train.training_data import spatial_blocks
+from lcflow.train.data.training_data import spatial_blocks
 
 #: config/config.yaml's areas (EPSG:32631 and EPSG:32632), years and bands
 DEMO_AOI = {"31UFT": [640000, 5760000, 642560, 5762560], "32ULC": [330000, 5700000, 332560, 5702560]}
@@ -185,7 +185,7 @@ def forest_map_rate(model_dir: Path, cube_path: Path) -> float | None:
     """The compiled map rate here (px/s, every core) of the forest in ``model_dir`` on every pixel of
     ``cube_path``, prepared beforehand (``map_rate``); None for a model that is not a forest."""
     from lcflow.common.features import prepare
-    from lcflow.train.model_dir import TrainedModel
+    from lcflow.train.model_dirs.model_dir import TrainedModel
 
     trained = TrainedModel.load(model_dir)
     if not hasattr(trained.model, "compiled"):

@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT))
 from shared import demo_pixels, draw, peak_mb  # noqa: E402
 
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
-from lcflow.train import forest_teacher  # noqa: E402
-from lcflow.train.distributed import Single  # noqa: E402
+from lcflow.train.data import forest_teacher  # noqa: E402
+from lcflow.train.parallel.distributed import Single  # noqa: E402
 
 
 class FirstRank(Single):

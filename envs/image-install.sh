@@ -28,7 +28,7 @@ LCFLOW_WHEEL_CACHE=${LCFLOW_WHEEL_CACHE:-/tmp/lcflow-wheels} "$SRC/envs/build-ho
 "$PREFIX/bin/python" - <<'PY'
 import horovod.torch as hvd
 import torch
-from lcflow.train.backend_check import problem
+from lcflow.train.parallel.backend_check import problem
 
 print(f"torch {torch.__version__} (CUDA {torch.version.cuda}); horovod built with gloo {hvd.gloo_built()}, "
       f"mpi {hvd.mpi_built()}, nccl {hvd.nccl_built()}")

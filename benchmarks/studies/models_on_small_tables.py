@@ -20,7 +20,7 @@ Usage: python benchmarks/studies/models_on_small_tables.py [--cases slovenia,dem
 the run prints every parameter so set before it starts. ``--seeds`` trains each of lcflow's models once per
 seed: the table then holds the ensemble of those runs (the mean of their probabilities) and, below it,
 each seed alone, which shows how far a case's mean moves with the seed. ``blend`` is lcflow's blend of its
-default members, the forest and tempcnn, made by ``lcflow.train.blend`` from the fold's two models: list it
+default members, the forest and tempcnn, made by ``lcflow.train.model_dirs.blend`` from the fold's two models: list it
 after them, without ``--seeds``.)
 """
 
@@ -41,8 +41,10 @@ sys.path.insert(0, str(ROOT))
 from lcflow.common.metrics import scores  # noqa: E402
 from lcflow.labels import samples_table as samples  # noqa: E402
 from lcflow.labels.sample_settings import SampleSettings  # noqa: E402
-from lcflow.train import blend, hyperparameters, saved_models, training  # noqa: E402
-from lcflow.train.model_dir import TrainedModel  # noqa: E402
+from lcflow.train import training  # noqa: E402
+from lcflow.train.model_dirs import blend, saved_models  # noqa: E402
+from lcflow.train.model_dirs.model_dir import TrainedModel  # noqa: E402
+from lcflow.train.models import hyperparameters  # noqa: E402
 from tests import real_tables  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))

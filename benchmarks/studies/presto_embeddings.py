@@ -28,8 +28,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from lcflow.labels import samples_table as samples
-from lcflow.train import hyperparameters, training_data
-from lcflow.train.models import presto, rf
+from lcflow.train.data import training_data
+from lcflow.train.models import hyperparameters, presto, rf
 
 sys.path.insert(0, str(Path(__file__).parent))
 from recipe_grid import fold_row, fold_stems  # noqa: E402

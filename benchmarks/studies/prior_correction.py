@@ -35,9 +35,10 @@ import models_on_small_tables as small  # noqa: E402
 
 from lcflow.common.metrics import scores  # noqa: E402
 from lcflow.labels import samples_table as samples  # noqa: E402
-from lcflow.train import hyperparameters, training, training_data  # noqa: E402
-from lcflow.train.model_dir import TrainedModel  # noqa: E402
-from lcflow.train.models import model_class  # noqa: E402
+from lcflow.train import training  # noqa: E402
+from lcflow.train.data import training_data  # noqa: E402
+from lcflow.train.model_dirs.model_dir import TrainedModel  # noqa: E402
+from lcflow.train.models import hyperparameters, model_class  # noqa: E402
 from tests import real_tables  # noqa: E402
 
 

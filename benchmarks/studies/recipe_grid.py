@@ -93,7 +93,7 @@ def cleaned(table: pd.DataFrame, where: str) -> pd.DataFrame:
     defaults, folds by the spatial blocks a deep model's validation rows are carved in)."""
     from lcflow.labels import cleaning
     from lcflow.labels import samples_table as samples
-    from lcflow.train.training_data import spatial_blocks
+    from lcflow.train.data.training_data import spatial_blocks
 
     train = np.flatnonzero(table["split"].to_numpy() == "train")
     part = samples.check(table.iloc[train].reset_index(drop=True), where)

@@ -243,7 +243,7 @@ def test_a_crash_while_writing_weights_leaves_no_half_model(stages, tmp_path, mo
     # the new model is written in a staging folder and renamed in as a set: the earlier model stays whole,
     # byte for byte, and no staging is left
     assert snapshot(out) == before and not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
-    from lcflow.train.model_dir import TrainedModel
+    from lcflow.train.model_dirs.model_dir import TrainedModel
 
     assert TrainedModel.load(out).model.params["n_estimators"] == 5
 
@@ -411,7 +411,8 @@ def test_rows_without_any_observation_are_left_out_with_a_warning(stages, tmp_pa
 def test_rows_a_score_counts_as_wrong_are_said_with_their_number(stages, tmp_path, caplog):
     """Test rows without observation and rows of classes the model does not know count as wrong in a score:
     the log says how many, by class, for evaluate and for training's closing test score."""
-    from lcflow.train import saved_models, training
+    from lcflow.train import training
+    from lcflow.train.model_dirs import saved_models
 
     frame = pd.read_parquet(stages["samples2018"])
     bands = [c for c in frame.columns if "_t" in c]
@@ -463,7 +464,7 @@ def test_corine_leaving_part_of_a_tile_unlabelled_is_said_before_any_job(demo, s
 
 
 def test_a_number_yaml_reads_as_text_is_still_a_number():
-    from lcflow.train import hyperparameters as params
+    from lcflow.train.models import hyperparameters as params
 
     assert params.check("lstm", {"learning_rate": "1e-3"})["learning_rate"] == 0.001
     assert params.check("rf", {"max_features": 1})["max_features"] == 1  # one feature

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from lcflow.cli import main
-from lcflow.train import hyperparameters
+from lcflow.train.models import hyperparameters
 
 
 def _help(capsys, *args: str) -> str:

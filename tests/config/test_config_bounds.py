@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from lcflow import config
 from lcflow.defaults import SCHEMA, schema
 from lcflow.errors import LcflowError
-from lcflow.train import hyperparameters
+from lcflow.train.models import hyperparameters
 
 from ..conftest import ROOT
 

@@ -7,7 +7,7 @@ import pytest
 from lcflow.common.raster import Grid, write_cog
 from lcflow.errors import LcflowError
 from lcflow.maps import quicklook
-from lcflow.train import learning_curve
+from lcflow.train.model_dirs import learning_curve
 
 
 def test_a_quicklook_shows_the_classes_in_their_colours_at_a_reduced_size(tmp_path):

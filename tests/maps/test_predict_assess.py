@@ -157,7 +157,7 @@ def test_a_killed_prediction_leaves_no_finished_looking_file(stages, rf_model, t
     out = {k: tmp_path / f"{k}.tif" for k in ("map", "conf", "proba")}
     code = (
         "import os, signal, sys\n"
-        "from lcflow.maps import predict\nfrom lcflow.train import model_dir as trained\n"
+        "from lcflow.maps import predict\nfrom lcflow.train.model_dirs import model_dir as trained\n"
         "calls = []\n"
         "real = trained.TrainedModel.input_probabilities\n"
         "def dying(self, x):\n"
@@ -400,7 +400,7 @@ def test_ranks_that_mapped_fewer_windows_than_the_map_has_publish_nothing(stages
     """The ranks' count of mapped windows is checked against the map's before anything is published: a
     rank that mapped none of its share (without failing) ends the job naming the shortfall, and leaves
     no map and no staged window."""
-    from lcflow.train import distributed
+    from lcflow.train.parallel import distributed
 
     monkeypatch.setattr(distributed, "connect", lambda backend: _AloneOfTwo())
     with pytest.raises(RuntimeError, match=r"predict \S+cube.tif: the ranks mapped 8 of 16 windows"):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from lcflow.train.distributed import AveragingOptimizer, Horovod
+from lcflow.train.parallel.distributed import AveragingOptimizer, Horovod
 
 
 class RecordingGroup:

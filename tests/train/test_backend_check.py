@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lcflow.train import backend_check
+from lcflow.train.parallel import backend_check
 
 from ..conftest import ROOT, snakemake
 

@@ -12,9 +12,10 @@ from lcflow.common.raster import Grid
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
 from lcflow.maps import blend_maps, predict
-from lcflow.train import blend, saved_models, training
-from lcflow.train.evaluation import evaluate_table
-from lcflow.train.model_dir import TrainedModel
+from lcflow.train import training
+from lcflow.train.model_dirs import blend, saved_models
+from lcflow.train.model_dirs.evaluation import evaluate_table
+from lcflow.train.model_dirs.model_dir import TrainedModel
 
 CNN = {"min_steps": 60, "threads": 1, "evaluations": 3, "filters": 16, "dense": 32}
 

@@ -1,4 +1,4 @@
-"""The training loop (lcflow.train.deep.fit): a checkpoint is resumed only by the run that wrote it (same
+"""The training loop (lcflow.train.loop.deep.fit): a checkpoint is resumed only by the run that wrote it (same
 samples and parameters, its fingerprint, and the same number of workers; any other valid checkpoint is
 ignored and training starts afresh), mixed precision on the CPU, a weights average kept and resumed, and
 the round kept chosen by the chosen measure."""
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from lcflow.train import deep, run_checkpoint
-from lcflow.train.hyperparameters import check
+from lcflow.train.loop import deep, run_checkpoint
+from lcflow.train.models.hyperparameters import check
 from lcflow.train.models.lstm import Network
 from lcflow.train.models.tempcnn import Network as TempCNN
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from lcflow.train import training
-from lcflow.train.model_dir import TrainedModel
+from lcflow.train.model_dirs.model_dir import TrainedModel
 
 from ..conftest import built_once
 
@@ -132,7 +132,7 @@ def test_a_rank_that_fails_names_its_window_and_nothing_is_published(backend, re
     out, _ = request.getfixturevalue(TRAINED[backend])
     code = (
         "import os, sys\n"
-        "from lcflow.train import model_dir\n"
+        "from lcflow.train.model_dirs import model_dir\n"
         "real = model_dir.TrainedModel.input_probabilities\n"
         "calls = []\n"
         "def failing(self, x):\n"
@@ -279,7 +279,7 @@ import os
 import time
 from pathlib import Path
 
-from lcflow.train import run_checkpoint
+from lcflow.train.loop import run_checkpoint
 
 _save = run_checkpoint.save
 
@@ -354,7 +354,7 @@ def test_killed_training_resumes_from_its_checkpoint(two_ranks, samples, tmp_pat
 def test_two_ranks_refit_on_train_and_val_rows_and_end_identical(samples, tmp_path):
     """With refit, every rank runs the selection run and then the refit; both end identical on both
     ranks, and the model written is the refit's, of the steps metrics.json records."""
-    from lcflow.train.deep import state_checksum
+    from lcflow.train.loop.deep import state_checksum
 
     out = tmp_path / "lstm"
     horovodrun(2, "--model", "lstm", "--samples", *samples, *PARAMS, "--set", "epochs=2", "--set", "evaluations=2",

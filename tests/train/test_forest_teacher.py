@@ -11,9 +11,11 @@ import torch
 from sklearn.ensemble import RandomForestClassifier
 
 from lcflow.labels import samples_table as samples
-from lcflow.train import deep, forest_teacher, training
-from lcflow.train.forest_teacher import ForestTeacher
-from lcflow.train.hyperparameters import check
+from lcflow.train import training
+from lcflow.train.data import forest_teacher
+from lcflow.train.data.forest_teacher import ForestTeacher
+from lcflow.train.loop import deep
+from lcflow.train.models.hyperparameters import check
 from lcflow.train.models.lstm import Network
 
 

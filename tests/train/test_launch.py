@@ -2,8 +2,8 @@
 
 import pytest
 
+from lcflow import launch
 from lcflow.errors import LcflowError
-from lcflow.train import launch
 
 
 def test_bare_rule_runs_one_process():

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from lcflow.train import distributed, optim
+from lcflow.train.loop import optim
+from lcflow.train.parallel import distributed
 
 
 def test_learning_rate_scales_with_the_global_batch():

@@ -13,8 +13,9 @@ from lcflow.labels import sampling
 from lcflow.labels.sample_settings import SampleSettings
 from lcflow.maps import predict
 from lcflow.retrieve.composite import NODATA
-from lcflow.train import saved_models, training
-from lcflow.train.model_dir import TrainedModel
+from lcflow.train import training
+from lcflow.train.model_dirs import saved_models
+from lcflow.train.model_dirs.model_dir import TrainedModel
 
 from ..conftest import built_once
 

@@ -20,7 +20,7 @@ from lcflow.common.position import to_latlon, window_latlon
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
 from lcflow.train import training
-from lcflow.train.model_dir import TrainedModel
+from lcflow.train.model_dirs.model_dir import TrainedModel
 from lcflow.train.models import presto
 from tests import real_tables
 

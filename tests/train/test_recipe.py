@@ -9,10 +9,11 @@ import pytest
 
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table as samples
-from lcflow.train import balance, training, training_data
-from lcflow.train.hyperparameters import check
-from lcflow.train.model_dir import TrainedModel
-from lcflow.train.recipe import Schedule, TrainConfig, refit_steps
+from lcflow.train import training
+from lcflow.train.data import balance, training_data
+from lcflow.train.loop.recipe import Schedule, TrainConfig, refit_steps
+from lcflow.train.model_dirs.model_dir import TrainedModel
+from lcflow.train.models.hyperparameters import check
 
 
 def seasonal_table(n_per_class: dict[int, int], steps: int = 12, band: str = "NDVI", missing: float = 0.1,
@@ -188,7 +189,7 @@ def test_on_real_slovenian_fields_the_deep_models_beat_the_majority_rate(tmp_pat
 def test_no_round_inside_the_warm_up_is_kept_as_the_best(tmp_path):
     """On a small val set an undertrained model can score best by chance: rounds that end while the
     rate still warms up are no candidates, and the run ends with weights from after the warm-up."""
-    from lcflow.train.selection import selectable
+    from lcflow.train.loop.selection import selectable
 
     plan = Schedule(total_steps=300, round_steps=20, warmup_steps=100, steps_per_epoch=3, global_batch=128)
     assert [selectable(s, plan.warmup_steps, plan.total_steps) for s in (20, 100, 120, 300)] == [False, False, True, True]
@@ -208,7 +209,7 @@ def test_mixup_blends_each_sample_with_one_partner_of_its_batch():
     partners a permutation of the batch, their targets the partners' own."""
     import torch
 
-    from lcflow.train.mixup import mixup
+    from lcflow.train.loop.mixup import mixup
 
     n = 8
     xb = torch.eye(n).reshape(n, 1, n) * 10.0  # sample i: 10 at feature i, else 0
@@ -235,9 +236,9 @@ def test_a_batch_is_augmented_in_the_recipes_order_and_its_loss_blends_the_partn
     share's blend of the two targets' losses."""
     import torch
 
-    from lcflow.train.batch_augmentation import augment
-    from lcflow.train.mixup import mixup
-    from lcflow.train.observation_dropout import drop_observations
+    from lcflow.train.loop.batch_augmentation import augment
+    from lcflow.train.loop.mixup import mixup
+    from lcflow.train.loop.observation_dropout import drop_observations
 
     generator = np.random.default_rng(5)
     xb = torch.as_tensor(generator.normal(size=(16, 10, 3)), dtype=torch.float32)
@@ -301,7 +302,7 @@ def test_a_refit_learns_from_the_val_rows_too_and_resumes_where_it_was_cut(tmp_p
 
     import torch
 
-    from lcflow.train import run_checkpoint
+    from lcflow.train.loop import run_checkpoint
 
     frame = pd.concat([seasonal_table({1: 80, 2: 40, 3: 30}, seed=10, noise=0.2).assign(split="train"),
                        seasonal_table({1: 40, 2: 20, 3: 15}, seed=11, noise=0.2).assign(split="test")])
@@ -356,7 +357,7 @@ def test_observation_dropout_is_the_series_prepared_with_those_steps_missing():
     import torch
 
     from lcflow.common.features import Standardiser, prepare, with_position
-    from lcflow.train.observation_dropout import drop_observations
+    from lcflow.train.loop.observation_dropout import drop_observations
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, 20, 3)).astype(np.float32)
@@ -402,8 +403,8 @@ def test_each_series_model_names_the_feature_that_flags_an_observed_step(name, t
     """The feature observation dropout hides steps by is the observed flag of the model's own input (presto's
     input carries each row's position after it)."""
     from lcflow.common.features import Standardiser
+    from lcflow.train.data.training_data import model_input
     from lcflow.train.models import model_class
-    from lcflow.train.training_data import model_input
 
     frame = seasonal_table({1: 10, 2: 10}, missing=0.3).assign(x=lambda f: f["x"] + 500000,
                                                                  y=lambda f: f["y"] + 5000000)

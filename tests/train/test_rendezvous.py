@@ -3,8 +3,8 @@
 import pytest
 
 from lcflow.errors import LcflowError
-from lcflow.train import distributed
-from lcflow.train.distributed import Rendezvous
+from lcflow.train.parallel import distributed
+from lcflow.train.parallel.distributed import Rendezvous
 
 
 def test_torchrun_variables_give_rank_size_and_its_master():
@@ -84,8 +84,8 @@ def test_a_launcher_the_backend_cannot_join_is_refused(monkeypatch):
 def test_elastic_training_under_the_torch_backend_is_refused_before_any_step():
     import numpy as np
 
-    from lcflow.train import deep
-    from lcflow.train.hyperparameters import check
+    from lcflow.train.loop import deep
+    from lcflow.train.models.hyperparameters import check
     from lcflow.train.models.lstm import Network
 
     class TorchRanks(distributed.Single):
@@ -174,7 +174,7 @@ def test_a_port_another_program_holds_ends_both_ranks_in_time(stages, tmp_path):
 
 SLOW_RANK_1 = """
 import os, sys, time
-from lcflow.train import model_dir
+from lcflow.train.model_dirs import model_dir
 real = model_dir.TrainedModel.input_probabilities
 def slow(self, x):
     if os.environ["SLURM_PROCID"] == "1":
@@ -232,7 +232,7 @@ def test_slurm_variables_beyond_the_step_s_own_are_read_as_fallbacks():
 
 
 def test_a_rank_logs_the_network_variables_it_runs_with_and_no_others():
-    from lcflow.train.distributed import network_settings
+    from lcflow.train.parallel.distributed import network_settings
 
     env = {"NCCL_SOCKET_IFNAME": "ib0", "MASTER_ADDR": "jwb0001i", "GLOO_SOCKET_IFNAME": "ib0", "HOME": "/home/a",
            "AWS_SECRET_ACCESS_KEY": "x", "OMPI_MCA_btl": "self,tcp", "NCCL_IB_TIMEOUT": "22"}

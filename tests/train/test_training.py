@@ -7,8 +7,11 @@ import pytest
 from lcflow.cli import main
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table as samples
-from lcflow.train import deep, hyperparameters, saved_models, training
-from lcflow.train.model_dir import TrainedModel
+from lcflow.train import training
+from lcflow.train.loop import deep
+from lcflow.train.model_dirs import saved_models
+from lcflow.train.model_dirs.model_dir import TrainedModel
+from lcflow.train.models import hyperparameters
 
 FAST = {"rf": {"n_estimators": 50}, "lstm": {"epochs": 8, "min_steps": 0, "hidden_size": 32},
         "tempcnn": {"epochs": 8, "min_steps": 0, "filters": 16, "dense": 32}}
@@ -187,7 +190,7 @@ def test_an_lstm_described_before_pooling_existed_loads_as_it_was_built(toy_tabl
     LSTM pooled mean plus last) loads as mean_last, not as today's default, and predicts as before."""
     import json
 
-    from lcflow.train.model_dir import META_FILE
+    from lcflow.train.model_dirs.model_dir import META_FILE
 
     model_dir = tmp_path / "lstm"
     training.train("lstm", [str(toy_table)], model_dir, FAST["lstm"] | {"pooling": "mean_last"})

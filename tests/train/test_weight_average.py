@@ -1,12 +1,12 @@
-"""The weights average (lcflow.train.weight_average): an exponential moving average of a network's
+"""The weights average (lcflow.train.loop.weight_average): an exponential moving average of a network's
 weights and batch-norm statistics."""
 
 from functools import partial
 
 import torch
 
+from lcflow.train.loop.weight_average import weight_average
 from lcflow.train.models.tempcnn import Network as TempCNN
-from lcflow.train.weight_average import weight_average
 
 #: a small TempCNN (4 features, 6 steps, 3 classes)
 TEMPCNN = partial(TempCNN, 4, 6, 3, 8, 3, 16, 0.0)

@@ -15,8 +15,10 @@ import optuna
 import pytest
 import yaml
 
-from lcflow.train import hyperparameters, training, training_data
-from lcflow.train.hyperparameters import ParamError, check
+from lcflow.train import training
+from lcflow.train.data import training_data
+from lcflow.train.models import hyperparameters
+from lcflow.train.models.hyperparameters import ParamError, check
 from lcflow.tune import space as search_space
 from lcflow.tune import study, study_files, study_summary, tuning
 from lcflow.tune.hpo_settings import HpoSettings
@@ -334,8 +336,8 @@ def test_a_forest_is_tuned_in_one_process_on_carved_val_rows(table, tmp_path):
     # carved rows and scored by scikit-learn
     from sklearn.metrics import accuracy_score
 
+    from lcflow.train.data.training_data import prepare_data
     from lcflow.train.models import model_class
-    from lcflow.train.training_data import prepare_data
 
     cls = model_class("rf")
     data = prepare_data(cls, "rf", [table], check("rf", {"n_jobs": 1}), carve=True)
@@ -430,7 +432,7 @@ def test_a_trial_keeps_its_heartbeat_until_it_is_told(table, tmp_path, monkeypat
 def test_a_study_may_search_how_much_a_forest_teaches(table, tmp_path, caplog, monkeypatch):
     """``distill`` in the space: each trial that draws a share trains on the forest's targets at that share,
     and the teacher's forests are fitted once for the study's training rows, not once a trial."""
-    from lcflow.train import forest_teacher
+    from lcflow.train.data import forest_teacher
 
     fits = []
     fit = forest_teacher.out_of_fold_proba

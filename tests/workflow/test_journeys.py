@@ -135,7 +135,7 @@ def test_a_site_container_runs_every_lcflow_command_and_each_rank(tmp_path):
     done = snakemake(tmp_path / "plan", "-n", profile="slurm", env={"LCFLOW_SLURM_CONTAINER": container},
                      timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert re.search(r"^python -c from lcflow.train.backend_check import problem", log.read_text(), re.M)
+    assert re.search(r"^python -c from lcflow.train.parallel.backend_check import problem", log.read_text(), re.M)
     ranks = re.findall(r"^Shell command: (srun --mpi=pmix [^\n]*?) lcflow -v (train|predict|tune) ", done.stdout, re.M)
     assert {kind for _, kind in ranks} == {"train", "predict", "tune"}
     assert all(line.endswith(f"--cpus-per-task=12 {container}") for line, _ in ranks), ranks[:2]

@@ -6,7 +6,9 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
-from lcflow.train import backend_check, launch, models
+from lcflow import launch
+from lcflow.train import models
+from lcflow.train.parallel import backend_check
 from lcflow.retrieve.remote import is_url
 from lcflow.tune.hpo_settings import HpoSettings
 
@@ -15,7 +17,7 @@ TILES = config["tiles"]
 YEARS = config["years"]
 MODELS = config["models"]
 DEEP_MODELS = [m for m in MODELS if m in models.DEEP]
-# a blend (lcflow.train.blend) averages its members' probabilities: it trains nothing, and its maps are
+# a blend (lcflow.train.model_dirs.blend) averages its members' probabilities: it trains nothing, and its maps are
 # made from the members' stored probabilities
 BLEND_MEMBERS = (config.get("blend") or {}).get("members") or ["rf", "tempcnn"]
 ENV = "../../envs/lcflow.yaml"

@@ -1,6 +1,6 @@
 # Each year is mapped on its own (maps/raw); the maps a user receives (maps/) are the consistent series
 # of all years, made from every year's class probabilities.
-# A deep model's map is a distributed job like its training (lcflow.train.launch): the ranks share the
+# A deep model's map is a distributed job like its training (lcflow.launch): the ranks share the
 # cube's windows, each on its own GPU, and one set of files is published. The forest's (predict_rf) is the
 # same command in one process: its own rule, so that a profile gives it CPU resources.
 rule predict:

@@ -43,7 +43,7 @@ rule train:
         model_params=lambda wc: model_params(wc.model),
         out=subpath(output.meta, parent=True),
         tuned=tuned_option,
-        # how the training processes start, from the resources the profile sets (lcflow.train.launch):
+        # how the training processes start, from the resources the profile sets (lcflow.launch):
         # ranks=N locally (the backend's horovodrun or torchrun), or a launcher command line;
         # mpi="srun --mpi=pmix" with nodes, tasks_per_node and cpus_per_task under Slurm; bare, one
         # process using every core
@@ -63,7 +63,7 @@ rule train:
         " > {log:q} 2>&1"
 
 
-# A blend's directory (lcflow.train.blend): its members named and checksummed, scored together on the val and
+# A blend's directory (lcflow.train.model_dirs.blend): its members named and checksummed, scored together on the val and
 # test rows. It reads the members' weights (a forest can be gigabytes), so it is a job like a training.
 rule blend:
     input:

@@ -49,7 +49,7 @@ rule hpo:
         study=subpath(output[0], ancestor=2),
         model_params=lambda wc: model_params(wc.model),
         settings=lambda wc: HPO_SETTINGS.worker_json(wc.model),
-        # started as train is (lcflow.train.launch): the same launcher, nodes and tasks
+        # started as train is (lcflow.launch): the same launcher, nodes and tasks
         launcher=lambda wc, resources: launch.command(resources, rule="hpo", backend=BACKEND, container=CONTAINER),
         backend=BACKEND,
         rendezvous=RENDEZVOUS,

@@ -21,8 +21,8 @@ from lcflow.common.raster import Grid, read_tag
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
 from lcflow.labels.nomenclature import Nomenclature
-from lcflow.train import saved_models
-from lcflow.train.evaluation import evaluate_table
+from lcflow.train.model_dirs import saved_models
+from lcflow.train.model_dirs.evaluation import evaluate_table
 
 log = logging.getLogger("lcflow")
 

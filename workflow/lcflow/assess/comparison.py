@@ -24,7 +24,7 @@ import numpy as np
 
 from lcflow.common import evidence
 from lcflow.errors import LcflowError
-from lcflow.train.model_dir import read_metrics
+from lcflow.train.model_dirs.model_dir import read_metrics
 
 log = logging.getLogger("lcflow")
 

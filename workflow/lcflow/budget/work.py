@@ -66,8 +66,7 @@ def from_config(config: dict, results: Path, scenes: float, classes: int) -> Wor
     from lcflow.labels.sample_settings import SampleSettings
     from lcflow.retrieve.cube_settings import CubeSettings
     from lcflow.retrieve.stage_settings import StageSettings
-    from lcflow.train import hyperparameters
-    from lcflow.train.models import DEEP
+    from lcflow.train.models import DEEP, hyperparameters
 
     cube, sample = (
         CubeSettings.from_config(config.get("cube")),

@@ -9,7 +9,7 @@ from lcflow.config.loading import DEFAULT_CONFIG, Origins, merge, unset_nulls
 from lcflow.config.validation import check
 from lcflow.defaults import SCHEMA, default
 from lcflow.errors import LcflowError
-from lcflow.train import backend_check
+from lcflow.train.parallel import backend_check
 
 
 def cmd_check_config(a) -> None:

@@ -20,8 +20,8 @@ from lcflow.errors import LcflowError
 from lcflow.retrieve import indices as spectral_indices
 from lcflow.retrieve import mgrs
 from lcflow.retrieve.remote import is_url
-from lcflow.train import hyperparameters
 from lcflow.train.models import PATCH as PATCH_MODELS
+from lcflow.train.models import hyperparameters
 
 log = logging.getLogger("lcflow")
 

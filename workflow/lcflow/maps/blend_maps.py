@@ -23,7 +23,7 @@ from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.maps.map_windows import PROBABILITY_NODATA, PROBABILITY_SCALE, stored_arrays
 from lcflow.maps.predict import publish
-from lcflow.train import blend
+from lcflow.train.model_dirs import blend
 
 log = logging.getLogger("lcflow.maps.blend")
 

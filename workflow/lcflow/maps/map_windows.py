@@ -15,7 +15,7 @@ from lcflow.common.prefetch import prefetched
 from lcflow.common.progress import Progress
 from lcflow.common.raster import read_with_halo
 from lcflow.retrieve.composite import NODATA
-from lcflow.train.model_dir import TrainedModel
+from lcflow.train.model_dirs.model_dir import TrainedModel
 
 log = logging.getLogger("lcflow.maps.predict")
 

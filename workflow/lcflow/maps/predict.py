@@ -30,8 +30,9 @@ from lcflow.maps.map_windows import (
     WindowMapper,
     map_type,
 )
-from lcflow.train import distributed, saved_models
-from lcflow.train.model_dir import TrainedModel
+from lcflow.train.model_dirs import saved_models
+from lcflow.train.model_dirs.model_dir import TrainedModel
+from lcflow.train.parallel import distributed
 
 log = logging.getLogger("lcflow.maps.predict")
 

@@ -26,7 +26,7 @@ from shapely.geometry import box, mapping
 from lcflow.common import evidence
 from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
-from lcflow.train.model_dir import sha256
+from lcflow.train.model_dirs.model_dir import sha256
 
 COG = "image/tiff; application=geotiff; profile=cloud-optimized"
 

@@ -11,13 +11,14 @@ log = logging.getLogger("lcflow")
 
 
 def _model_epilog() -> str:
-    from lcflow.train import hyperparameters
+    from lcflow.train.models import hyperparameters
 
     return "model parameters (--set KEY=VALUE):\n" + hyperparameters.describe_all()
 
 
 def cmd_train(a):
-    from lcflow.train import hyperparameters, training
+    from lcflow.train import training
+    from lcflow.train.models import hyperparameters
 
     params = {
         **hyperparameters.parse_params(a.params),
@@ -25,7 +26,7 @@ def cmd_train(a):
     }
     tuned = None
     if a.tuned:  # only then: lcflow.tune brings Optuna in
-        from lcflow.train.hyperparameters import read_best
+        from lcflow.train.models.hyperparameters import read_best
 
         tuned = read_best(a.tuned, a.model)
     metrics = training.train(a.model, a.samples, a.out, params, tuned=tuned, backend=backend_of(a))
@@ -44,7 +45,7 @@ def cmd_train(a):
 
 
 def cmd_blend(a):
-    from lcflow.train import blend
+    from lcflow.train.model_dirs import blend
 
     metrics = blend.make(a.members, a.out, a.samples)
     test = metrics.get("test")
@@ -66,7 +67,7 @@ def _scored(result: dict | None) -> bool:
 
 
 def cmd_evaluate(a):
-    from lcflow.train import saved_models
+    from lcflow.train.model_dirs import saved_models
 
     r = saved_models.evaluate(a.model_dir, a.samples, a.out)
     if not _scored(r):  # the warning said why
@@ -83,7 +84,7 @@ def cmd_evaluate(a):
 
 
 def cmd_learning_curve(a):
-    from lcflow.train import learning_curve
+    from lcflow.train.model_dirs import learning_curve
 
     learning_curve.write(a.history, a.out, a.title or Path(a.history).parent.name)
     log.info("learning curve -> %s", a.out)
@@ -92,7 +93,7 @@ def cmd_learning_curve(a):
 def backend_option(parser) -> None:
     """``--backend`` and ``--rendezvous-minutes``: how the ranks of a parallel launch talk, and how long they
     wait for each other at start-up (train, tune and predict take them)."""
-    from lcflow.train.distributed import BACKENDS
+    from lcflow.train.parallel.distributed import BACKENDS
 
     parser.add_argument(
         "--backend",
@@ -110,7 +111,7 @@ def backend_option(parser) -> None:
 
 def backend_of(a) -> str:
     """The backend the command's ranks use, its rendezvous timeout set."""
-    from lcflow.train import distributed
+    from lcflow.train.parallel import distributed
 
     distributed.configure(a.rendezvous_minutes)
     return a.backend

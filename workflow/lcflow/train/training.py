@@ -20,13 +20,14 @@ from lcflow.common.atomic import (
     write_text,
 )
 from lcflow.defaults import default
-from lcflow.train import forest_teacher, hyperparameters, recipe
-from lcflow.train.distributed import connect
-from lcflow.train.evaluation import evaluate_table
-from lcflow.train.model_dir import META_FILE, METRICS_FILE, TrainedModel
-from lcflow.train.models import model_class
+from lcflow.train.data import forest_teacher
+from lcflow.train.data.training_data import Prepared, class_colors, prepare_data
+from lcflow.train.loop import recipe
+from lcflow.train.model_dirs.evaluation import evaluate_table
+from lcflow.train.model_dirs.model_dir import META_FILE, METRICS_FILE, TrainedModel
+from lcflow.train.models import hyperparameters, model_class
 from lcflow.train.models.torch_model import TorchModel
-from lcflow.train.training_data import Prepared, class_colors, prepare_data
+from lcflow.train.parallel.distributed import connect
 
 log = logging.getLogger("lcflow.train")
 
@@ -71,7 +72,7 @@ def train(
         sample_paths: the samples tables.
         out: the model directory to write.
         overrides: parameters over the model's defaults (the config's ``model_params``).
-        tuned: a study's best parameters (:func:`lcflow.train.hyperparameters.read_best`), over
+        tuned: a study's best parameters (:func:`lcflow.train.models.hyperparameters.read_best`), over
             ``overrides``, and recorded.
         backend: how the ranks talk (horovod or torch), when a launcher started several.
     """
@@ -234,7 +235,7 @@ def _refit(
     comm,
 ) -> dict[str, Any]:
     """Every rank: train ``model`` afresh on the train and val rows together, as many passes as the
-    selection run made up to its best round (:func:`lcflow.train.recipe.refit_steps`). On a small table the
+    selection run made up to its best round (:func:`lcflow.train.loop.recipe.refit_steps`). On a small table the
     val rows are a fifth of what there is to learn from; once they have chosen how long to train, they
     can teach too. The refit has its own checkpoint, so a job cut short resumes either run."""
     x = np.concatenate([data.x, val_rows[0]])

@@ -32,7 +32,7 @@ def cmd_tune(a):
     import os
     import socket
 
-    from lcflow.train import hyperparameters
+    from lcflow.train.models import hyperparameters
     from lcflow.tune import space as search_space
     from lcflow.tune import tuning
 

@@ -1,6 +1,6 @@
 """Search spaces of hyperparameter optimisation: which parameters a study varies, and over what.
 
-A space maps parameter names of one model (the tables of :mod:`lcflow.train.hyperparameters`) to a range or a list:
+A space maps parameter names of one model (the tables of :mod:`lcflow.train.models.hyperparameters`) to a range or a list:
 
     learning_rate: {low: 0.0003, high: 0.01, log: true}
     hidden_size: {low: 32, high: 256, log: true}    # an int parameter: integers are drawn
@@ -13,9 +13,9 @@ and choice is checked against the parameter's accepted values, so a space cannot
 
 from typing import Any
 
-from lcflow.train import hyperparameters
-from lcflow.train.hyperparameters import ParamError
-from lcflow.train.param import Param
+from lcflow.train.models import hyperparameters
+from lcflow.train.models.hyperparameters import ParamError
+from lcflow.train.models.param import Param
 
 #: the class weighting, searched by every model's study: in a deep model's loss it trades overall for
 #: balanced accuracy (on the whole Slovenia table, without weights instead of sqrt, tempcnn and ltae gained

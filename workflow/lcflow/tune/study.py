@@ -27,7 +27,7 @@ from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 from optuna.trial import TrialState
 
 from lcflow.errors import LcflowError
-from lcflow.train.distributed import node_name
+from lcflow.train.parallel.distributed import node_name
 from lcflow.tune.study_files import CLAIM, HEARTBEAT_DIR, JOURNAL
 
 log = logging.getLogger("lcflow.tune")

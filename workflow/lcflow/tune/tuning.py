@@ -20,12 +20,11 @@ from typing import Any
 from lcflow.common.atomic import write_text
 from lcflow.common.metrics import scores
 from lcflow.defaults import default
-from lcflow.train import hyperparameters
-from lcflow.train.distributed import connect
-from lcflow.train.models import model_class
+from lcflow.train.data.training_data import prepare_data
+from lcflow.train.models import hyperparameters, model_class
 from lcflow.train.models.torch_model import TorchModel
+from lcflow.train.parallel.distributed import connect
 from lcflow.train.training import fingerprint, learning_targets
-from lcflow.train.training_data import prepare_data
 from lcflow.tune import space as search_space
 from lcflow.tune import study as studies
 from lcflow.tune import study_files
@@ -303,7 +302,7 @@ class _Job:
     model: str
     cls: type
     base: dict[str, Any]
-    data: Any  # the prepared samples (lcflow.train.training_data.prepare_data)
+    data: Any  # the prepared samples (lcflow.train.data.training_data.prepare_data)
     sample_paths: list[str]
     metric: str
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from lcflow.common import time_steps
 from lcflow.errors import LcflowError
-from lcflow.train import hyperparameters
+from lcflow.train.models import hyperparameters
 
 if TYPE_CHECKING:
     import torch

@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
 from lcflow.labels.cleaning import forest_bytes
-from lcflow.train.balance import class_weights
+from lcflow.train.data.balance import class_weights
 from lcflow.train.models import Model as Base
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class Model(Base):
         one); None for the CPU engines."""
         if self.params["predict_engine"] != "tensors":
             return None
-        from lcflow.train.deep import device_for
+        from lcflow.train.loop.deep import device_for
 
         return device_for(self.local_rank)
 

@@ -12,14 +12,14 @@ import torch
 from torch import nn
 
 from lcflow.errors import LcflowError
-from lcflow.train import deep, run_checkpoint
-from lcflow.train.batch_inference import predict_proba
+from lcflow.train.loop import deep, run_checkpoint
+from lcflow.train.loop.samples import Samples
 from lcflow.train.models import Model
-from lcflow.train.samples import Samples
+from lcflow.train.models.batch_inference import predict_proba
 
 
 class TorchModel(Model):
-    """A network over (samples, steps, features); trained by :func:`lcflow.train.deep.fit`."""
+    """A network over (samples, steps, features); trained by :func:`lcflow.train.loop.deep.fit`."""
 
     weights_file = "model.pt"
 

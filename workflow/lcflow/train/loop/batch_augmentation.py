@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from lcflow.train.mixup import mixup
-from lcflow.train.observation_dropout import drop_observations
+from lcflow.train.loop.mixup import mixup
+from lcflow.train.loop.observation_dropout import drop_observations
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from lcflow.errors import LcflowError
-from lcflow.train.param import Param, bool_param, choice_param, float_param, int_param
+from lcflow.train.models.param import Param, bool_param, choice_param, float_param, int_param
 
 RF: dict[str, Param] = {
     "n_estimators": int_param(
@@ -59,7 +59,7 @@ RF: dict[str, Param] = {
 #: mistake that would fail, or run for days, later): layers, widths and batches by what fits a GPU's memory,
 #: steps and rounds by what a run can take, seeds by numpy's 32 bits.
 
-#: how every deep model is trained (lcflow.train.deep)
+#: how every deep model is trained (lcflow.train.loop.deep)
 TRAINING: dict[str, Param] = {
     "epochs": int_param(
         40, "passes over the training samples (more on a small table: see min_steps)", 1, 10000

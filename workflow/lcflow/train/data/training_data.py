@@ -15,7 +15,8 @@ from lcflow.common.features import Standardiser, prepare, prepare_patches, with_
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
 from lcflow.labels.nomenclature import clc_level
-from lcflow.train import forest_teacher, hyperparameters
+from lcflow.train.data import forest_teacher
+from lcflow.train.models import hyperparameters
 
 log = logging.getLogger("lcflow.train")
 

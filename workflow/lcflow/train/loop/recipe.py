@@ -4,7 +4,7 @@ samples to millions:
   table trains to convergence, a large one is not slowed down;
 - the learning rate scales with the global batch (``batch_size`` x workers), warms up linearly over
   ``warmup_fraction`` of the steps from a tenth of its peak, then decays along a cosine to zero;
-- the run is cut into ``evaluations`` rounds, each validated (:mod:`lcflow.train.deep` runs it);
+- the run is cut into ``evaluations`` rounds, each validated (:mod:`lcflow.train.loop.deep` runs it);
 - a refit trains as many passes over all rows as the selection run did up to its best round.
 """
 
@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass, fields
 
 from lcflow.errors import LcflowError
-from lcflow.train import hyperparameters
-from lcflow.train.hyperparameters import TRAINING, CheckedParams
-from lcflow.train.optim import lr_factor, scaled_lr
+from lcflow.train.loop.optim import lr_factor, scaled_lr
+from lcflow.train.models import hyperparameters
+from lcflow.train.models.hyperparameters import TRAINING, CheckedParams
 
 #: the learning rate's warm-up starts at this share of its peak
 WARMUP_START = 0.1
@@ -22,7 +22,7 @@ WARMUP_START = 0.1
 
 @dataclass
 class TrainConfig:
-    """How a deep model is trained; names, defaults and ranges in :data:`lcflow.train.hyperparameters.TRAINING`."""
+    """How a deep model is trained; names, defaults and ranges in :data:`lcflow.train.models.hyperparameters.TRAINING`."""
 
     epochs: int
     min_steps: int
@@ -44,7 +44,7 @@ class TrainConfig:
     drop_observations: float  # share of observed steps hidden from each training series; 0: off
     weight_ema: float  # decay a step of the weights' moving average; 0: off
     select_by: str  # what picks the best round: val accuracy (ties: lower loss) or val loss
-    distill: float  # share of the targets taken from a forest teacher's probabilities (lcflow.train.forest_teacher)
+    distill: float  # share of the targets taken from a forest teacher's probabilities (lcflow.train.data.forest_teacher)
     val_fraction: float
     seed: int
     threads: int
@@ -54,7 +54,7 @@ class TrainConfig:
 
     @classmethod
     def from_params(cls, given: CheckedParams) -> "TrainConfig":
-        """From a model's parameters, as :func:`lcflow.train.hyperparameters.check` returns them (every one
+        """From a model's parameters, as :func:`lcflow.train.models.hyperparameters.check` returns them (every one
         given, checked, defaults filled in). A part of the recipe the model has no parameter for (patches
         have no observed steps to drop) takes the recipe's own value, the one its table gives."""
         table = hyperparameters.table(given.model) if getattr(given, "model", "") else TRAINING

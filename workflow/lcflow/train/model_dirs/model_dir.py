@@ -227,7 +227,7 @@ class TrainedModel:
             meta: dict[str, Any] = json.loads(meta_path.read_text())
             if meta.get("model") == "blend":
                 raise LcflowError(
-                    f"{directory} is a blend of models: lcflow.train.saved_models.load reads it"
+                    f"{directory} is a blend of models: lcflow.train.model_dirs.saved_models.load reads it"
                 )
             params = {**BUILT_BEFORE_PARAMETER.get(meta["model"], {}), **meta["params"]}
             model = model_class(meta["model"])(

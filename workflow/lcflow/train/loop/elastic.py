@@ -6,7 +6,7 @@ import logging
 
 from torch.optim.swa_utils import AveragedModel
 
-from lcflow.train.recipe import Schedule
+from lcflow.train.loop.recipe import Schedule
 
 log = logging.getLogger("lcflow.train")
 
@@ -28,7 +28,7 @@ def elastic_rounds(
     Args:
         net: the network, its weights committed with each round.
         optimizer: its optimiser, committed with it.
-        progress: the run's progress so far (:mod:`lcflow.train.deep`); updated in place each round.
+        progress: the run's progress so far (:mod:`lcflow.train.loop.deep`); updated in place each round.
         one_round: trains and validates round ``r`` on the workers of the moment; False stops the run.
         plan: the run's schedule, kept as workers come and go.
         comm: Horovod's group (``comm.hvd``).

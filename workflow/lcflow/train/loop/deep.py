@@ -1,6 +1,6 @@
 """Data-parallel training of a PyTorch classifier: one process or many, same code, same result.
 
-The run follows the recipe (:mod:`lcflow.train.recipe`), in optimizer steps:
+The run follows the recipe (:mod:`lcflow.train.loop.recipe`), in optimizer steps:
 - the samples form one stream, epoch after epoch, each a seeded permutation; every step takes the next
   global batch (``batch_size`` x workers) from it and each rank its own slice, so the number of workers
   changes how a global batch is shared, never which samples it holds;
@@ -30,18 +30,18 @@ from torch.optim.swa_utils import AveragedModel
 
 from lcflow.common.progress import training_round
 from lcflow.errors import LcflowError
-from lcflow.train import run_checkpoint
-from lcflow.train.amp import bfloat16_runs
-from lcflow.train.balance import class_weights
-from lcflow.train.batch_augmentation import augment
-from lcflow.train.batch_inference import predict_proba
-from lcflow.train.distributed import Single, network_settings, node_name
-from lcflow.train.elastic import elastic_rounds
-from lcflow.train.optim import make_optimizer
-from lcflow.train.recipe import Schedule, TrainConfig, learning_rate
-from lcflow.train.samples import Samples, SampleStream, seeded
-from lcflow.train.selection import better, selectable
-from lcflow.train.weight_average import weight_average
+from lcflow.train.data.balance import class_weights
+from lcflow.train.loop import run_checkpoint
+from lcflow.train.loop.amp import bfloat16_runs
+from lcflow.train.loop.batch_augmentation import augment
+from lcflow.train.loop.elastic import elastic_rounds
+from lcflow.train.loop.optim import make_optimizer
+from lcflow.train.loop.recipe import Schedule, TrainConfig, learning_rate
+from lcflow.train.loop.samples import Samples, SampleStream, seeded
+from lcflow.train.loop.selection import better, selectable
+from lcflow.train.loop.weight_average import weight_average
+from lcflow.train.models.batch_inference import predict_proba
+from lcflow.train.parallel.distributed import Single, network_settings, node_name
 
 log = logging.getLogger("lcflow.train")
 
@@ -397,7 +397,7 @@ def _train_round(run: _Run, r: int, progress: dict) -> dict:
 
 def _validate(run: _Run, r: int, row: dict, progress: dict) -> None:
     """Validation accuracy, balanced accuracy and loss summed over ranks; keeps the best weights in
-    ``progress`` by the recipe's ``select_by`` (:func:`lcflow.train.selection.better`) once warm-up is over;
+    ``progress`` by the recipe's ``select_by`` (:func:`lcflow.train.loop.selection.better`) once warm-up is over;
     patience counts from there."""
     data, n_classes = run.data, run.samples.n_classes
     x_val, y_val = data.x_val, data.y_val

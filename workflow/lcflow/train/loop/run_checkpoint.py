@@ -11,7 +11,7 @@ from torch.optim.swa_utils import AveragedModel
 
 from lcflow.common.atomic import atomic_path
 
-log = logging.getLogger("lcflow.train.deep")
+log = logging.getLogger("lcflow.train.loop.deep")
 
 
 @dataclass(frozen=True)

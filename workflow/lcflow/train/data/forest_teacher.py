@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from lcflow.labels.cleaning import JudgingForests, out_of_fold_proba
-from lcflow.train.distributed import Single
+from lcflow.train.parallel.distributed import Single
 
 log = logging.getLogger("lcflow.train")
 
@@ -45,7 +45,7 @@ class ForestTeacher:
     ) -> tuple[np.ndarray, int] | None:
         """The out-of-fold class probabilities (samples, n_classes) and the number of folds; None where
         the rows lie in one block (no forest can judge them unseen). ``comm``
-        (:mod:`lcflow.train.distributed`; None: one process): the ranks that share the folds out, each
+        (:mod:`lcflow.train.parallel.distributed`; None: one process): the ranks that share the folds out, each
         of which must hold the same rows and call this at the same point."""
         if seed not in self._proba:
             self._proba[seed] = self._fit(seed, n_jobs, comm)

@@ -1,5 +1,5 @@
 """One model parameter: its default, what it means, the values it accepts and how a given value is read as
-its type (the tables of every model's parameters are :mod:`lcflow.train.hyperparameters`)."""
+its type (the tables of every model's parameters are :mod:`lcflow.train.models.hyperparameters`)."""
 
 import math
 from dataclasses import dataclass

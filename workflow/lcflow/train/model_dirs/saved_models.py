@@ -6,12 +6,12 @@ from pathlib import Path
 
 from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
-from lcflow.train import blend
-from lcflow.train.model_dir import META_FILE, TrainedModel
+from lcflow.train.model_dirs import blend
+from lcflow.train.model_dirs.model_dir import META_FILE, TrainedModel
 
 
 def load(directory: str | Path) -> TrainedModel:
-    """The model in ``directory``: a blend (:mod:`lcflow.train.blend`) with its members, or a trained model."""
+    """The model in ``directory``: a blend (:mod:`lcflow.train.model_dirs.blend`) with its members, or a trained model."""
     meta_path = Path(directory) / META_FILE
     if meta_path.is_file():
         try:
@@ -27,7 +27,7 @@ def evaluate(model_dir: str | Path, sample_paths: list[str], out: str | Path) ->
     """``lcflow evaluate``: scores on the test split (or the whole table without a split column)."""
     # pandas: scoring reads a table; a map job only loads the model
     from lcflow.labels import samples_table
-    from lcflow.train.evaluation import evaluate_table
+    from lcflow.train.model_dirs.evaluation import evaluate_table
 
     trained = load(model_dir)
     table = samples_table.read(sample_paths)

@@ -84,9 +84,7 @@ def _built_against(package: Path) -> str | None:
 
 def _problem_in(backend: str, container: str) -> str | None:
     """The check run by the image's own Python (``{container} python -c ...``)."""
-    code = (
-        f"from lcflow.train.backend_check import problem; print(problem({backend!r}) or '', end='')"
-    )
+    code = f"from lcflow.train.parallel.backend_check import problem; print(problem({backend!r}) or '', end='')"
     command = [*shlex.split(container), "python", "-c", code]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=CONTAINER_TIMEOUT_S)

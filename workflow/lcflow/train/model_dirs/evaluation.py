@@ -9,9 +9,9 @@ from lcflow.common import evidence
 from lcflow.common.metrics import scores
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table
-from lcflow.train.model_dir import TrainedModel
+from lcflow.train.model_dirs.model_dir import TrainedModel
 
-log = logging.getLogger("lcflow.train.evaluation")
+log = logging.getLogger("lcflow.train.model_dirs.evaluation")
 
 
 def evaluate_table(

@@ -23,7 +23,7 @@ import numpy as np
 
 from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
-from lcflow.train.model_dir import (
+from lcflow.train.model_dirs.model_dir import (
     META_FILE,
     METRICS_FILE,
     TrainedModel,
@@ -157,7 +157,7 @@ def make(
     members = _load_members(dirs, f"blend {out}")
     # pandas: making a blend reads a table, loading one does not
     from lcflow.labels import samples_table
-    from lcflow.train.evaluation import evaluate_table
+    from lcflow.train.model_dirs.evaluation import evaluate_table
 
     sample_paths = sample_paths or []
     table = samples_table.read(sample_paths, min_classes=1) if sample_paths else None
