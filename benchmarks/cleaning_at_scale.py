@@ -38,6 +38,7 @@ from shared import balanced, demo_pixels, draw, peak_mb  # noqa: E402
 
 from lcflow.common.features import Standardiser, prepare  # noqa: E402
 from lcflow.labels import cleaning  # noqa: E402
+from lcflow.labels.sample_settings import CleanSettings  # noqa: E402
 from lcflow.train.models import hyperparameters, model_class  # noqa: E402
 
 
@@ -83,7 +84,7 @@ def main() -> None:
             print(f"rows {n} as drawn: {forest_scores(series, label, truth, rows, test_rows)}", flush=True)
         reference = None
         for cap in (int(v) for v in args.caps.split(",")):
-            judge = cleaning.Cleaning(tree_rows=cap or None)
+            judge = cleaning.Cleaning(CleanSettings(tree_rows=cap or None))
             started = time.perf_counter()
             drop = cleaning.noisy(x, y, blocks[rows], judge, f"rows {n} cap {cap or 'none'}")
             spent = time.perf_counter() - started

@@ -1,5 +1,6 @@
 """Label checks of the samples: noise cleaning (out-of-fold forest) and label transfer (change test)."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -12,9 +13,13 @@ from lcflow.labels import cleaning as label_noise
 from lcflow.labels import nomenclature, sampling
 from lcflow.labels import transfer as label_transfer
 from lcflow.labels.cleaning import Cleaning
-from lcflow.labels.sample_settings import SampleSettings
+from lcflow.labels.sample_settings import CleanSettings, SampleSettings
 from lcflow.labels.transfer import ChangeTest
 
+
+def _judging(min_label_probability: float, **settings) -> Cleaning:
+    """Cleaning at ``min_label_probability`` (0: off), other ``sample.clean`` keys as given, else their defaults."""
+    return Cleaning(CleanSettings(min_label_probability=min_label_probability, **settings))
 
 def blocky_table(rng: np.random.Generator, n_blocks: int = 40, per_block: int = 25, flipped_blocks: int = 4):
     """Two classes of distinct series; whole blocks (a mislabelled CORINE polygon) carry the wrong label."""
@@ -32,18 +37,18 @@ def blocky_table(rng: np.random.Generator, n_blocks: int = 40, per_block: int = 
 def test_cleaning_drops_mislabelled_blocks_and_keeps_the_rest():
     rng = np.random.default_rng(0)
     x, y, truth, groups = blocky_table(rng)
-    drop = label_noise.noisy(x, y, groups, Cleaning(0.4, trees=50), "t")
+    drop = label_noise.noisy(x, y, groups, _judging(0.4, trees=50), "t")
     wrong = y != truth
     assert drop[wrong].mean() > 0.9  # a whole mislabelled block cannot vouch for itself
     assert drop[~wrong].mean() < 0.05
-    assert not label_noise.noisy(x, y, groups, Cleaning(0.0), "t").any()  # 0 turns it off
+    assert not label_noise.noisy(x, y, groups, _judging(0.0), "t").any()  # 0 turns it off
 
 
 def test_cleaning_never_empties_a_class_and_says_so(caplog):
     rng = np.random.default_rng(1)
     x, y, truth, groups = blocky_table(rng)
     y = np.where(groups < 10, 2, y)  # a rare class on blocks whose series belong to the others
-    drop = label_noise.noisy(x, y, groups, Cleaning(0.4, max_drop_fraction=0.3, trees=50), "tile T 2019")
+    drop = label_noise.noisy(x, y, groups, _judging(0.4, max_drop_fraction=0.3, trees=50), "tile T 2019")
     rare = y == 2
     assert drop[rare].sum() == int(np.floor(0.3 * rare.sum()))
     assert "tile T 2019: class 2" in caplog.text and "max_drop_fraction" in caplog.text
@@ -63,19 +68,20 @@ def test_cleanings_trees_grow_on_at_most_tree_rows_and_still_find_the_mislabelle
     """Over ``tree_rows`` a fold's every tree grows on that many of its rows (its root weighs them), which
     bounds a large tile-year's time and memory; under it, every tree on a bootstrap of all of them, the
     drop to the bit the one of no cap."""
-    x, y, truth, groups = blocky_table(np.random.default_rng(0))
+    # 4,000 rows: each fold's forest sees 3,200, over the schema's least cap (1,000)
+    x, y, truth, groups = blocky_table(np.random.default_rng(0), per_block=100)
     monkeypatch.setattr(label_noise, "RandomForestClassifier", _Recorded)
     drops = {}
-    for cap in (None, 5000, 300):
+    for cap in (None, 5000, 1000):
         _Recorded.fitted = []
-        drops[cap] = label_noise.noisy(x, y, groups, Cleaning(0.4, trees=30, tree_rows=cap), "t")
+        drops[cap] = label_noise.noisy(x, y, groups, _judging(0.4, trees=30, tree_rows=cap), "t")
         rows = [n for _, n in _Recorded.fitted]
-        assert len(rows) == 5 and all(n == 800 for n in rows)
+        assert len(rows) == 5 and all(n == 3200 for n in rows)
         roots = {e.tree_.weighted_n_node_samples[0] for f, _ in _Recorded.fitted for e in f.estimators_}
-        assert roots == ({800} if cap != 300 else {300})
+        assert roots == ({3200} if cap != 1000 else {1000})
     np.testing.assert_array_equal(drops[5000], drops[None])
     wrong = y != truth
-    assert drops[300][wrong].mean() > 0.9 and drops[300][~wrong].mean() < 0.05
+    assert drops[1000][wrong].mean() > 0.9 and drops[1000][~wrong].mean() < 0.05
 
 
 def test_the_sample_command_gives_cleaning_its_tree_row_cap(monkeypatch, tmp_path):
@@ -100,7 +106,7 @@ def test_the_sample_command_gives_cleaning_its_tree_row_cap(monkeypatch, tmp_pat
 
 def test_cleaning_is_skipped_with_one_block(caplog):
     x, y, _, _ = blocky_table(np.random.default_rng(2))
-    assert not label_noise.noisy(x, y, np.zeros(len(y)), Cleaning(0.4), "tile T 2018").any()
+    assert not label_noise.noisy(x, y, np.zeros(len(y)), _judging(0.4), "tile T 2018").any()
     assert "tile T 2018: label cleaning skipped (1 spatial block(s)" in caplog.text
 
 
@@ -156,3 +162,14 @@ def test_demo_samples_get_truer_labels_and_lose_the_changed_pixels(stages, demo,
         assert share[1] >= share[0] + 0.1, (year, share)  # the full demo reaches 0.93 (test_workflow)
     before_changed, after_changed = figures[2019][1]
     assert before_changed >= 10 and after_changed <= 0.2 * before_changed, figures[2019]
+
+
+def test_the_cleaning_record_keeps_the_order_samples_tables_have_it_in():
+    """A samples table's metadata records the cleaning; its bytes name the HPO study trained on it, so the
+    record's keys keep their order whatever the settings' field order; every ``sample.clean`` key is in it."""
+    record = _judging(0.5, trees=40).record()
+    assert list(record) == ["min_label_probability", "folds", "max_drop_fraction", "trees", "seed", "reference_data",
+                            "tree_rows"]
+    assert record["min_label_probability"] == 0.5 and record["trees"] == 40
+    assert set(record) - {"seed"} == {f.name for f in dataclasses.fields(CleanSettings)}
+    assert Cleaning(CleanSettings(), seed=7).record()["seed"] == 7 and not _judging(0.5).off().enabled

@@ -16,8 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
@@ -26,49 +25,41 @@ from sklearn.tree._tree import NODE_DTYPE
 
 from lcflow.common.features import fill_gaps
 from lcflow.defaults import default
-
-if TYPE_CHECKING:
-    from lcflow.labels.sample_settings import CleanSettings
+from lcflow.labels.sample_settings import CleanSettings
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Cleaning:
-    """How samples are judged; ``min_label_probability`` 0 turns cleaning off. ``reference_data``: clean
-    labels that come from the user's own reference data too (surveyed labels are not CORINE's 25 ha
-    generalisation: on the real Slovenia field polygons cleaning gained nothing and took half of the rare
-    classes, see benchmarks/studies/label_cleaning_on_real_polygons.py)."""
+    """How samples are judged: the config's ``sample.clean`` and the judging forests' seed (``sample.seed``).
+    ``min_label_probability`` 0 turns cleaning off; ``reference_data``: clean labels that come from the
+    user's own reference data too (surveyed labels are not CORINE's 25 ha generalisation: on the real
+    Slovenia field polygons cleaning gained nothing and took half of the rare classes, see
+    benchmarks/studies/label_cleaning_on_real_polygons.py)."""
 
-    min_label_probability: float = default("sample.clean.min_label_probability")
-    folds: int = default("sample.clean.folds")
-    max_drop_fraction: float = default("sample.clean.max_drop_fraction")
-    trees: int = default("sample.clean.trees")
+    settings: CleanSettings = field(default_factory=CleanSettings)
     seed: int = default("sample.seed")
-    reference_data: bool = default("sample.clean.reference_data")
-    # None: each tree on a bootstrap of all its fold's rows
-    tree_rows: int | None = default("sample.clean.tree_rows")
-
-    @classmethod
-    def of(cls, settings: CleanSettings, seed: int) -> Cleaning:
-        """The cleaning ``sample.clean`` asks for, its forests seeded by ``sample.seed``."""
-        return cls(
-            settings.min_label_probability,
-            settings.folds,
-            settings.max_drop_fraction,
-            settings.trees,
-            seed,
-            settings.reference_data,
-            settings.tree_rows,
-        )
 
     @property
     def enabled(self) -> bool:
-        return self.min_label_probability > 0
+        return self.settings.min_label_probability > 0
+
+    def off(self) -> Cleaning:
+        """The same cleaning turned off."""
+        return replace(self, settings=replace(self.settings, min_label_probability=0.0))
 
     def forests(self, n_groups: int) -> JudgingForests:
         """The forests that judge samples of ``n_groups`` spatial blocks (no more folds than blocks)."""
-        return JudgingForests(min(self.folds, n_groups), self.trees, self.seed, self.tree_rows)
+        s = self.settings
+        return JudgingForests(min(s.folds, n_groups), s.trees, self.seed, s.tree_rows)
+
+    def record(self) -> dict[str, object]:
+        """What a samples table's metadata says of the cleaning, its keys in the order tables have always
+        had them: a table's bytes name the HPO study trained on it (``lcflow.tune.tuning.study_name``)."""
+        fields = asdict(self.settings)
+        first = ("min_label_probability", "folds", "max_drop_fraction", "trees")
+        return {**{k: fields.pop(k) for k in first}, "seed": self.seed, **fields}
 
 
 @dataclass(frozen=True)
@@ -208,11 +199,11 @@ def noisy(
     own, likeliest = out_of_fold_probability(
         x, y, groups, cleaning.forests(n_groups), what=f"{where}: label cleaning"
     )
-    suspect = (own < cleaning.min_label_probability) & (likeliest != y)
+    suspect = (own < cleaning.settings.min_label_probability) & (likeliest != y)
     for c in np.unique(y):
         members = np.flatnonzero(y == c)
         flagged = members[suspect[members]]
-        cap = int(np.floor(cleaning.max_drop_fraction * members.size))
+        cap = int(np.floor(cleaning.settings.max_drop_fraction * members.size))
         if flagged.size > cap:
             log.warning(
                 "%s: class %d: %d of %d samples contradict their label; only the %d least likely are "
@@ -222,7 +213,7 @@ def noisy(
                 flagged.size,
                 members.size,
                 cap,
-                cleaning.max_drop_fraction,
+                cleaning.settings.max_drop_fraction,
             )
             flagged = flagged[np.argsort(own[flagged], kind="stable")[:cap]]
         drop[flagged] = True

@@ -11,7 +11,6 @@ for models that look at neighbours).
 import json
 import logging
 import zlib
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -103,7 +102,7 @@ def run(
     )
     patch_px = settings.patch_px
     fractions = _checked_fractions(dict(settings.fractions), patch_px)
-    cleaning = Cleaning.of(settings.clean, settings.seed)
+    cleaning = Cleaning(settings.clean, settings.seed)
     change_test = ChangeTest(settings.transfer.mad_k)
     grid = _common_grid(cube, valid, labels, reference_cube, f"tile {tile} {year}")
     with rasterio.open(labels) as ds:
@@ -224,13 +223,17 @@ def _for_source(
             "tile %s %d: labels are points, each its own sample: no boundary erosion", tile, year
         )
         boundary_px = 0
-    if source.get("kind") == "reference" and cleaning.enabled and not cleaning.reference_data:
+    if (
+        source.get("kind") == "reference"
+        and cleaning.enabled
+        and not cleaning.settings.reference_data
+    ):
         log.info(
             "tile %s %d: labels are your own reference data: no label-noise cleaning (sample.clean.reference_data)",
             tile,
             year,
         )
-        cleaning = Cleaning(min_label_probability=0)
+        cleaning = cleaning.off()
     return boundary_px, cleaning
 
 
@@ -342,7 +345,7 @@ def _check_labels(
         ] // block_px
         drop = label_noise.noisy(x, labels[rows], groups, cleaning, where)
         keep[rows[drop]] = False
-        applied.append({"check": "out-of-fold label probability", **asdict(cleaning)})
+        applied.append({"check": "out-of-fold label probability", **cleaning.record()})
         for c in per_class:
             per_class[c]["noisy"] = int(drop[labels[rows] == int(c)].sum())
     return keep, checks
