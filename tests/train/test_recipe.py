@@ -10,7 +10,7 @@ import pytest
 from lcflow.errors import LcflowError
 from lcflow.labels import samples_table as samples
 from lcflow.train import training
-from lcflow.train.data import balance, training_data
+from lcflow.train.data import balance
 from lcflow.train.loop.recipe import Schedule, TrainConfig, refit_steps
 from lcflow.train.model_dirs.model_dir import TrainedModel
 from lcflow.train.models.hyperparameters import check
@@ -75,38 +75,6 @@ def test_a_tiny_imbalanced_table_leaves_the_majority_rate_behind(tmp_path):
     assert pd.read_csv(tmp_path / "few" / "history.csv")["step"].max() == 40
     assert few["test"]["overall_accuracy"] < floor["test"]["overall_accuracy"]
     assert floor["test"]["overall_accuracy"] > majority + 0.2
-
-
-def test_validation_rows_are_carved_in_whole_spatial_blocks(tmp_path):
-    frame = seasonal_table({1: 200, 2: 120, 3: 60, 4: 20}, seed=3)
-    frame[["x", "y"]] = np.random.default_rng(3).uniform(0, 5000, (len(frame), 2))  # parcels over a region
-    table = samples.check(frame, "t")
-    train, val, info = training_data.carve_validation(table, 0.2, seed=0)
-    assert len(train.frame) + len(val.frame) == len(frame)
-    assert info["source"] == "carved from train" and "spatial blocks of" in info["method"]
-    side = float(info["method"].split("blocks of ")[1].split(" ")[0])
-
-    def blocks(part):
-        return set(zip(np.floor(part.frame["x"] / side), np.floor(part.frame["y"] / side)))
-
-    assert not blocks(train) & blocks(val)  # no block on both sides
-    share = val.frame["label"].value_counts() / frame["label"].value_counts()
-    assert set(share.index) == {1, 2, 3, 4} and (share > 0.05).all()  # every class has val rows
-    assert 0.1 < len(val.frame) / len(frame) < 0.35
-    # without positions: stratified only
-    plain = samples.check(frame.drop(columns=["x", "y"]), "t")
-    _, val2, info2 = training_data.carve_validation(plain, 0.2, seed=0)
-    assert "no sample positions" in info2["method"] and len(val2.frame) == pytest.approx(0.2 * len(frame), abs=2)
-
-
-def test_classes_in_too_few_blocks_are_validated_by_row(tmp_path):
-    """Every class in one tight cluster: no block split keeps each class in train and two in val, so
-    the rows are stratified instead, and metrics say so."""
-    frame = seasonal_table({1: 40, 2: 12, 3: 8}, seed=1)
-    frame[["x", "y"]] = frame[["x", "y"]] / 50 + frame["label"].to_numpy()[:, None] * 1000.0  # one block a class
-    train, val, info = training_data.carve_validation(samples.check(frame, "t"), 0.2, seed=0)
-    assert "too few blocks" in info["method"], info
-    assert set(train.frame["label"]) == {1, 2, 3} and len(set(val.frame["label"])) >= 2
 
 
 def test_class_weighting_is_a_recorded_choice(tmp_path):
@@ -204,62 +172,6 @@ def test_no_round_inside_the_warm_up_is_kept_as_the_best(tmp_path):
     assert len(history) >= warm.sum() + 2  # patience counts from the end of the warm-up
 
 
-def test_mixup_blends_each_sample_with_one_partner_of_its_batch():
-    """Every blended sample is share x itself + (1 - share) x its partner, one share for the batch, the
-    partners a permutation of the batch, their targets the partners' own."""
-    import torch
-
-    from lcflow.train.loop.mixup import mixup
-
-    n = 8
-    xb = torch.eye(n).reshape(n, 1, n) * 10.0  # sample i: 10 at feature i, else 0
-    yb = torch.arange(n) + 100
-    torch.manual_seed(3)
-    blend, y_partner, share = mixup(xb, yb, 0.4)
-    assert 0.0 < share < 1.0 and blend.shape == xb.shape
-    rows = blend.reshape(n, n) / 10.0
-    partner = (y_partner - 100).numpy()
-    assert sorted(partner) == list(range(n)) and (partner != np.arange(n)).any()
-    for i in range(n):
-        expected = np.zeros(n)
-        expected[i] += share
-        expected[partner[i]] += 1 - share
-        np.testing.assert_allclose(rows[i].numpy(), expected, atol=1e-6)
-    torch.manual_seed(3)
-    again = mixup(xb, yb, 0.4)
-    assert again[2] == share and torch.equal(again[0], blend)  # the round's seed fixes the draw
-
-
-def test_a_batch_is_augmented_in_the_recipes_order_and_its_loss_blends_the_partners():
-    """augment: observation dropout, then noise, then mixup, from one seeded stream (what the modules give
-    applied by hand in that order, to the bit); all off leaves the batch itself; the mixup loss is the
-    share's blend of the two targets' losses."""
-    import torch
-
-    from lcflow.train.loop.batch_augmentation import augment
-    from lcflow.train.loop.mixup import mixup
-    from lcflow.train.loop.observation_dropout import drop_observations
-
-    generator = np.random.default_rng(5)
-    xb = torch.as_tensor(generator.normal(size=(16, 10, 3)), dtype=torch.float32)
-    xb[..., 2] = torch.as_tensor(generator.random((16, 10)) > 0.3, dtype=torch.float32)
-    yb = torch.as_tensor(generator.integers(0, 4, 16))
-    plain = augment(xb, yb, 0.0, 0.0, 0.0, observed_flag=2)
-    assert plain.x is xb and plain.partner is None
-    torch.manual_seed(7)
-    batch = augment(xb, yb, 0.3, 0.2, 0.4, observed_flag=2)
-    torch.manual_seed(7)
-    by_hand = drop_observations(xb, 0.3, 2)
-    by_hand = by_hand + 0.2 * torch.randn_like(by_hand)
-    by_hand, partner, share = mixup(by_hand, yb, 0.4)
-    assert torch.equal(batch.x, by_hand) and torch.equal(batch.partner, partner) and batch.share == share
-    logits = torch.as_tensor(generator.normal(size=(16, 4)), dtype=torch.float32)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    expected = share * loss_fn(logits, yb) + (1 - share) * loss_fn(logits, partner)
-    assert torch.equal(batch.loss(loss_fn, logits), expected)
-    assert torch.equal(plain.loss(loss_fn, logits), loss_fn(logits, yb))
-
-
 @pytest.fixture(scope="module")
 def augmented_case(tmp_path_factory):
     """A table with gaps and a TempCNN trained on it without augmentation, for the augmentations to differ from."""
@@ -350,36 +262,6 @@ def test_a_refit_learns_from_the_val_rows_too_and_resumes_where_it_was_cut(tmp_p
     assert resumed["test"] == refit["test"] and resumed["val"] == refit["val"]
 
 
-def test_observation_dropout_is_the_series_prepared_with_those_steps_missing():
-    """The hidden steps' flags are 0 and every value is what ``prepare`` makes of the raw series with those
-    steps missing (an independent path: numba's gap filling in numpy); a series that would lose every
-    observation keeps them, one never observed stays as it was, the features after the flag are kept."""
-    import torch
-
-    from lcflow.common.features import Standardiser, prepare, with_position
-    from lcflow.train.loop.observation_dropout import drop_observations
-
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(400, 20, 3)).astype(np.float32)
-    x[rng.random((400, 20)) < 0.4] = np.nan
-    x[5] = np.nan  # never observed
-    x[6] = np.nan
-    x[6, 7] = 1.0  # one observation
-    plain = Standardiser(np.zeros(3, np.float32), np.ones(3, np.float32), clip=1e9)
-    prepared = with_position(prepare(x, plain)[0], rng.uniform(-60, 60, (400, 2)))
-    torch.manual_seed(1)
-    out = drop_observations(torch.from_numpy(prepared), 0.5, 3).numpy()
-    kept, observed = out[:, :, 3] > 0.5, prepared[:, :, 3] > 0.5
-    assert not (kept & ~observed).any() and 0.4 < kept.sum() / observed.sum() < 0.6
-    hidden = x.copy()
-    hidden[~kept] = np.nan
-    np.testing.assert_allclose(out[:, :, :4], prepare(hidden, plain)[0], atol=1e-6)
-    np.testing.assert_array_equal(out[:, :, 4:], prepared[:, :, 4:])
-    np.testing.assert_array_equal(out[5], prepared[5])
-    np.testing.assert_array_equal(out[6], prepared[6])
-    assert torch.equal(drop_observations(torch.from_numpy(prepared), 0.0, 3), torch.from_numpy(prepared))
-
-
 def test_a_run_with_observation_dropout_learns_repeats_and_records_it(augmented_case, tmp_path):
     import torch
 
@@ -391,11 +273,6 @@ def test_a_run_with_observation_dropout_learns_repeats_and_records_it(augmented_
     weights = [torch.load(d / "model.pt", weights_only=True) for d in (tmp_path / "m0", tmp_path / "m1", plain_dir)]
     same = [all(torch.equal(w[k], weights[0][k]) for k in w) for w in weights[1:]]
     assert same == [True, False]  # seeded draws, and they changed the training
-
-
-def test_patches_have_no_observed_steps_to_hide():
-    with pytest.raises(LcflowError, match="unknown parameter 'drop_observations' for model resnet"):
-        check("resnet", {"drop_observations": 0.3})
 
 
 @pytest.mark.parametrize("name", ["lstm", "tempcnn", "ltae", "presto"])
