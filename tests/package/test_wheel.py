@@ -29,6 +29,9 @@ def test_a_wheel_installed_apart_from_the_checkout_checks_a_config(tmp_path):
                     if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts]
     assert "lcflow/train/models/presto_weights/default_model.pt" in package_data
     assert sorted(set(package_data) - names) == []  # the schema, the legend, Presto's weights and licence travel
+    modules = [p.relative_to(ROOT / "workflow").as_posix() for p in (ROOT / "workflow" / "lcflow").rglob("*.py")
+               if "__pycache__" not in p.parts]
+    assert sorted(set(modules) - names) == []  # every module, the sub-packages' too
     # a fresh environment that sees this one's libraries (not its editable lcflow) and installs the wheel
     env_dir = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=120)
