@@ -341,7 +341,7 @@ def test_a_forest_is_tuned_in_one_process_on_carved_val_rows(table, tmp_path):
 
     cls = model_class("rf")
     data = prepare_data(cls, "rf", [table], check("rf", {"n_jobs": 1}), carve=True)
-    assert data.has_val and len(data.y_val) > 0
+    assert data.val_rows is not None and len(data.val_rows[1]) > 0
     for trial in summary["trials"]:
         forest = cls({"n_jobs": 1, **trial["params"]}, data.x.shape[2], data.x.shape[1], len(data.classes))
         forest.fit(data.x, data.y, data.x_val, data.y_val)

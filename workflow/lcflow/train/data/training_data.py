@@ -83,10 +83,6 @@ class Prepared:
             return None
         return self.x_val, self.y_val
 
-    @property
-    def has_val(self) -> bool:
-        return self.val_rows is not None
-
 
 def prepare_data(
     cls, model_name: str, sample_paths: list[str], params: dict[str, Any], carve: bool

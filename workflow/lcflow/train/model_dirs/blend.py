@@ -227,7 +227,7 @@ def _blended(members: list[TrainedModel]) -> BlendedModel:
         first.classes,
         first.class_names,
         first.class_colors,
-        first.standardise,
+        None,  # each member scales its own input
         first.time_steps,
         members=members,
     )
