@@ -62,9 +62,8 @@ class Prepared:
     counts: np.ndarray  # training samples per class
     n_train: int
     validation: dict[str, Any]
-    blocks: np.ndarray | None = (
-        None  # the spatial block of each train row, then of each val row (None: no positions)
-    )
+    #: the spatial block of each train row, then of each val row (None: no positions)
+    blocks: np.ndarray | None = None
 
     @property
     def train_blocks(self) -> np.ndarray | None:

@@ -20,13 +20,11 @@ class Samples:
     x: np.ndarray
     y: np.ndarray
     n_classes: int
-    x_val: np.ndarray | None = (
-        None  # None: no validation (a refit), the run ends with its last weights
-    )
+    #: None: no validation (a refit), the run ends with its last weights
+    x_val: np.ndarray | None = None
     y_val: np.ndarray | None = None
-    targets: np.ndarray | None = (
-        None  # the rows' class probabilities to learn instead of y (a teacher's)
-    )
+    #: the rows' class probabilities to learn instead of y (a teacher's)
+    targets: np.ndarray | None = None
     observed_flag: int | None = None  # the feature that flags a step as observed in pixel series
 
 

@@ -390,9 +390,8 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
         try:
             out[key.strip()] = yaml.safe_load(value)
         except yaml.YAMLError:
-            out[key.strip()] = (
-                value  # not a YAML scalar: the text itself, checked against the parameter
-            )
+            # not a YAML scalar: the text itself, checked against the parameter
+            out[key.strip()] = value
     return out
 
 

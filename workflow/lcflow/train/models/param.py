@@ -27,9 +27,8 @@ class Param:
     choices: tuple[str, ...] = ()
     nullable: bool = False
     also: tuple["Param", ...] = ()
-    exact: bool = (
-        False  # the number's own type must match (max_features: 1 is one feature, 1.0 all)
-    )
+    #: the number's own type must match (max_features: 1 is one feature, 1.0 all)
+    exact: bool = False
 
     def expected(self) -> str:
         """What the parameter accepts, in words."""
