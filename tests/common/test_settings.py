@@ -129,7 +129,7 @@ def test_settings_are_frozen_and_their_lists_tuples():
 
 
 def test_a_section_key_the_stage_does_not_take_is_refused():
-    with pytest.raises(LcflowError, match=r"unknown key 'dilaton_px' in cube \(its keys: bands, "):
+    with pytest.raises(LcflowError, match=r"unknown key 'dilaton_px' in cube \(its keys: asset_bands, bands, "):
         CubeSettings.from_config({"dilaton_px": 2})
 
 

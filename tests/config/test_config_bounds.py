@@ -92,7 +92,7 @@ def test_a_number_inside_its_range_is_accepted(data):
     path, spec = data.draw(st.sampled_from(simple), label="key")
     low = spec.get("minimum", spec.get("exclusiveMinimum"))
     high = spec.get("maximum", spec.get("exclusiveMaximum"))
-    if spec.get("type") == "integer":
+    if spec.get("type") in ("integer", ["integer", "null"]):
         value = data.draw(st.integers(int(low), int(high)), label="value")
     else:
         value = data.draw(st.floats(low, high, exclude_min="exclusiveMinimum" in spec,

@@ -8,17 +8,29 @@ import rasterio
 from rasterio.enums import Compression, Interleaving
 
 from lcflow.errors import LcflowError
-from lcflow.retrieve import composite, cube, scene_reading
+from lcflow.retrieve import composite, cube, scene_files, scene_reading, time_grid
 from lcflow.retrieve.cube_settings import CubeSettings
 
 from ..conftest import BANDS, SMALL_AOI
 
 
 def test_time_grid():
-    edges, centres = cube.time_grid(2019, 12)
+    grid = time_grid.year_grid(2019, 12)
+    edges, centres = grid.edges, grid.centres
     assert edges[0] == dt.datetime(2019, 1, 1) and edges[-1] == dt.datetime(2020, 1, 1)
     assert len(centres) == 12 and centres[0].month == 1 and centres[6].month == 7
-    assert len(cube.time_grid(2020, 73)[1]) == 73
+    assert time_grid.year_grid(2020, 73).steps == 73 and grid.period == "12 equal windows"
+
+
+def _steps(times, edges):
+    return time_grid.steps_of_instants(times, edges), len(edges) - 1
+
+
+def _offsets(offsets, bands: int):
+    """Readings that take ``offsets`` (DN, per observation) off every band."""
+    n = len(offsets)
+    return [composite.BandReading(np.ones(n, np.float32), -np.asarray(offsets, np.float32), np.full(n, np.nan))
+            for _ in range(bands)]
 
 
 def test_clear_mask_dilates_invalid_pixels():
@@ -64,7 +76,7 @@ def test_composite_is_median_of_clear_observations():
     times = np.array(["2018-02-01", "2018-03-01", "2018-04-01", "2018-09-01"], dtype="datetime64[us]")
     values = [np.array([1, 5, 3, 7], dtype=np.uint16).reshape(4, 1, 1)]
     clear = np.array([True, True, True, False]).reshape(4, 1, 1)
-    out, counts = composite.composite(values, clear, times, edges)
+    out, counts = composite.composite(values, clear, *_steps(times, edges))
     assert out[0, 0, 0, 0] == 3.0 and counts[0, 0, 0] == 3
     assert np.isnan(out[1, 0, 0, 0]) and counts[1, 0, 0] == 0
 
@@ -77,9 +89,9 @@ def test_composite_removes_each_scenes_offset_before_the_median():
     values = [np.array([1500, 1600, 700], dtype=np.uint16).reshape(3, 1, 1),  # 500, 600, 700 harmonised
               np.array([2000, 2100, 1200], dtype=np.uint16).reshape(3, 1, 1)]
     clear = np.ones((3, 1, 1), dtype=bool)
-    out, counts = composite.composite(values, clear, times, edges, np.array([1000, 1000, 0], dtype=np.float32))
+    out, counts = composite.composite(values, clear, *_steps(times, edges), _offsets([1000, 1000, 0], 2))
     assert out[0, :, 0, 0].tolist() == [600.0, 1100.0] and counts[0, 0, 0] == 3
-    one, _ = composite.composite(values, clear, times[:1], edges, np.array([1000.0], dtype=np.float32))
+    one, _ = composite.composite([v[:1] for v in values], clear[:1], *_steps(times[:1], edges), _offsets([1000], 2))
     assert one[0, :, 0, 0].tolist() == [500.0, 1000.0]  # a single scene: its value
 
 
@@ -135,27 +147,32 @@ def test_cube_with_indices_and_filled_gaps(stages, tmp_path):
     assert np.median(np.abs(ndvi - 10000 * (nir - red) / (nir + red))) < 3
 
 
+def _surveyed(manifest, tile: str, year: int, settings: CubeSettings, bounds):
+    """The Scenes of a manifest once their files are surveyed: how each asset is read."""
+    items = cube.read_manifest(manifest)
+    layout = cube.check_items(items, tile, year, settings)
+    grid = cube.tile_grid(tile, items, settings.resolution, bounds)
+    scenes = scene_reading.Scenes(manifest, items, tile, year, grid, layout, settings, None)
+    with scenes.reading():
+        return scenes, layout, grid
+
+
 def test_assets_read_as_stored_and_resampled_by_lcflow_equal_gdals_warp(stages, tmp_path, monkeypatch):
-    """Assets read on their own grid from files kept open, the 20 m bands interpolated and SCL taken
-    by nearest neighbour (lcflow.resample), give the cube that odc-stac's GDAL warp of every asset gives."""
-    items = cube.read_manifest(stages["items2018"])
-    keys, scl = cube.check_items(items, "31UFT", 2018, BANDS)
-    grid = cube.tile_grid("31UFT", items, 10.0, SMALL_AOI["31UFT"])
-    native = scene_reading.native_grids(items, [*keys, scl], grid)
-    assert set(native) == {*keys, scl}
-    assert {k for k, t in native.items() if t.a == 20} == {"rededge1", "rededge2", "rededge3", "nir08", "swir16",
-                                                            "swir22", scl}
-    assert {scene_reading.resampling_method(t, grid, k == scl) for k, t in native.items()} == {"nearest", "bilinear"}
+    """Assets read on their own grid (their files' headers') from files kept open, the 20 m bands
+    interpolated and SCL taken by nearest neighbour (lcflow.resample), give the cube that odc-stac's GDAL
+    warp of every asset gives."""
+    settings = CubeSettings(bands=BANDS, block_px=64)
+    scenes, layout, grid = _surveyed(stages["items2018"], "31UFT", 2018, settings, SMALL_AOI["31UFT"])
+    scl = layout.mask.key
+    assert set(scenes.native) == set(layout.keys) and scenes.warped == []
+    assert {k for k, (t, _) in scenes.native.items() if t.a == 20} == {"rededge1", "rededge2", "rededge3", "nir08",
+                                                                      "swir16", "swir22", scl}
     method = scene_reading.resampling_method
-    assert method(native[scl], grid, True) == "nearest" == method(native["red"], grid, False)
-    other_zone = [i.clone() for i in items]
-    for i in other_zone:
-        i.properties.pop("proj:epsg", None)
-        i.properties["proj:code"] = "EPSG:32632"
-    assert scene_reading.native_grids(other_zone, keys, grid) == {}  # not the tile's CRS: warped
-    monkeypatch.setattr(scene_reading, "native_grids", lambda *args: {})
-    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif",
-             CubeSettings(bands=BANDS, block_px=64), bounds=SMALL_AOI["31UFT"])
+    assert method(scenes.native[scl][0], grid, True) == "nearest" == method(scenes.native["red"][0], grid, False)
+    assert {m for _, m in scenes.native.values()} == {"nearest", "bilinear"}
+    monkeypatch.setattr(scene_files, "_native_grids", lambda *args: {})
+    cube.run(stages["items2018"], "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", settings,
+             bounds=SMALL_AOI["31UFT"])
     with rasterio.open(tmp_path / "c.tif") as a, rasterio.open(stages["cube2018"]) as b:
         assert np.array_equal(a.read(), b.read())
 
@@ -180,18 +197,25 @@ def test_cube_layout(stages):
     assert 0 < np.median(valid) < 5000  # reflectance x 10000
 
 
-@pytest.mark.parametrize("recorded_in", ["s2:processing_baseline", "processing:version"])
+@pytest.mark.parametrize("recorded_in", ["raster:bands", "s2:processing_baseline", "processing:version"])
 def test_harmonisation_removes_the_offset_once(recorded_in, stages, tmp_path):
-    """A copy of the scenes stored with baseline 04.00 and +1000 DN gives the same cube, whichever property
-    the catalogue records the baseline in (Earth Search's and Planetary Computer's, or the processing
-    extension's as Copernicus Data Space's)."""
+    """A copy of the scenes stored with baseline 04.00 and +1000 DN gives the same cube, whichever way the
+    catalogue records the offset: in its assets' raster:bands (-0.1, Copernicus Data Space's and Earth
+    Search's), or only as the baseline (Planetary Computer's property, or the processing extension's)."""
     items = json.loads(stages["items2018"].read_text())
     for f in items["features"][:4]:
         f["properties"].pop("s2:processing_baseline")
-        f["properties"][recorded_in] = "04.00"
+        f["properties"].pop("earthsearch:boa_offset_applied")
+        if recorded_in != "raster:bands":
+            f["properties"][recorded_in] = "04.00"
         for key, asset in f["assets"].items():
             if key == "scl":
                 continue
+            band = asset["raster:bands"][0]
+            if recorded_in == "raster:bands":
+                band["offset"] = -0.1
+            else:
+                band.pop("scale"), band.pop("offset")
             dst = tmp_path / f["id"] / f"{key}.tif"
             dst.parent.mkdir(exist_ok=True)
             with rasterio.open(asset["href"]) as src:
@@ -219,7 +243,7 @@ def test_cube_errors(stages, tmp_path):
 
 def _nanmedian_composite(values, clear, times, edges, offsets):
     """The composite as array expressions: each step's observations as float32 less their offset, NaN
-    where not clear, and numpy's nanmedian."""
+    where not clear (or NaN), and numpy's nanmedian."""
     edge64 = np.array(edges, dtype="datetime64[us]")
     out = np.full((len(edges) - 1, len(values), *clear.shape[1:]), np.nan, dtype=np.float32)
     counts = np.zeros((len(edges) - 1, *clear.shape[1:]), dtype=np.uint8)
@@ -230,7 +254,7 @@ def _nanmedian_composite(values, clear, times, edges, offsets):
         counts[k] = np.minimum(clear[sel].sum(axis=0), 255)
         for b, dn in enumerate(values):
             obs = dn[sel].astype(np.float32) - offsets[sel, None, None]
-            obs[~clear[sel]] = np.nan
+            obs[~clear[sel] | np.isnan(dn[sel])] = np.nan
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN pixel
                 out[k, b] = np.nanmedian(obs, axis=0)
@@ -248,7 +272,7 @@ def test_composite_is_numpys_nanmedian_to_the_bit(obs):
     clear = rng.random((obs, 9, 13)) < (0.6 if obs < 300 else 0.97)
     clear[:, 0, 0] = False  # a pixel never observed
     offsets = rng.choice([0, 1000], obs).astype(np.float32)
-    got, counts = composite.composite(values, clear, times, edges, offsets)
+    got, counts = composite.composite(values, clear, *_steps(times, edges), _offsets(offsets, 2))
     expected, expected_counts = _nanmedian_composite(values, clear, times, edges, offsets)
     assert got.dtype == np.float32 and np.array_equal(got, expected, equal_nan=True)
     assert np.array_equal(counts, expected_counts) and np.isnan(got[:, :, 0, 0]).all()
@@ -304,8 +328,94 @@ def test_composite_stored_is_to_int16_of_the_composite():
     values = [rng.integers(0, 65535, (30, 8, 9)).astype(np.uint16), rng.normal(0, 30000, (30, 8, 9))]
     clear = rng.random((30, 8, 9)) < 0.3
     offsets = rng.choice([0, 1000], 30).astype(np.float32)
-    comp, counts = composite.composite(values, clear, times, edges, offsets)
-    stored, stored_counts = composite.composite(values, clear, times, edges, offsets, stored=True)
+    comp, counts = composite.composite(values, clear, *_steps(times, edges), _offsets(offsets, 2))
+    stored, stored_counts = composite.composite(values, clear, *_steps(times, edges), _offsets(offsets, 2), stored=True)
     assert stored.dtype == np.int16 and np.array_equal(stored, composite.to_int16(comp))
     assert np.array_equal(counts, stored_counts)
     assert (stored == composite.NODATA).any() and (stored == 32767).any() and (stored == -32767).any()
+
+
+def _rewritten(stages, tmp_path, change):
+    """The demo's 2018 manifest, each item's dict changed by ``change(feature, folder)``."""
+    items = json.loads(stages["items2018"].read_text())
+    for f in items["features"]:
+        change(f, tmp_path / f["id"])
+    manifest = tmp_path / "items.json"
+    manifest.write_text(json.dumps(items))
+    return manifest
+
+
+def test_a_products_own_mask_asset_masks_as_its_clear_values_say(stages, tmp_path):
+    """Another processor's mask (1 cloud or shadow, 0 clear, 255 outside the scene) in place of SCL: the cube
+    SCL's invalid classes give, grown the same, what lies outside not grown."""
+    def add_mask(f, folder):
+        folder.mkdir()
+        with rasterio.open(f["assets"]["scl"]["href"]) as src:
+            profile, scl = src.profile, src.read(1)
+        clm = np.where(np.isin(scl, [1, 3, 8, 9, 10]), 1, np.where(scl == 0, 255, 0)).astype(np.uint8)
+        with rasterio.open(folder / "clm.tif", "w", **{**profile, "driver": "GTiff", "nodata": 255}) as out:
+            out.write(clm, 1)
+        f["assets"]["clm"] = {"href": str(folder / "clm.tif"), "type": "image/tiff"}
+        del f["assets"]["scl"]
+
+    manifest = _rewritten(stages, tmp_path, add_mask)
+    settings = CubeSettings(bands=BANDS, block_px=64, mask="asset", mask_asset="clm", mask_clear=[0])
+    cube.run(manifest, "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif", settings, bounds=SMALL_AOI["31UFT"])
+    with rasterio.open(tmp_path / "c.tif") as a, rasterio.open(stages["cube2018"]) as b:
+        assert np.array_equal(a.read(), b.read()) and a.tags()["mask"] == "asset"
+    with pytest.raises(LcflowError, match=r"^cube.mask: asset needs cube.mask_asset"):
+        CubeSettings(mask="asset")
+    with pytest.raises(LcflowError, match=r"has no asset 'scl' for band SCL|has no asset for band SCL"):
+        cube.run(manifest, "31UFT", 2018, tmp_path / "d.tif", tmp_path / "dv.tif", CubeSettings(bands=BANDS),
+                 bounds=SMALL_AOI["31UFT"])
+
+
+def test_no_mask_keeps_every_observation_with_data(stages, tmp_path):
+    """`cube.mask: none` (composites already masked): every observation with data counts, clouds too; no
+    SCL asset needed."""
+    manifest = _rewritten(stages, tmp_path, lambda f, folder: f["assets"].pop("scl"))
+    cube.run(manifest, "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif",
+             CubeSettings(bands=BANDS, block_px=64, mask="none"), bounds=SMALL_AOI["31UFT"])
+    with rasterio.open(tmp_path / "v.tif") as ours, rasterio.open(stages["valid2018"]) as masked:
+        counts, fewer = ours.read(), masked.read()
+    assert (counts >= fewer).all() and (counts > fewer).any()
+    items = cube.read_manifest(manifest)
+    steps = time_grid.steps_of([time_grid.item_interval(i) for i in items], time_grid.year_grid(2018, 12).edges)
+    assert counts.max(axis=(1, 2)).tolist() == np.bincount(steps, minlength=12).tolist()  # every scene, everywhere
+
+
+def test_an_offset_the_pixels_never_had_is_refused_naming_the_item(stages, tmp_path):
+    """Harmonised DNs whose items say raster:bands offset -0.1: most clear reflectances would fall below
+    -0.05, so the year is refused, the item named, before a cube is written."""
+    def claim_offset(f, folder):
+        for key, asset in f["assets"].items():
+            if key != "scl":
+                asset["raster:bands"][0]["offset"] = -0.1
+
+    manifest = _rewritten(stages, tmp_path, claim_offset)
+    with pytest.raises(LcflowError) as refused:
+        cube.run(manifest, "31UFT", 2018, tmp_path / "c.tif", tmp_path / "v.tif",
+                 CubeSettings(bands=BANDS, block_px=64), bounds=SMALL_AOI["31UFT"])
+    said = str(refused.value)
+    assert said.startswith("tile 31UFT 2018: item S2") and "of its clear reflectances lie below -0.05 once its " \
+        "offset of -1000 DN (raster:bands) is applied" in said and "\n" not in said
+    assert not list(tmp_path.glob("*.tif"))
+
+
+def test_an_item_that_records_no_offset_stops_the_stage_in_before_any_fetch(stages, tmp_path):
+    from lcflow.retrieve import stage_in
+    from lcflow.retrieve.stage_settings import StageSettings
+
+    def forget(f, folder):
+        f["properties"].pop("s2:processing_baseline"), f["properties"].pop("earthsearch:boa_offset_applied")
+        for asset in f["assets"].values():
+            for band in asset.get("raster:bands", []):
+                band.pop("scale", None), band.pop("offset", None)
+
+    manifest = _rewritten(stages, tmp_path, forget)
+    with pytest.raises(LcflowError, match=r"records no offset .*: set cube.boa_add_offset"):
+        stage_in.dry_run(manifest, "31UFT", 2018, BANDS, StageSettings(dir=str(tmp_path / "s"), mode="fetch"))
+    assert not (tmp_path / "s").exists()
+    said = stage_in.dry_run(manifest, "31UFT", 2018, CubeSettings(bands=BANDS, boa_add_offset=0),
+                            StageSettings(dir=str(tmp_path / "s"), mode="fetch"))
+    assert said == 11 * len(cube.read_manifest(manifest))

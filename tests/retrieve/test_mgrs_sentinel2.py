@@ -1,7 +1,10 @@
+import datetime as dt
+
+import pystac
 import pytest
 
 from lcflow.errors import LcflowError
-from lcflow.retrieve import mgrs, sentinel2
+from lcflow.retrieve import mgrs, radiometry, sentinel2
 
 
 @pytest.mark.parametrize("tile,epsg", [("31UFT", 32631), ("32ULC", 32632), ("13TDE", 32613), ("35MNM", 32735),
@@ -34,38 +37,62 @@ def test_asset_keys_of_both_catalogue_styles(earth_search_items, planetary_items
         sentinel2.asset_key({"blue": {}}, "B01")
 
 
+def _item(properties: dict, item_id: str = "S2A_X") -> pystac.Item:
+    return pystac.Item(item_id, None, None, dt.datetime(2023, 1, 1), properties)
+
+
 def test_boa_offset_is_removed_once(earth_search_items, planetary_items):
-    # Earth Search v1, baseline 05.09, offset already applied by the catalogue
-    assert earth_search_items[0].properties["s2:processing_baseline"] == "05.09"
-    assert sentinel2.boa_offset(earth_search_items[0].properties) == 0
+    # Earth Search v1, baseline 05.09, offset already applied by the catalogue (its raster:bands' -0.1 is not)
+    es = earth_search_items[0]
+    assert es.properties["s2:processing_baseline"] == "05.09"
+    assert radiometry.scaling(es, es.assets["red"].extra_fields, 1).bias == 0
     # Planetary Computer, baseline 02.12: no offset in the data
-    assert sentinel2.boa_offset(planetary_items[0].properties) == 0
-    assert sentinel2.boa_offset({"s2:processing_baseline": "04.00"}) == 1000
-    assert sentinel2.boa_offset({"s2:processing_baseline": "05.10", "earthsearch:boa_offset_applied": False}) == 1000
-    assert sentinel2.boa_offset({"s2:processing_baseline": "N0400"}) == 1000  # as a product's name writes it
+    pc = planetary_items[0]
+    assert radiometry.scaling(pc, pc.assets["B04"].extra_fields, 1) == radiometry.Scaling(
+        1.0, 0.0, "processing baseline 02.12")
+    for properties in ({"s2:processing_baseline": "04.00"},
+                       {"s2:processing_baseline": "05.10", "earthsearch:boa_offset_applied": False},
+                       {"s2:processing_baseline": "N0400"}):  # as a product's name writes it
+        assert radiometry.scaling(_item(properties), {}, 1).bias == -1000
+    # raster:bands as the item gives them, scale included: DN x scale + offset, in reflectance x 10000
+    fields = {"raster:bands": [{"scale": 0.0001, "offset": -0.1}, {"scale": 0.0002, "offset": 0.05}]}
+    assert radiometry.scaling(_item({}), fields, 1) == radiometry.Scaling(1.0, -1000.0, "raster:bands")
+    assert radiometry.scaling(_item({}), fields, 2) == radiometry.Scaling(2.0, 500.0, "raster:bands")
     with pytest.raises(LcflowError, match=r"item S2X: unreadable s2:processing_baseline 'four' \(a processing baseline"):
-        sentinel2.boa_offset({"s2:processing_baseline": "four"}, "S2X")
+        radiometry.scaling(_item({"s2:processing_baseline": "four"}, "S2X"), {}, 1)
 
 
 @pytest.mark.parametrize("properties, offset", [
-    ({"processing:version": "05.10", "datetime": "2021-06-01T10:00:00Z"}, 1000),  # the processing extension
-    ({"processing:version": "02.09", "datetime": "2023-06-01T10:00:00Z"}, 0),  # the record, not the date
-    ({"datetime": "2022-03-01T10:30:00Z"}, 1000),  # no record: by the date, said in the log
-    ({"datetime": "2021-03-01T10:30:00Z"}, 0),
-    ({"datetime": "2022-01-24T23:30:00-01:00"}, 1000),  # 00:30 UTC on the 25th
+    ({"processing:version": "05.10"}, -1000),  # the processing extension
+    ({"processing:version": "02.09"}, 0),  # the record, not the date
 ])
-def test_the_baseline_is_found_whichever_property_records_it_else_by_date(properties, offset, caplog):
-    with caplog.at_level("WARNING", logger="lcflow"):
-        assert sentinel2.boa_offset(properties, "S2A_X") == offset
-    said = [r.getMessage() for r in caplog.records]
-    if any(k in properties for k in sentinel2.BASELINE_PROPERTIES):
-        assert said == []
-    else:
-        day = properties["datetime"][:10] if offset == 0 else ("2022-01-25" if "-01:00" in properties["datetime"]
-                                                                 else properties["datetime"][:10])
-        assert said == [f"item S2A_X records no processing baseline (s2:processing_baseline or processing:version): "
-                        f"acquired {day}, {'on or after' if offset else 'before'} 2022-01-25, so its reflectances are "
-                        f"taken to {'carry' if offset else 'lack'} the +1000 offset"]
+def test_the_baseline_is_found_whichever_property_records_it(properties, offset):
+    assert radiometry.scaling(_item(properties), {}, 1).bias == offset
+
+
+def test_an_item_that_records_no_offset_is_refused_unless_the_config_says_it():
+    """No guess by the date: a composite of 2022 whose offset was removed would lose 0.1 of reflectance."""
+    item = _item({"datetime": "2022-03-01T10:30:00Z"}, "composite_2022_03")
+    with pytest.raises(LcflowError) as refused:
+        radiometry.scaling(item, {"raster:bands": [{"nodata": 65535}]}, 1)
+    assert str(refused.value) == (
+        "item composite_2022_03 records no offset (no raster:bands scale or offset, no s2:processing_baseline or "
+        "processing:version, no earthsearch:boa_offset_applied): set cube.boa_add_offset, 0 for products whose "
+        "offset is removed (composites, harmonised collections) or -1000 for Sentinel-2 L2A of processing baseline "
+        "04.00 and later (acquired from 25 January 2022)")
+    for configured in (0, -1000):
+        said = radiometry.scaling(item, {}, 1, configured)
+        assert said == radiometry.Scaling(1.0, float(configured), "cube.boa_add_offset")
+    # a record wins over the config
+    assert radiometry.scaling(_item({"processing:version": "02.09"}), {}, 1, -1000).bias == 0
+
+
+def test_nodata_as_the_asset_the_file_or_the_product_says():
+    assert radiometry.nodata({"raster:bands": [{"nodata": 65535}]}, 1, 0) == 65535
+    assert radiometry.nodata({"raster:bands": [{"nodata": "nan"}]}, 1, None) != radiometry.nodata({}, 1, None)
+    assert radiometry.nodata({"raster:bands": [{}]}, 1, 65535.0) == 65535  # the file's tag
+    assert radiometry.nodata({}, 1, None) == 0  # Sentinel-2 L2A's documented 0
+    assert radiometry.nodata({"raster:bands": [{"nodata": 0}, {"nodata": 7}]}, 2, None) == 7
 
 
 def test_check_bands():

@@ -13,7 +13,16 @@ import pytest
 import rasterio
 
 from lcflow.errors import LcflowError
-from lcflow.retrieve import cube, mgrs, remote, scene_reading, search, sentinel2
+from lcflow.retrieve import (
+    cube,
+    mgrs,
+    radiometry,
+    remote,
+    scene_files,
+    scene_reading,
+    search,
+    sentinel2,
+)
 from lcflow.retrieve.cube_settings import CubeSettings
 
 from ..conftest import BANDS, SMALL_AOI
@@ -148,24 +157,29 @@ def test_real_catalogue_items_parse_and_sign_as_their_catalogue_needs(earth_sear
         assert {search.item_tile(i) for i in manifest} == {tile}
         assert sorted({i.datetime.date() for i in manifest}) == when
         assert {sentinel2.item_epsg(i.properties) for i in manifest} == {epsg}
-        assert {sentinel2.boa_offset(i.properties) for i in manifest} == {offset}
-        keys, scl = cube.check_items(manifest, tile, when[0].year, BANDS)
+        layout = cube.check_items(manifest, tile, when[0].year, CubeSettings(bands=BANDS))
+        assert {radiometry.scaling(i, i.assets[s.key].extra_fields, 1).bias
+                for i in manifest for s in layout.bands.values()} == {offset}
         for item in manifest:
-            for band, key in zip(BANDS, keys):
-                href = item.assets[key].href
+            for band, source in layout.bands.items():
+                href = item.assets[source.key].href
                 assert href.startswith("https://") and href.endswith(".tif") and band in href.rsplit("/", 1)[1]
-            assert "SCL" in item.assets[scl].href
+            assert "SCL" in item.assets[layout.mask.key].href
         sign = remote.signer("auto", manifest)
         assert (sign is not None) == signs
         if signs:
             assert sign(manifest[0].assets["B02"].href).endswith("?sig=stub")
         assert remote.signer("none", manifest) is None
-    # from baseline 04.00 Planetary Computer leaves the +1000 offset in the pixels; Earth Search says it removed it
+    # from baseline 04.00 Planetary Computer leaves the +1000 offset in the pixels (and records it in no
+    # raster:bands); Earth Search says it removed it, whatever its raster:bands offset of -0.1 says
     later = copy.deepcopy(planetary_items[0])
     later.properties["s2:processing_baseline"] = "04.00"
-    assert sentinel2.boa_offset(later.properties) == 1000
-    assert sentinel2.boa_offset(earth_search_items[0].properties) == 0
-    assert earth_search_items[0].properties["s2:processing_baseline"] == "05.09"
+    assert radiometry.scaling(later, later.assets["B02"].extra_fields, 1).bias == -1000
+    es = earth_search_items[0]
+    assert es.properties["s2:processing_baseline"] == "05.09" and es.properties["earthsearch:boa_offset_applied"]
+    assert es.assets["blue"].extra_fields["raster:bands"][0]["offset"] == -0.1
+    assert radiometry.scaling(es, es.assets["blue"].extra_fields, 1) == radiometry.Scaling(
+        1.0, 0.0, "earthsearch:boa_offset_applied")
 
 
 def _reprocessed(item: pystac.Item, new_id: str, baseline: str, generated: str) -> pystac.Item:
@@ -235,28 +249,48 @@ def test_copernicus_items_name_bands_at_their_resolution_and_their_s3_endpoint(e
     item = earth_search_items[0].clone()
     item.assets = {f"{b}_{sentinel2.BAND_RESOLUTION[b]}m": pystac.Asset(f"s3://eodata/Sentinel-2/MSI/L2A/x/{b}.jp2")
                    for b in [*BANDS, "SCL"]}
-    keys, scl = cube.check_items([item], "13TDE", 2023, BANDS)
-    assert keys[0] == "B02_10m" and keys[BANDS.index("B8A")] == "B8A_20m" and scl == "SCL_20m"
+    layout = cube.check_items([item], "13TDE", 2023, CubeSettings(bands=BANDS))
+    assert layout.bands["B02"].key == "B02_10m" and layout.bands["B8A"].key == "B8A_20m"
+    assert layout.mask.key == "SCL_20m"
     assert remote.s3_endpoint([item]) == remote.CDSE_S3_ENDPOINT
     assert remote.s3_endpoint(earth_search_items) is None
     assert remote.signer("auto", [item]) is None
 
 
 def test_real_catalogue_items_have_their_20m_bands_read_on_their_own_grid(earth_search_items, planetary_items):
-    """Earth Search and Planetary Computer items give every asset's grid (proj:transform): every asset is
-    read as stored, the 10 m bands as they are, the 20 m bands interpolated and SCL by nearest
+    """Earth Search's and Planetary Computer's files as their items describe them (proj:transform): every
+    asset is read as stored, the 10 m bands as they are, the 20 m bands interpolated and SCL by nearest
     neighbour, nothing warped by GDAL."""
-    bands = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12", "SCL"]
+    from affine import Affine
+
+    from lcflow.retrieve.asset_reader import FileFacts
+
+    bands = ["B02", "B03", "B04", "B05", "B06", "B07", "B08", "B8A", "B11", "B12"]
     for items, tile in ((earth_search_items, "13TDE"), (planetary_items, "35MNM")):
-        keys = [sentinel2.asset_key(items[0].assets, b) for b in bands]
+        layout = cube.check_items(items, tile, items[0].datetime.year, CubeSettings(bands=bands))
+        keys = [layout.bands[b].key for b in bands] + [layout.mask.key]
         grid = cube.tile_grid(tile, items, 10.0, None)  # the whole tile, from the items' proj:transform
         assert (grid.width, grid.height) == (10980, 10980) and grid.crs.to_epsg() == mgrs.tile_epsg(tile)
         assert (grid.transform.c, grid.transform.f) == tuple(items[0].assets[keys[0]].extra_fields["proj:transform"][i]
                                                              for i in (2, 5))
-        native = scene_reading.native_grids(items, keys, grid)
-        assert set(native) == set(keys), tile
-        methods = {b: scene_reading.resampling_method(native[k], grid, b == "SCL") for b, k in zip(bands, keys)}
+
+        def header(item, key, epsg=None, tile=tile):
+            epsg = epsg or mgrs.tile_epsg(tile)
+            fields = item.assets[key].extra_fields
+            return FileFacts(Affine(*fields["proj:transform"][:6]), tuple(fields["proj:shape"]), epsg, 1,
+                             ("uint16",), (0.0,), ((1.0, 0.0),))
+
+        files = scene_files.survey(items, layout, header, grid, tile)
+        assert set(files.native) == set(keys), tile
+        methods = {b: scene_reading.resampling_method(files.native[layout.reads[b].key], grid, b == "mask")
+                   for b in layout.reads}
         assert [b for b in bands if methods[b] == "bilinear"] == ["B05", "B06", "B07", "B8A", "B11", "B12"], tile
-        assert [b for b in bands if methods[b] == "nearest"] == ["B02", "B03", "B04", "B08", "SCL"], tile
-        assert {(t.a, t.c, t.f) for t in native.values()} == {(10.0, grid.transform.c, grid.transform.f),
-                                                             (20.0, grid.transform.c, grid.transform.f)}
+        assert [b for b in layout.reads if methods[b] == "nearest"] == ["B02", "B03", "B04", "B08", "mask"], tile
+        assert {(t.a, t.c, t.f) for t in files.native.values()} == {(10.0, grid.transform.c, grid.transform.f),
+                                                                   (20.0, grid.transform.c, grid.transform.f)}
+        other_zone = scene_files.survey(items, layout, lambda i, k: header(i, k, epsg=32632), grid, tile)
+        assert other_zone.native == {}  # not the tile's CRS: warped
+    for item, tile in [(earth_search_items[0], "13TDE"), (planetary_items[0], "35MNM")]:
+        assert mgrs.tile_epsg(tile) == sentinel2.item_epsg(item.properties)
+    assert sentinel2.item_epsg({"proj:code": "EPSG:32631"}) == 32631
+    assert sentinel2.item_epsg({}) is None

@@ -42,14 +42,14 @@ rule stage:
         **NETWORK_JOB,
         stage_in=1,
     params:
-        bands=",".join(CUBE["bands"]),
+        cube=json.dumps(CUBE, sort_keys=True),
         bounds=aoi_args,
         settings=json.dumps(STAGE, sort_keys=True),
         network=NETWORK,
     conda:
         ENV
     shell:
-        "lcflow -v stage --items {input:q} --tile {wildcards.tile} --year {wildcards.year} --bands {params.bands:q}"
+        "lcflow -v stage --items {input:q} --tile {wildcards.tile} --year {wildcards.year} --cube-settings {params.cube:q}"
         " {params.bounds} --settings {params.settings:q} {params.network}"
         " --out {output:q} > {log:q} 2>&1"
 

@@ -6,6 +6,7 @@ local tiled GeoTIFF on the source's pixel grid, so the cube reads it as it would
 staged manifest gives each copy its own ``proj:shape`` and ``proj:transform``.
 """
 
+import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,10 @@ from affine import Affine
 from lcflow.common.atomic import atomic_path
 from lcflow.errors import LcflowError
 from lcflow.retrieve import remote
+from lcflow.retrieve.asset_reader import FileFacts
+from lcflow.retrieve.scene_files import differs_from_item
+
+log = logging.getLogger("lcflow")
 
 
 def window_on(
@@ -52,9 +57,11 @@ def copy_area(
     network: remote.Network,
     sign: Callable[[str], str] | None,
     what: str,
+    fields: dict | None = None,
 ) -> tuple[list[int], list[float]]:
     """Write the internal tiles of ``href`` over ``bounds`` to ``dest`` (atomically, checked whole);
-    its ``proj:shape`` and ``proj:transform``.
+    its ``proj:shape`` and ``proj:transform``. A source its item's fields do not describe is cut on its own
+    grid, with a WARNING (as the cube reads such a file: :mod:`lcflow.retrieve.scene_files`).
 
     Args:
         href: the remote raster (a cloud-optimised GeoTIFF), read through GDAL's /vsicurl/.
@@ -63,6 +70,7 @@ def copy_area(
         network: GDAL's timeouts and retries for the reads.
         sign: signs ``href`` before it is opened (None: read as it is).
         what: the item and asset, named in every message.
+        fields: the asset's STAC fields (``proj:shape``, ``proj:transform``), checked against the source.
     """
     import rasterio
     from rasterio.windows import Window
@@ -71,6 +79,11 @@ def copy_area(
 
     try:
         with remote.gdal_env(network), rasterio.open(sign(href) if sign else href) as src:
+            why = differs_from_item(FileFacts.of(src), fields or {})
+            if why:
+                log.warning(
+                    "%s: %s; its tiles over the area are cut on the file's own grid", what, why
+                )
             found = window_on(src.transform, (src.height, src.width), src.block_shapes[0], bounds)
             if found is None:
                 raise LcflowError(

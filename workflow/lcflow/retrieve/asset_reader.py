@@ -14,6 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,33 @@ _NETWORK_MESSAGE = re.compile(
     r"HTTP (response|error) code|curl error|timed out|could not resolve|connection|SSL",
     re.IGNORECASE,
 )
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """A raster file's header: its pixel grid, CRS, bands and their types, no-data values and (scale,
+    offset) tags."""
+
+    transform: Affine
+    shape: tuple[int, int]
+    epsg: int | None
+    count: int
+    dtypes: tuple[str, ...]
+    nodata: tuple[float | None, ...]
+    scales: tuple[tuple[float, float], ...]
+
+    @classmethod
+    def of(cls, src) -> "FileFacts":
+        """The facts of an open rasterio dataset."""
+        return cls(
+            transform=src.transform,
+            shape=(src.height, src.width),
+            epsg=src.crs.to_epsg() if src.crs else None,
+            count=src.count,
+            dtypes=tuple(src.dtypes),
+            nodata=tuple(src.nodatavals),
+            scales=tuple(zip(src.scales, src.offsets)),
+        )
 
 
 class AssetReadError(Exception):
@@ -58,11 +86,8 @@ class AssetReader:
         sign: Callable[[str], str] | None = None,
         max_age_s: float = 600.0,
         max_open: int | None = None,
-        shapes: dict[str, tuple[int, int]] | None = None,
     ):
         self.sign = sign
-        # href -> (rows, cols) its STAC item gives (proj:shape), checked at opening
-        self.shapes = shapes or {}
         self.max_age_s = max_age_s
         self.max_open = max_open or open_files_allowed()
         self._open: OrderedDict[str, tuple[Any, float]] = OrderedDict()
@@ -71,15 +96,32 @@ class AssetReader:
         logging.getLogger("rasterio._env").addHandler(self._messages)
 
     def read(
-        self, href: str, region: Affine, shape: tuple[int, int], out: np.ndarray | None = None
+        self,
+        href: str,
+        region: Affine,
+        shape: tuple[int, int],
+        out: np.ndarray | None = None,
+        band: int = 1,
+        fill: float = 0,
     ) -> np.ndarray:
-        """Band 1 of ``href`` over ``region`` (the transform of the window's first pixel, on the file's
-        own pixel grid) and ``shape``, in the file's data type (into ``out`` where given: it must be the
-        file's type); pixels beyond the file are 0, Sentinel-2's no-data. A failure raises
-        :class:`AssetReadError` with GDAL's reason and the network's answer."""
+        """A window of one band of a file, in the file's data type; a failure raises
+        :class:`AssetReadError` with GDAL's reason and the network's answer.
+
+        Args:
+            href: the file (a path or URL).
+            region: the transform of the window's first pixel, on the file's own pixel grid.
+            shape: the window's rows and columns.
+            out: the array to read into (of the file's type), or None for a new one.
+            band: the band of the file (1-based).
+            fill: the value of the pixels beyond the file (the band's no-data).
+        """
         if out is not None and out.shape != tuple(shape):
             raise ValueError(f"a window of {tuple(shape)} px read into an array of {out.shape}")
-        return self._guarded(href, self._read, href, region, shape, out)
+        return self._guarded(href, self._read, href, region, shape, out, band, fill)
+
+    def facts(self, href: str) -> "FileFacts":
+        """What ``href``'s header says of its pixels (:class:`FileFacts`). Failures as :meth:`read`."""
+        return self._guarded(href, lambda href: FileFacts.of(self._dataset(href)), href)
 
     def block_bytes(self, href: str) -> int:
         """The bytes of one decoded block (internal tile) of ``href``'s band 1: what GDAL's block cache
@@ -111,7 +153,13 @@ class AssetReader:
             self._messages.local.messages = None
 
     def _read(
-        self, href: str, region: Affine, shape: tuple[int, int], out: np.ndarray | None
+        self,
+        href: str,
+        region: Affine,
+        shape: tuple[int, int],
+        out: np.ndarray | None,
+        band: int,
+        fill: float,
     ) -> np.ndarray:
         src = self._dataset(href)
         offset = pixel_offset(src.transform, region)
@@ -121,20 +169,23 @@ class AssetReader:
                 f"its STAC item gives ({tuple(region)[:6]} is not on it)"
             )
         row, col = offset
+        if not 1 <= band <= src.count:
+            raise LcflowError(f"{remote.redact(href)} holds {src.count} band(s), not a band {band}")
+        dtype = src.dtypes[band - 1]
         if out is None:
-            out = np.empty(shape, dtype=src.dtypes[0])
-        elif out.dtype != np.dtype(src.dtypes[0]):
-            raise LcflowError(
-                f"{remote.redact(href)}: stores {src.dtypes[0]} pixels, {out.dtype} expected"
-            )
+            out = np.empty(shape, dtype=dtype)
+        elif out.dtype != np.dtype(dtype):
+            raise LcflowError(f"{remote.redact(href)}: stores {dtype} pixels, {out.dtype} expected")
         h, w = shape
         r0, r1 = max(row, 0), min(row + h, src.height)
         c0, c1 = max(col, 0), min(col + w, src.width)
         if (r0, r1, c0, c1) == (row, row + h, col, col + w):
-            return src.read(1, window=((r0, r1), (c0, c1)), out=out)
-        out[...] = 0
+            return src.read(band, window=((r0, r1), (c0, c1)), out=out)
+        out[...] = fill
         if r0 < r1 and c0 < c1:
-            out[r0 - row : r1 - row, c0 - col : c1 - col] = src.read(1, window=((r0, r1), (c0, c1)))
+            out[r0 - row : r1 - row, c0 - col : c1 - col] = src.read(
+                band, window=((r0, r1), (c0, c1))
+            )
         return out
 
     def _dataset(self, href: str):
@@ -147,29 +198,12 @@ class AssetReader:
             src = None
         if src is None:
             src, opened = rasterio.open(self.sign(href) if self.sign else href), time.monotonic()
-            self._check(src, href)
         with self._lock:
             self._open[href] = (src, opened)
             while len(self._open) > self.max_open:
                 _, (oldest, _) = self._open.popitem(last=False)
                 oldest.close()
         return src
-
-    def _check(self, src, href: str) -> None:
-        """A Sentinel-2 band asset is one band, of the size its item gives: a file of three bands would be
-        read as its first, and one smaller than its item would leave the rest of the scene empty."""
-        want = self.shapes.get(href)
-        why = (
-            f"holds {src.count} bands, where a Sentinel-2 band asset holds one"
-            if src.count != 1
-            else f"is {src.height} x {src.width} px, where its STAC item's proj:shape says {want[0]} x {want[1]}: it is "
-            "not the file its item describes"
-            if want and (src.height, src.width) != tuple(want)
-            else ""
-        )
-        if why:
-            src.close()
-            raise LcflowError(f"{remote.redact(href)} {why}")
 
     def close(self) -> None:
         logging.getLogger("rasterio._env").removeHandler(self._messages)

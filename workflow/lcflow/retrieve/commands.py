@@ -59,16 +59,19 @@ def cmd_cube(a):
 def cmd_stage(a):
     from lcflow.retrieve import sentinel2, stage_in
 
-    bands, settings, network = (
-        sentinel2.check_bands(a.bands.split(",")),
+    section = dict(a.cube_settings or {})
+    if a.bands:
+        section["bands"] = sentinel2.check_bands(a.bands.split(","))
+    cube, settings, network = (
+        CubeSettings.from_config(section),
         StageSettings.from_options(a),
         _network(a),
     )
     if a.dry_run:
-        stage_in.dry_run(a.items, a.tile, a.year, bands, settings, network=network, bounds=a.bounds)
+        stage_in.dry_run(a.items, a.tile, a.year, cube, settings, network=network, bounds=a.bounds)
         return
     n = stage_in.run(
-        a.items, a.tile, a.year, bands, a.out, settings, network=network, bounds=a.bounds
+        a.items, a.tile, a.year, cube, a.out, settings, network=network, bounds=a.bounds
     )
     log.info("%s %s: %d files staged -> %s", a.tile, a.year, n, a.out)
 
@@ -175,9 +178,17 @@ def _stage_command(command) -> None:
     p.add_argument("--tile", required=True, help="MGRS tile id")
     p.add_argument("--year", type=int, required=True, help="calendar year")
     p.add_argument(
+        "--cube-settings",
+        type=cli_args.json_object,
+        metavar="JSON",
+        help="the config's cube section as a JSON object: its bands, mask and multi-band assets say "
+        "what of each item is fetched (default: the schema's)",
+    )
+    p.add_argument(
         "--bands",
-        default=",".join(default("cube.bands")),
-        help="Sentinel-2 bands the cube reads, comma-separated",
+        help="Sentinel-2 bands the cube reads, comma-separated (over --cube-settings' bands; default: "
+        + ",".join(default("cube.bands"))
+        + ")",
     )
     p.add_argument(
         "--dry-run",

@@ -1,8 +1,8 @@
 """Compositing a window of scenes onto the time grid: the clear-observation mask (SCL classes, cloud halo),
 the median of each time step's clear observations, gaps filled in time, and the int16 the cube stores."""
 
-import datetime as dt
 import functools
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -56,6 +56,22 @@ def clear_mask(scl: np.ndarray, invalid: list[int], dilation_px: int) -> np.ndar
     return ~bad
 
 
+def clear_where(
+    mask: np.ndarray, clear: list[int], nodata: np.ndarray, dilation_px: int
+) -> np.ndarray:
+    """True where an observation (time, rows, cols) is usable by a product's own mask: its value is one of
+    ``clear``; the other values grown by ``dilation_px``, except each observation's ``nodata`` value (what
+    lies outside a scene), masked but not grown."""
+    good = np.isin(mask, clear)
+    if dilation_px > 0:
+        outside = np.zeros(mask.shape, dtype=bool)
+        for k, value in enumerate(nodata):
+            if not np.isnan(value):
+                outside[k] = mask[k] == value
+        good &= ~grown(~good & ~outside, dilation_px)
+    return good
+
+
 def grown(mask: np.ndarray, px: int) -> np.ndarray:
     """``mask`` (..., rows, cols) grown by ``px`` pixels, 4-connected, in each image on its own (a
     diamond of radius ``px``), nothing beyond the edges: scipy's ``binary_dilation`` with the cross
@@ -80,34 +96,60 @@ def _among(scl: np.ndarray, classes: list[int]) -> np.ndarray:
     return table[scl]
 
 
+#: a clear value below this (reflectance x 10000: -0.05) is far below 0: an offset taken off pixels that had none
+FAR_BELOW_ZERO = -500.0
+
+
+@dataclass(frozen=True)
+class BandReading:
+    """How a band's digital numbers of each observation become reflectance x 10000: ``dn * gain + bias``
+    (float32), and the value that is no data in them (NaN: none; a NaN value is never data)."""
+
+    gain: np.ndarray  # (obs,) float32
+    bias: np.ndarray  # (obs,) float32
+    nodata: np.ndarray  # (obs,) float64
+
+    @classmethod
+    def plain(cls, n_obs: int, nodata: float = np.nan) -> "BandReading":
+        """DNs that are reflectance x 10000 as they are."""
+        return cls(
+            np.ones(n_obs, np.float32),
+            np.zeros(n_obs, np.float32),
+            np.full(n_obs, nodata, np.float64),
+        )
+
+
 def composite(
     values: list[np.ndarray],
     clear: np.ndarray,
-    times: np.ndarray,
-    edges: list[dt.datetime],
-    offsets: np.ndarray | None = None,
+    step_of: np.ndarray,
+    steps: int,
+    readings: list[BandReading] | None = None,
     stored: bool = False,
+    low: np.ndarray | None = None,
 ):
-    """Median of clear observations per time window.
+    """Median of clear observations per time step, each band's own no-data values left out.
 
     Returns (steps, bands, rows, cols) float32 with NaN where no clear observation (``stored``: int16 as
-    :func:`to_int16` stores them, without a float32 copy of the window), and counts (steps, rows, cols).
-    Compiled, a pixel at a time: a pixel's observations of a step are converted to float32 (offset taken
-    off) and ordered in a small buffer, so the year stays in its compact integer type and no array-wide
-    temporary is made. The median is ``np.nanmedian``'s, in float32: the mean of the two middle values.
+    :func:`to_int16` stores them, without a float32 copy of the window), and counts (steps, rows, cols) of
+    the clear observations. Compiled, a pixel at a time: a pixel's observations of a step are converted to
+    float32 (``dn * gain + bias``) and ordered in a small buffer, so the year stays in its compact type and
+    no array-wide temporary is made. The median is ``np.nanmedian``'s, in float32: the mean of the two
+    middle values.
 
     Args:
         values: per band, (obs, rows, cols) digital numbers as read (any numeric dtype).
-        clear: (obs, rows, cols), True where an observation is clear.
-        times: the observations' times (datetime64), in the order of ``values``.
-        edges: the time windows' ``steps + 1`` edges.
-        offsets: per observation, the DN offset to subtract (processing baseline), or None.
+        clear: (obs, rows, cols), True where an observation is clear (its mask, and data in some band).
+        step_of: (obs,) the time step of each observation, -1 for none (:mod:`lcflow.retrieve.time_grid`).
+        steps: how many steps the grid has.
+        readings: per band, each observation's gain, bias and no-data value; None: DNs as they are.
         stored: return the composites as int16, as the cube stores them.
+        low: (obs, 2) int64, added to: each observation's clear values and those of them
+            :data:`FAR_BELOW_ZERO` (an offset taken where there was none).
     """
-    steps = len(edges) - 1
     n_obs, h, w = clear.shape
-    edge64 = np.array(edges, dtype="datetime64[us]")
-    members = [np.flatnonzero((times >= edge64[k]) & (times < edge64[k + 1])) for k in range(steps)]
+    step_of = np.asarray(step_of, dtype=np.intp)
+    members = [np.flatnonzero(step_of == k) for k in range(steps)]
     starts = np.cumsum([0] + [len(m) for m in members]).astype(np.intp)
     order = np.concatenate(members).astype(np.intp) if n_obs else np.zeros(0, np.intp)
     # each step's comparators: a network for its padded size, less those that reach the padding
@@ -116,14 +158,27 @@ def composite(
     ]
     pair_starts = np.cumsum([0] + [len(n) for n in networks]).astype(np.intp)
     pairs = np.array([p for n in networks for p in n], dtype=np.intp).reshape(-1, 2)
-    offsets = (
-        np.zeros(n_obs, np.float32) if offsets is None else np.asarray(offsets, dtype=np.float32)
-    )
+    readings = readings or [BandReading.plain(n_obs) for _ in values]
+    tally = np.zeros((n_obs, 2), np.int64) if low is None else low
     out = np.empty((steps, len(values), h, w), dtype=np.int16 if stored else np.float32)
     counts = np.empty((steps, h, w), dtype=np.uint8)
     _clear_counts(clear, order, starts, counts)
     for b, dn in enumerate(values):
-        _median_composites(dn, clear, order, starts, pairs, pair_starts, offsets, out[:, b], stored)
+        r = readings[b]
+        _median_composites(
+            dn,
+            clear,
+            order,
+            starts,
+            pairs,
+            pair_starts,
+            r.gain,
+            r.bias,
+            r.nodata,
+            out[:, b],
+            stored,
+            tally,
+        )
     return out, counts
 
 
@@ -142,12 +197,15 @@ def _clear_counts(clear, order, starts, counts):
 
 
 @numba.njit(nogil=True, cache=True)
-def _median_composites(dn, clear, order, starts, pairs, pair_starts, offsets, out, stored):
+def _median_composites(
+    dn, clear, order, starts, pairs, pair_starts, gain, bias, nodata, out, stored, tally
+):
     """out[k] (rows, cols): the median of step ``k``'s clear observations of one band, NaN where none.
-    A row at a time: the step's observations of the row, +inf where not clear, are ordered by the
-    step's comparators (``pairs[pair_starts[k]:pair_starts[k + 1]]``: minimum and maximum across whole
-    rows, without a branch), so a pixel's n clear values come first: its median is the mean of those
-    at (n - 1) // 2 and n // 2. ``stored``: into int16 ``out`` as :func:`to_int16` rounds and clips."""
+    A row at a time: the step's observations of the row, +inf where not clear or no data, are ordered by
+    the step's comparators (``pairs[pair_starts[k]:pair_starts[k + 1]]``: minimum and maximum across
+    whole rows, without a branch), so a pixel's n clear values come first: its median is the mean of those
+    at (n - 1) // 2 and n // 2. ``stored``: into int16 ``out`` as :func:`to_int16` rounds and clips.
+    ``tally[i]``: observation i's clear values, and those far below 0, counted."""
     _, h, w = clear.shape
     longest = 1
     for k in range(len(starts) - 1):
@@ -156,17 +214,25 @@ def _median_composites(dn, clear, order, starts, pairs, pair_starts, offsets, ou
     taken = np.empty(w, np.intp)
     inf, two = np.float32(np.inf), np.float32(2)
     lowest, highest = np.float32(-32767), np.float32(32767)
+    far = np.float32(FAR_BELOW_ZERO)
     for k in range(len(starts) - 1):
         first, m = starts[k], starts[k + 1] - starts[k]
         for r in range(h):
             taken[:] = 0
             for j in range(m):
                 i = order[first + j]
-                offset = offsets[i]
+                g, o, nd = gain[i], bias[i], nodata[i]
+                seen, below = 0, 0
                 for c in range(w):
-                    is_clear = clear[i, r, c]
-                    ordered[j, c] = np.float32(dn[i, r, c]) - offset if is_clear else inf
+                    x = dn[i, r, c]
+                    is_clear = clear[i, r, c] and x == x and x != nd
+                    v = np.float32(x) * g + o
+                    ordered[j, c] = v if is_clear else inf
                     taken[c] += is_clear
+                    seen += is_clear
+                    below += is_clear and v < far
+                tally[i, 0] += seen
+                tally[i, 1] += below
             for p in range(pair_starts[k], pair_starts[k + 1]):
                 low, high = pairs[p, 0], pairs[p, 1]
                 for c in range(w):

@@ -7,7 +7,6 @@ so a full 10980 x 10980 tile never has to fit in memory.
 """
 
 import contextlib
-import datetime as dt
 import logging
 import warnings
 from pathlib import Path
@@ -20,29 +19,32 @@ from lcflow.common.prefetch import prefetched, written_behind
 from lcflow.common.progress import Progress
 from lcflow.common.raster import Bands, Grid, staged_cog
 from lcflow.errors import LcflowError
-from lcflow.retrieve import indices, mgrs, remote, sentinel2
+from lcflow.retrieve import indices, item_layout, mgrs, radiometry, remote, sentinel2
 from lcflow.retrieve.composite import NODATA, fill_time_gaps, to_int16
 from lcflow.retrieve.cube_settings import CubeSettings
+from lcflow.retrieve.item_layout import Layout
 from lcflow.retrieve.scene_reading import Scenes
 from lcflow.retrieve.search import manifest_source, read_manifest
 
 log = logging.getLogger("lcflow.retrieve.cube")
 
 
-def time_grid(year: int, steps: int) -> tuple[list[dt.datetime], list[dt.date]]:
-    """``steps`` equal windows over the calendar year: their ``steps + 1`` edges and centre dates."""
-    start = dt.datetime(year, 1, 1)
-    length = dt.datetime(year + 1, 1, 1) - start
-    edges = [start + length * k / steps for k in range(steps + 1)]
-    centres = [(edges[k] + (edges[k + 1] - edges[k]) / 2).date() for k in range(steps)]
-    return edges, centres
+def tile_grid(
+    tile: str, items, resolution: float, bounds: list[float] | None, key: str | None = None
+) -> Grid:
+    """The tile's grid in its UTM CRS: the configured area, or the extent of the first item's asset as its
+    ``proj:transform`` and ``proj:shape`` give it.
 
-
-def tile_grid(tile: str, items, resolution: float, bounds: list[float] | None) -> Grid:
-    """The tile's grid in its UTM CRS: the configured area, or the extent of its 10 m assets."""
+    Args:
+        tile: the MGRS tile, whose UTM zone is the grid's CRS.
+        items: the tile-year's items.
+        resolution: metres per pixel.
+        bounds: xmin, ymin, xmax, ymax in the tile's CRS, or None for the extent of the items' asset.
+        key: the asset whose extent is taken (the cube's first band's; None: B02's).
+    """
     epsg = mgrs.tile_epsg(tile)
     if bounds is None:
-        key = sentinel2.asset_key(items[0].assets, "B02", items[0].id)
+        key = key or sentinel2.asset_key(items[0].assets, "B02", items[0].id)
         asset = items[0].assets[key].extra_fields
         if "proj:transform" not in asset or "proj:shape" not in asset:
             raise LcflowError(
@@ -57,38 +59,18 @@ def tile_grid(tile: str, items, resolution: float, bounds: list[float] | None) -
     return Grid.from_bounds(epsg, (xmin, ymin, xmax, ymax), resolution)
 
 
-def check_items(items, tile: str, year: int, bands: list[str]) -> tuple[list[str], str]:
-    """Every item has every band and SCL under the same asset keys, in the tile's CRS; return the keys.
-
-    Checked for all items before any pixel is read: an item that odc-stac would otherwise drop or
-    misplace stops the job, named.
-    """
-    epsg = mgrs.tile_epsg(tile)
-    outside = [item for item in items if sentinel2.utc(item.datetime).year != year]
-    if outside:
-        years = sorted({sentinel2.utc(item.datetime).year for item in outside})
-        raise LcflowError(
-            f"tile {tile} {year}: {len(outside)} of {len(items)} items of the manifest were acquired in "
-            f"{', '.join(map(str, years))}, not {year} (the first: {outside[0].id}): give the manifest "
-            f"of {year} (lcflow search --year {year})"
-        )
-    first = items[0]
-    keys = [sentinel2.asset_key(first.assets, b, first.id) for b in bands]
-    scl_key = sentinel2.asset_key(first.assets, "SCL", first.id)
+def check_items(items, tile: str, year: int, settings: CubeSettings) -> Layout:
+    """Where every item stores the cube's bands and mask, the same in each, in the tile's CRS and year, its
+    offset recorded: checked for all items before any pixel is read (:mod:`lcflow.retrieve.item_layout`,
+    :mod:`lcflow.retrieve.radiometry`), so that an item odc-stac would drop or misplace stops the job,
+    named."""
+    layout = item_layout.layout_of(items, tile, year, settings)
     for item in items:
-        for band, key in zip([*bands, "SCL"], [*keys, scl_key]):
-            if key not in item.assets:
-                raise LcflowError(
-                    f"tile {tile} {year}: item {item.id} has no {key!r} asset (band {band}); "
-                    f"it has {', '.join(sorted(item.assets)) or 'none'}"
-                )
-        item_epsg = sentinel2.item_epsg(item.properties)
-        if item_epsg is not None and item_epsg != epsg:
-            raise LcflowError(
-                f"tile {tile} {year}: item {item.id} is in EPSG:{item_epsg}, the tile's zone is "
-                f"EPSG:{epsg}"
+        for source in layout.bands.values():
+            radiometry.scaling(
+                item, item.assets[source.key].extra_fields, source.index, settings.boa_add_offset
             )
-    return keys, scl_key
+    return layout
 
 
 def local_assets(items) -> list[path_guard.Named]:
@@ -141,28 +123,20 @@ def run(
     settings = settings or CubeSettings()
     bands = list(settings.bands)  # checked when the settings were made (CubeSettings)
     spectral_indices = indices.check(list(settings.indices), bands)
-    steps, fill_gaps = settings.time_steps, settings.fill_gaps == "linear"
+    fill_gaps = settings.fill_gaps == "linear"
     scenes = _checked_scenes(manifest, tile, year, (out_cube, out_valid), settings, bounds, network)
-    grid = scenes.grid
-    edges, centres = time_grid(year, steps)
+    grid, steps = scenes.grid, scenes.time_grid.steps
     layers = [*bands, *spectral_indices]
     # Morton order: the windows inside one tile of a source file follow each other, and find its
     # decompressed pixels in GDAL's block cache (the files stay open)
     windows = list(grid.windows(settings.block_px, order="z"))
     progress = Progress(log, f"cube {tile} {year}", grid.width * grid.height)
     clear_cells = 0
-    tags = {
-        "tile": tile,
-        "year": str(year),
-        "bands": layers,
-        "indices": spectral_indices,
-        "time_steps": [c.isoformat() for c in centres],
-        "scale": "10000",
-        "invalid_scl": list(settings.invalid_scl),
-        "gaps": "linear in time" if fill_gaps else "none",
-    }
     with (
-        _staged(out_cube, out_valid, grid, layers, tags) as (staged_cube, staged_valid),
+        _staged(out_cube, out_valid, grid, layers, _tags(scenes, layers, spectral_indices)) as (
+            staged_cube,
+            staged_valid,
+        ),
         scenes.reading() as load,
     ):
         cube, valid = staged_cube.dataset, staged_valid.dataset
@@ -182,17 +156,19 @@ def run(
             # int16 straight from the medians: nothing follows
             stored = not fill_gaps and not spectral_indices
             for win, loaded in prefetched(load, windows, stop=scenes.stopping):
-                comp, counts = scenes.composite(loaded, edges, stored)
+                comp, counts = scenes.composite(loaded, stored)
+                scenes.check_offsets()
                 clear_cells += int((counts > 0).sum())
                 write(
                     write_window, win, _as_stored(comp, fill_gaps, spectral_indices, bands), counts
                 )
                 del comp, counts, loaded
+        scenes.check_offsets(least=1)
         _check_clear_share(
-            clear_cells / (steps * grid.width * grid.height),
+            clear_cells / (scenes.steps_with_items * grid.width * grid.height),
             settings.min_clear_fraction,
-            tile,
-            year,
+            f"tile {tile} {year}",
+            (scenes.steps_with_items, steps),
         )
         # tiled GeoTIFFs (256 px tiles, band-interleaved: see raster.STAGING_INTERLEAVE) as written: a COG's
         # overviews of 120 bands would cost a second pass over the largest file of the workflow
@@ -203,6 +179,25 @@ def run(
             ]
         )
     return grid
+
+
+def _tags(scenes: Scenes, layers: list[str], spectral_indices: list[str]) -> dict:
+    """What the cube says of itself: its layers, time grid and each item's step, scale, mask, gaps."""
+    settings = scenes.settings
+    return {
+        "tile": scenes.tile,
+        "year": str(scenes.year),
+        "bands": layers,
+        "indices": spectral_indices,
+        "time_steps": [c.isoformat() for c in scenes.time_grid.centres],
+        "time_edges": [e.isoformat() for e in scenes.time_grid.edges],
+        "period": scenes.time_grid.period,
+        "item_steps": scenes.item_steps(),
+        "scale": "10000",
+        "mask": settings.mask,
+        "invalid_scl": list(settings.invalid_scl) if settings.mask == "scl" else [],
+        "gaps": "linear in time" if settings.fill_gaps == "linear" else "none",
+    }
 
 
 def _quiet_warps() -> None:
@@ -258,13 +253,15 @@ def _checked_scenes(
             *local_assets(items),
         ]
     )
-    grid = tile_grid(tile, items, settings.resolution, bounds)
-    keys, scl_key = check_items(items, tile, year, list(settings.bands))
+    layout = check_items(items, tile, year, settings)
+    grid = tile_grid(
+        tile, items, settings.resolution, bounds, next(iter(layout.bands.values())).key
+    )
     remote.check_credentials_reach(
-        ((f"item {i.id} asset {k}", i.assets[k].href) for i in items for k in [*keys, scl_key]),
+        ((f"item {i.id} asset {k}", i.assets[k].href) for i in items for k in layout.keys),
         manifest_source(manifest),
     )
-    return Scenes(manifest, items, tile, year, grid, (keys, scl_key), settings, network)
+    return Scenes(manifest, items, tile, year, grid, layout, settings, network)
 
 
 def _as_stored(
@@ -284,23 +281,26 @@ def _as_stored(
     return comp.reshape(-1, *comp.shape[2:])
 
 
-def _check_clear_share(share: float, min_clear_fraction: float, tile: str, year: int) -> None:
+def _check_clear_share(
+    share: float, min_clear_fraction: float, where: str, steps: tuple[int, int]
+) -> None:
+    """Refuse a year whose share of clear composite cells, counted over the ``steps[0]`` of its
+    ``steps[1]`` steps that hold an item, is under the floor."""
+    held, total = steps
+    counted = f", of the {held} of {total} steps that hold an item" if held < total else ""
     log.info(
-        "tile %s %s: %.1f %% of the composite cells hold a clear observation",
-        tile,
-        year,
-        100 * share,
+        "%s: %.1f %% of the composite cells%s hold a clear observation", where, 100 * share, counted
     )
     if share < min_clear_fraction:
         raise LcflowError(
-            f"tile {tile} {year}: only {100 * share:.1f} % of the composite cells (pixel x time step) "
+            f"{where}: only {100 * share:.1f} % of the composite cells (pixel x time step{counted}) "
             f"hold a clear observation, under the floor of {100 * min_clear_fraction:g} % "
-            "(cube.min_clear_fraction): the year is cloud-covered or the area has no data"
+            "(cube.min_clear_fraction lowers it): the year is cloud-covered or the area has no data"
         )
     if share < 2 * min_clear_fraction:
         log.warning(
-            "tile %s %s: only %.1f %% of the composite cells hold a clear observation",
-            tile,
-            year,
+            "%s: only %.1f %% of the composite cells%s hold a clear observation",
+            where,
             100 * share,
+            counted,
         )

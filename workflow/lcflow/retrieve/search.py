@@ -5,7 +5,6 @@ stages never search again and a rerun of ``cube`` reads exactly the same scenes.
 the items came from and which duplicate acquisitions were dropped.
 """
 
-import datetime as dt
 import json
 import logging
 from collections.abc import Iterable
@@ -16,13 +15,14 @@ import pystac
 from lcflow.common import path_guard
 from lcflow.common.atomic import write_text
 from lcflow.errors import LcflowError
-from lcflow.retrieve import mgrs, sentinel2
+from lcflow.retrieve import mgrs
 from lcflow.retrieve.remote import (
     clean_href,
     redact,
     refuse_secrets,
 )
 from lcflow.retrieve.stac_sources import from_api, from_catalog
+from lcflow.retrieve.time_grid import item_interval, item_time
 
 log = logging.getLogger("lcflow.retrieve.search")
 #: acquisitions of one tile closer in time than this are the same acquisition
@@ -44,19 +44,17 @@ def item_tile(item: pystac.Item) -> str | None:
 def select(
     items: Iterable[pystac.Item], tile: str, year: int, max_cloud_cover: float = 100.0
 ) -> list[pystac.Item]:
-    """Items of ``tile`` acquired in ``year`` (UTC, as the cube counts them) with at most ``max_cloud_cover``
-    percent cloud, by date."""
+    """Items of ``tile`` acquired in ``year`` (UTC, as the cube counts them; a composite by its
+    ``start_datetime`` where its ``datetime`` is null) with at most ``max_cloud_cover`` percent cloud, by
+    date."""
     chosen = []
     for item in items:
-        when = item.datetime or dt.datetime.fromisoformat(
-            str(item.properties.get("start_datetime"))
-        )
-        if item_tile(item) != tile or sentinel2.utc(when).year != year:
+        if item_tile(item) != tile or item_time(item).year != year:
             continue
         if float(item.properties.get("eo:cloud_cover", 0.0)) > max_cloud_cover:
             continue
         chosen.append(item)
-    return sorted(chosen, key=lambda i: (i.datetime, i.id))
+    return sorted(chosen, key=lambda i: (item_time(i), i.id))
 
 
 def baseline(item: pystac.Item) -> tuple[int, ...]:
@@ -88,12 +86,14 @@ def dedupe(items: list[pystac.Item]) -> tuple[list[pystac.Item], list[dict[str, 
     for item in items:
         by_tile.setdefault(item_tile(item), []).append(item)
     for group_items in by_tile.values():
-        group_items.sort(key=lambda i: i.datetime)
+        group_items.sort(key=item_time)
         groups: list[list[pystac.Item]] = []
         for item in group_items:
             if (
                 groups
-                and (item.datetime - groups[-1][0].datetime).total_seconds() <= SAME_ACQUISITION_S
+                and (item_time(item) - item_time(groups[-1][0])).total_seconds()
+                <= SAME_ACQUISITION_S
+                and _same_span(item, groups[-1][0])
             ):
                 groups[-1].append(item)
             else:
@@ -118,7 +118,13 @@ def dedupe(items: list[pystac.Item]) -> tuple[list[pystac.Item], list[dict[str, 
             d["baseline"],
             d["kept_baseline"],
         )
-    return sorted(kept, key=lambda i: (i.datetime, i.id)), dropped
+    return sorted(kept, key=lambda i: (item_time(i), i.id)), dropped
+
+
+def _same_span(item: pystac.Item, other: pystac.Item) -> bool:
+    """Two items cover the same time: acquisitions of one instant, or composites of one interval."""
+    (a0, a1), (b0, b1) = item_interval(item), item_interval(other)
+    return (a1 - a0) == (b1 - b0)
 
 
 def product_level(item: pystac.Item) -> str | None:

@@ -1,14 +1,11 @@
 """Sentinel-2 L2A facts: bands, resolutions, catalogue asset keys, SCL classes, baseline harmonisation."""
 
 import datetime as dt
-import logging
 from collections.abc import Mapping
 from typing import Any
 
 from lcflow.errors import LcflowError
 from lcflow.retrieve.indices import INDICES
-
-log = logging.getLogger("lcflow.retrieve.sentinel2")
 
 #: band -> native resolution in metres
 BAND_RESOLUTION: dict[str, int] = {
@@ -66,7 +63,7 @@ SCL_CLASSES: dict[int, str] = {
     11: "snow or ice",
 }
 
-#: Digital numbers are reflectance x 10000; from baseline 04.00 they carry +1000.
+#: Digital numbers are reflectance x 10000; from baseline 04.00 they carry +1000 (BOA_ADD_OFFSET -1000)
 QUANTIFICATION = 10000.0
 BOA_ADD_OFFSET = 1000
 
@@ -129,51 +126,10 @@ def processing_baseline(properties: Mapping[str, Any], item_id: str = "") -> flo
     return None
 
 
-def boa_offset(properties: Mapping[str, Any], item_id: str = "") -> int:
-    """The DN offset still present in an item's pixels, to subtract once.
-
-    Baseline >= 04.00 adds 1000 to every reflectance DN; catalogues that already removed it say so
-    with ``earthsearch:boa_offset_applied: true``. The baseline is read from whichever property records
-    it (:data:`BASELINE_PROPERTIES`); an item that records none is judged by its date (acquired from
-    :data:`BASELINE_04_FROM` on: 04.00 or later), and the log says so.
-    """
-    if properties.get("earthsearch:boa_offset_applied") is True:
-        return 0
-    baseline = processing_baseline(properties, item_id)
-    if baseline is None:
-        when = acquired(properties, item_id)
-        late = when >= BASELINE_04_FROM
-        log.warning(
-            "item %s records no processing baseline (%s): acquired %s, %s %s, so its reflectances are taken "
-            "to %s the +%d offset",
-            item_id or "?",
-            " or ".join(BASELINE_PROPERTIES),
-            when,
-            "on or after" if late else "before",
-            BASELINE_04_FROM,
-            "carry" if late else "lack",
-            BOA_ADD_OFFSET,
-        )
-        return BOA_ADD_OFFSET if late else 0
-    return BOA_ADD_OFFSET if baseline >= 4.0 else 0
-
-
 def utc(time: dt.datetime) -> dt.datetime:
     """A naive UTC time (as numpy's datetime64 wants it) from an item's time, aware or naive UTC: an item
     of 2018-12-31T23:30:00-01:00 is of 2019, whatever zone its catalogue writes."""
     return time.astimezone(dt.timezone.utc).replace(tzinfo=None) if time.tzinfo else time
-
-
-def acquired(properties: Mapping[str, Any], item_id: str = "") -> dt.date:
-    """The UTC date an item was acquired (``datetime``, else ``start_datetime``)."""
-    value = properties.get("datetime") or properties.get("start_datetime")
-    try:
-        when = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        raise LcflowError(
-            f"item {item_id or '?'}: no readable acquisition time (datetime {value!r})"
-        ) from None
-    return utc(when).date()
 
 
 def item_epsg(properties: Mapping[str, Any]) -> int | None:

@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
 
 from lcflow.common.atomic import write_text, writer_lock
@@ -24,6 +24,9 @@ from lcflow.retrieve import area_copy, remote
 from lcflow.retrieve.download import Asset, Fetcher, Rate
 from lcflow.retrieve.search import manifest_source, read_manifest
 from lcflow.retrieve.stage_settings import StageSettings
+
+if TYPE_CHECKING:
+    from lcflow.retrieve.cube_settings import CubeSettings
 
 log = logging.getLogger("lcflow")
 
@@ -56,26 +59,38 @@ class Staged(NamedTuple):
     fields: dict
 
 
+def cube_settings(cube: "CubeSettings | list[str]") -> "CubeSettings":
+    """The cube a stage-in fetches for: its settings, or (its bands) the defaults with those bands."""
+    from lcflow.retrieve.cube_settings import CubeSettings
+
+    return cube if isinstance(cube, CubeSettings) else CubeSettings(bands=tuple(cube))
+
+
 def plan(
-    items, tile: str, year: int, bands: list[str], folder: Path, copy_local: bool = False
+    items,
+    tile: str,
+    year: int,
+    cube: "CubeSettings | list[str]",
+    folder: Path,
+    copy_local: bool = False,
 ) -> list[Staged]:
-    """The assets of ``items`` a cube of ``bands`` reads (their bands and SCL), with the local copy of each
+    """The assets of ``items`` a cube reads (those of its bands and its mask), with the local copy of each
     under ``folder/tile/year/item``.
 
     Args:
         items: the tile-year's items.
         tile: the MGRS tile.
         year: the year.
-        bands: the cube's bands (their assets and SCL are staged, no other).
+        cube: the cube's settings (its bands' and mask's assets are staged, no other), or its bands.
         folder: the stage-in's folder (``stage.dir``).
         copy_local: copy local assets too (else they are left out, and read where they are).
     """
     from lcflow.retrieve.cube import check_items
 
-    keys, scl_key = check_items(items, tile, year, bands)
+    layout = check_items(items, tile, year, cube_settings(cube))
     assets = []
     for item in items:
-        for key in dict.fromkeys([*keys, scl_key]):
+        for key in layout.keys:
             asset = item.assets[key]
             href = str(asset.href)
             if href.startswith("s3://"):
@@ -178,7 +193,7 @@ def _planned(
     manifest: str | Path,
     tile: str,
     year: int,
-    bands: list[str],
+    cube: "CubeSettings | list[str]",
     settings: StageSettings,
     network: remote.Network,
     bounds: tuple[float, float, float, float] | None,
@@ -194,7 +209,7 @@ def _planned(
     items = read_manifest(manifest)
     if not items:
         raise LcflowError(f"manifest {manifest} lists no items")
-    staged = plan(items, tile, year, bands, folder, copy_local=settings.mode == "fetch")
+    staged = plan(items, tile, year, cube, folder, copy_local=settings.mode == "fetch")
     assets = [s.asset for s in staged]
     remote.check_credentials_reach(((a.what, a.href) for a in assets), manifest_source(manifest))
     fetcher = Fetcher(network, settings.connections, remote.signer(network.signing, items))
@@ -208,7 +223,7 @@ def dry_run(
     manifest: str | Path,
     tile: str,
     year: int,
-    bands: list[str],
+    cube: "CubeSettings | list[str]",
     settings: StageSettings | None = None,
     *,
     network: remote.Network | None = None,
@@ -221,7 +236,7 @@ def dry_run(
         manifest: the tile-year's items (``lcflow search``'s manifest).
         tile: the MGRS tile.
         year: the year.
-        bands: the cube's bands.
+        cube: the cube's settings (or its bands): what of each item it reads.
         settings: the config's ``stage`` section (:func:`run`); None: the schema's defaults.
         network: how sizes are asked for (HEAD requests where STAC gives none); None: the schema's defaults.
         bounds: the configured area in the tile's CRS: only the internal tiles over it are counted.
@@ -230,7 +245,7 @@ def dry_run(
         manifest,
         tile,
         year,
-        bands,
+        cube,
         settings or StageSettings(),
         network or remote.Network(),
         bounds,
@@ -249,7 +264,7 @@ def run(
     manifest: str | Path,
     tile: str,
     year: int,
-    bands: list[str],
+    cube: "CubeSettings | list[str]",
     out: str | Path,
     settings: StageSettings | None = None,
     *,
@@ -263,7 +278,7 @@ def run(
         manifest: the tile-year's items (``lcflow search``'s manifest).
         tile: the MGRS tile.
         year: the year.
-        bands: the cube's bands.
+        cube: the cube's settings (or its bands): what of each item it reads.
         out: the manifest of the local copies to write.
         settings: the config's ``stage`` section: the folder (files go under ``TILE/YEAR/ITEM``), the files
             fetched at a time, and whether local assets are copied too (``mode: fetch``); None: the
@@ -273,7 +288,7 @@ def run(
             fetched (area_copy). None: whole files.
     """
     network, settings = network or remote.Network(), settings or StageSettings()
-    planned = _planned(manifest, tile, year, bands, settings, network, bounds)
+    planned = _planned(manifest, tile, year, cube, settings, network, bounds)
     staged, fetcher, folder, what = planned.staged, planned.fetcher, planned.folder, planned.what
     rate = Rate(what, len(staged), planned.total)
     errors: list[LcflowError] = []
@@ -286,7 +301,13 @@ def run(
                 return
             if not s.asset.dest.exists():
                 area_copy.copy_area(
-                    s.asset.href, s.asset.dest, bounds, network, fetcher.sign, s.asset.what
+                    s.asset.href,
+                    s.asset.dest,
+                    bounds,
+                    network,
+                    fetcher.sign,
+                    s.asset.what,
+                    s.fields,
                 )
             grids[(s.item_id, s.key)] = area_copy.grid_of(s.asset.dest)
             rate.add(s.asset.dest.stat().st_size, 1)
