@@ -299,3 +299,32 @@ def test_points_off_the_map_are_said_and_all_off_give_no_accuracy(tmp_path, capl
     assert "overall_accuracy" not in r and r["points_used"] == 0
     assert r["not_enough_evidence"].startswith("0 labelled points on the map, of 0 classes; an accuracy needs at least 50")
     assert assess.quote({"reference": r}).startswith("none: not enough evidence in reference")
+
+
+@pytest.mark.parametrize("codes", [(1, 2), (100, 200)])
+def test_a_map_of_the_users_own_codes_is_assessed_with_the_mapping_read_as_labels_reads_it(codes, tmp_path):
+    """`assess --mapping own.csv --own-codes` (what the workflow passes with labels.reference): the user's own
+    codes are classes, an overall accuracy with its interval comes out; read as CLC codes, 100 is refused."""
+    import argparse
+
+    from lcflow.labels.commands import nomenclature_of, nomenclature_options
+
+    truth, mapped = _truth_and_map()
+    own = np.where(np.isin(truth, [2, 3]), codes[0], codes[1]), np.where(np.isin(mapped, [2, 3]), codes[0], codes[1])
+    write_cog(tmp_path / "map.tif", own[1].astype(np.uint8), GRID, nodata=255,
+              tags={"class_names": {str(codes[0]): "vegetated", str(codes[1]): "other"}})
+    (tmp_path / "own.csv").write_text(f"code,class_code,class_name\n{codes[0]},{codes[0]},vegetated\n"
+                                      f"{codes[1]},{codes[1]},other\n")
+    points = sample_design.draw(tmp_path / "map.tif", sample_design.Design(target_se=0.02, min_per_class=60))
+    rows, cols = rasterio.transform.rowcol(GRID.transform, points["x"], points["y"])
+    points = points.assign(reference=own[0][np.asarray(rows), np.asarray(cols)].astype(int))
+    sample_design.write(points, tmp_path / "map.tif", tmp_path / "ref.gpkg", tmp_path / "ref.csv")
+    parser = argparse.ArgumentParser()
+    nomenclature_options(parser)
+    nomen = nomenclature_of(parser.parse_args(["--mapping", str(tmp_path / "own.csv"), "--own-codes"]))
+    assert sorted(nomen.names) == list(codes)
+    result = assess.against_reference(tmp_path / "map.tif", tmp_path / "ref.gpkg", nomenclature=nomen)
+    assert 0.8 < result["overall_accuracy"] <= 1 and 0 < result["overall_accuracy_ci95"] < 0.05
+    if codes[0] >= 100:
+        with pytest.raises(LcflowError, match=rf"clc_code {codes[0]} is not a CLC level-3 code"):
+            nomenclature_of(parser.parse_args(["--mapping", str(tmp_path / "own.csv")]))

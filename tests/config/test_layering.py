@@ -40,8 +40,10 @@ def test_model_params_of_a_model_not_trained_are_named_in_a_warning(tmp_path, ca
 
 
 def test_tile_years_not_labelled_yet_are_named_and_none_at_all_is_refused(tmp_path, caplog):
+    from .test_own_nomenclature import own_points
+
     (tmp_path / "reference").mkdir()
-    (tmp_path / "reference" / "31UFT_2018.gpkg").write_bytes(b"")
+    own_points(tmp_path / "reference" / "31UFT_2018.gpkg", (21, 31))
     cfg = copy.deepcopy(DEMO)
     cfg["assess"]["reference"] = "reference/{tile}_{year}.gpkg"
     with caplog.at_level("WARNING", logger="lcflow"):

@@ -80,3 +80,29 @@ def test_samples_table_matches_rasters(stages):
     assert np.allclose(frame["B08_t06"], expected, equal_nan=True)
     x0, y0 = rasterio.transform.xy(Grid.of(stages["cube2018"]).transform, frame["row"].iloc[0], frame["col"].iloc[0])
     assert (frame["x"].iloc[0], frame["y"].iloc[0]) == (x0, y0)
+
+
+def test_a_test_split_too_thin_for_a_figure_is_said_at_sampling_naming_the_tile_year(stages, tmp_path, caplog):
+    """1 % of the blocks as test: a handful of rows, whose agreement figure would be withheld later; said now,
+    with what mends it. The demo's own split says nothing."""
+    import dataclasses
+
+    from ..conftest import UNCHECKED_SAMPLES
+
+    thin = dataclasses.replace(UNCHECKED_SAMPLES, block_px=64, fractions={"train": 0.7, "val": 0.29, "test": 0.01})
+    with caplog.at_level("WARNING", logger="lcflow"):
+        frame = sampling.run(stages["cube2018"], stages["valid2018"], stages["labels"], tmp_path / "s.parquet", thin,
+                             tile="31UFT", year=2018)
+    said = [r.getMessage() for r in caplog.records if "the test split holds" in r.getMessage()]
+    test = frame[frame["split"] == "test"]
+    assert len(test) < 50 or test["label"].nunique() < 2
+    assert said == [f"tile 31UFT 2018: the test split holds {len(test)} test rows, of {test['label'].nunique()} "
+                    f"class{'es' if test['label'].nunique() != 1 else ''}; an accuracy needs at least 50 points of at "
+                    "least 2 classes (Congalton & Green 2019: 50 samples the least per map class; with one class kappa "
+                    "and class accuracies are undefined): its agreement figure will be withheld; a larger area (aoi) "
+                    "or smaller split blocks (sample.block_px) give it more"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="lcflow"):
+        sampling.run(stages["cube2018"], stages["valid2018"], stages["labels"], tmp_path / "t.parquet",
+                     UNCHECKED_SAMPLES, tile="31UFT", year=2018)
+    assert not [r for r in caplog.records if "the test split holds" in r.getMessage()]

@@ -15,13 +15,14 @@ from lcflow.tune.hpo_settings import HpoSettings
 R = config["results"]
 TILES = config["tiles"]
 YEARS = config["years"]
-MODELS = config["models"]
+# without labels and models (they go together) a run builds the cubes only
+MODELS = config.get("models") or []
 DEEP_MODELS = [m for m in MODELS if m in models.DEEP]
 # a blend (lcflow.train.model_dirs.blend) averages its members' probabilities: it trains nothing, and its maps are
 # made from the members' stored probabilities
 BLEND_MEMBERS = (config.get("blend") or {}).get("members") or ["rf", "tempcnn"]
 ENV = "../../envs/lcflow.yaml"
-LABELS = config["labels"]
+LABELS = config.get("labels") or {}
 LABEL_YEAR = int(LABELS.get("year") or YEARS[0])
 TRUTH = (config.get("assess") or {}).get("truth")
 SERIES = sorted(YEARS)  # the years of a tile's consistent map series, in time order
@@ -120,9 +121,12 @@ def label_source_args(wildcards, input):
 
 
 def nomenclature_args():
-    """CLI options naming the label nomenclature, shared by labels and assess."""
+    """CLI options naming the label nomenclature, shared by labels and assess: a mapping of the user's own
+    reference codes is read as such by every command."""
     mapping = LABELS.get("mapping")
-    return f"--mapping {shlex.quote(mapping)}" if mapping else f"--level {int(LABELS.get('level', 2))}"
+    if not mapping:
+        return f"--level {int(LABELS.get('level', 2))}"
+    return f"--mapping {shlex.quote(mapping)}" + (" --own-codes" if LABEL_SOURCE == "reference" else "")
 
 
 def model_params(model):
@@ -148,7 +152,7 @@ def truth_input(wildcards):
 
 ASSESS = config.get("assess") or {}
 DESIGN = ASSESS.get("design") or {}
-DESIGN_MODEL = DESIGN.get("model") or MODELS[0]
+DESIGN_MODEL = DESIGN.get("model") or (MODELS or ["none"])[0]
 REFERENCE = ASSESS.get("reference")
 # the demo labels its reference design from the truth rasters, as a user would label the points
 DEMO_REFERENCE = not REFERENCE and "demo" in config and bool(TRUTH)
@@ -198,7 +202,8 @@ def reference_cube(wildcards):
 
 
 # Everything a run delivers (rule all); the job_resources table, made last, reads every job's benchmark file.
-PRODUCTS = [
+# A run of the cubes alone delivers them.
+PRODUCTS = expand(f"{R}/{{tile}}/{{year}}/cube.tif", tile=TILES, year=YEARS) if not MODELS else [
     f"{R}/accuracy.tsv",
     f"{R}/model_comparison.tsv",
     f"{R}/changes.tsv",

@@ -57,7 +57,7 @@ def against_reference(
     classes the map holds, and every class of ``nomenclature`` where given (a class the model never
     learnt, rare in its samples, is one the map omits wherever the reference finds it).
     """
-    points = _reference_points(reference, column)
+    points = reference_points(reference, column)
     labelled = points[points[column].notna()]
     names = {int(k): v for k, v in (read_tag(map_path, "class_names") or {}).items()}
     mapped, on_map, pixel_area = _mapped_at(map_path, labelled)
@@ -157,7 +157,7 @@ def _design(used, counts: dict[int, int]) -> tuple[np.ndarray, dict[int, float],
     )
 
 
-def _reference_points(path: str | Path, column: str):
+def reference_points(path: str | Path, column: str):
     """The reference points as a GeoDataFrame; their reference column as nullable integers."""
     import geopandas as gpd
     import pandas as pd

@@ -61,6 +61,19 @@ def message(error: jsonschema.ValidationError, prefix: Sequence[str | int] = ())
         return f"{where} = {value!r} has {len(value)} item(s): {bound} {error.validator_value}"
     if error.validator == "required":
         return f"{where}: {error.message}"
+    if error.validator == "dependentRequired":
+        given = [
+            k
+            for k, needs in error.validator_value.items()
+            if k in value and set(needs) - set(value)
+        ]
+        missing = sorted(set(error.validator_value[given[0]]) - set(value)) if given else []
+        if given:
+            return (
+                f"{key_path([*prefix, *error.absolute_path, given[0]])} is given without "
+                f"{', '.join(missing)}: they go together (neither: the cubes only)"
+            )
+        return f"{where}: {error.message}"
     if error.validator == "oneOf":
         return f"{where}: give exactly one of its alternatives ({error.message})"
     if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):

@@ -28,11 +28,11 @@ def cmd_check_config(a) -> None:
     from lcflow.train.models import DEEP
 
     backend = (merged.get("distributed") or {}).get("backend", default("distributed.backend"))
-    if set(merged["models"]) & set(DEEP) and (problem := backend_check.problem(backend)):
+    models = merged.get("models") or []
+    if set(models) & set(DEEP) and (problem := backend_check.problem(backend)):
         raise LcflowError(problem)  # the deep models' ranks load it wherever the jobs run
-    print(
-        f"config OK: {len(merged['tiles'])} tile(s) x {len(merged['years'])} year(s), models {', '.join(merged['models'])}"
-    )
+    what = f"models {', '.join(models)}" if models else "the cubes only (no labels, no models)"
+    print(f"config OK: {len(merged['tiles'])} tile(s) x {len(merged['years'])} year(s), {what}")
 
 
 def register(command) -> None:

@@ -10,11 +10,13 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from lcflow.common.schema_errors import key_path
+from lcflow.config import reference_checks
+from lcflow.config.bad_value import BadValue
 from lcflow.defaults import default
 from lcflow.errors import LcflowError
 from lcflow.retrieve import indices as spectral_indices
@@ -24,14 +26,6 @@ from lcflow.train.models import PATCH as PATCH_MODELS
 from lcflow.train.models import hyperparameters
 
 log = logging.getLogger("lcflow")
-
-
-class BadValue(Exception):
-    """A config value at fault: its key path and the message."""
-
-    def __init__(self, path: Sequence[str | int], message: str):
-        super().__init__(message)
-        self.path, self.message = tuple(path), message
 
 
 def check_all(
@@ -55,6 +49,11 @@ def check_all(
     _check_blend(config, schema)
     _check_indices(config, schema)
     _check_aoi(config)
+    if "labels" not in config:  # a run of the cubes alone: no label source, no model
+        _check_inputs_outside_results(config, base, None)
+        if files:
+            _check_catalogue(config, base)
+        return
     source = _check_label_keys(config["labels"])
     _check_inputs_outside_results(config, base, source)
     _check_truth_nomenclature(config, source)
@@ -79,14 +78,14 @@ RESULT_FOLDERS = (
 )
 
 
-def _input_files(config: dict[str, Any], source: str) -> Iterator[tuple[tuple[str, ...], str]]:
+def _input_files(
+    config: dict[str, Any], source: str | None
+) -> Iterator[tuple[tuple[str, ...], str]]:
     """Every file the config names as an input (a per tile-year pattern once per tile-year): key path, path."""
     assess_cfg = config.get("assess") or {}
     for path in (
         ("stac", "catalog"),
-        ("labels", source),
-        ("labels", "mapping"),
-        ("labels", "change"),
+        *((("labels", source), ("labels", "mapping"), ("labels", "change")) if source else ()),
     ):
         value = config.get(path[0], {}).get(path[1])
         if value and not is_url(value):
@@ -98,7 +97,7 @@ def _input_files(config: dict[str, Any], source: str) -> Iterator[tuple[tuple[st
                     yield ("assess", key), assess_cfg[key].format(tile=tile, year=year)
 
 
-def _check_inputs_outside_results(config: dict[str, Any], base: Path, source: str) -> None:
+def _check_inputs_outside_results(config: dict[str, Any], base: Path, source: str | None) -> None:
     """No input lies where the workflow writes: a rerun would change or delete it (a reference labelled in
     place of the design the workflow draws there, redrawn by the next retraining). The demo's own data are
     made by its rules, not inputs."""
@@ -162,7 +161,7 @@ def _check_years_samples_models(config: dict[str, Any], today: dt.date | None) -
             ("sample", "patch_px"),
             f"sample.patch_px = {patch_px} must be odd (a patch is centred on its sample)",
         )
-    for i, model in enumerate(config["models"]):
+    for i, model in enumerate(config.get("models") or []):
         if model in PATCH_MODELS and not patch_px:
             raise BadValue(
                 ("models", i),
@@ -259,7 +258,7 @@ def _check_files(config: dict[str, Any], base: Path, source: str) -> None:
         if value and value not in produced and not is_url(value) and not (base / value).exists():
             raise BadValue(path, f"{key_path(path)} = {value!r}: file does not exist")
     _check_per_tile_year(config, base, produced, "truth")
-    _check_references(config, base)
+    reference_checks.check_references(config, base, source)
     design_model = ((config.get("assess") or {}).get("design") or {}).get("model")
     if design_model and design_model not in config["models"]:
         raise BadValue(
@@ -267,11 +266,19 @@ def _check_files(config: dict[str, Any], base: Path, source: str) -> None:
             f"assess.design.model = {design_model!r} is not one of models "
             f"{config['models']} (its map gives the strata)",
         )
-    catalog = config["stac"].get("catalog")
-    if catalog and catalog not in produced and not is_url(catalog):  # read when search runs
-        _check_catalog(base / catalog)
+    _check_catalogue(config, base)
     if labels_cfg[source] not in produced:
         _check_labels(base, config, source)
+
+
+def _check_catalogue(config: dict[str, Any], base: Path) -> None:
+    """A local static catalogue exists (or the demo makes it) and is read as search will read it."""
+    catalog = config["stac"].get("catalog")
+    produced = demo_outputs(config)
+    if catalog and catalog not in produced and not is_url(catalog):  # read when search runs
+        if not (base / catalog).exists():
+            raise BadValue(("stac", "catalog"), f"stac.catalog = {catalog!r}: file does not exist")
+        _check_catalog(base / catalog)
 
 
 def _check_per_tile_year(config: dict[str, Any], base: Path, produced: set[str], key: str) -> None:
@@ -288,44 +295,16 @@ def _check_per_tile_year(config: dict[str, Any], base: Path, produced: set[str],
                 )
 
 
-def _check_references(config: dict[str, Any], base: Path) -> None:
-    """Labelled references come one tile-year at a time, after the design is drawn from that year's map:
-    tile-years without one yet are assessed without (a WARNING names them), and assessed again once the
-    file is there. None at all is a misspelt pattern."""
-    pattern = (config.get("assess") or {}).get("reference")
-    if not pattern:
-        return
-    wanted = {
-        (t, y): pattern.format(tile=t, year=y) for t in config["tiles"] for y in config["years"]
-    }
-    missing = [f"{t} {y}" for (t, y), p in wanted.items() if not (base / p).exists()]
-    if len(missing) == len(wanted):
-        first = next(iter(wanted.values()))
-        raise BadValue(
-            ("assess", "reference"),
-            f"assess.reference = {pattern!r}: no file for any tile-year (the first "
-            f"would be {first!r}): draw the design with the design_sample rule, copy it there, label it, "
-            "then set this key (docs/own-data.md)",
-        )
-    if missing:
-        log.warning(
-            "config: assess.reference = %r: no labelled file yet for %s; those maps are assessed without a "
-            "reference sample until it is there, and again after",
-            pattern,
-            ", ".join(missing),
-        )
-
-
 def _check_hpo(config: dict[str, Any]) -> None:
     """Tuned models are trained models; every search space names parameters of its model, in range."""
     from lcflow.tune import space as search_space
 
     hpo = config.get("hpo") or {}
     for i, model in enumerate(hpo.get("models") or []):
-        if model not in config["models"]:
+        if model not in (config.get("models") or []):
             raise BadValue(
                 ("hpo", "models", i),
-                f"hpo.models[{i}] = {model!r} is not one of models {config['models']} "
+                f"hpo.models[{i}] = {model!r} is not one of models {config.get('models') or []} "
                 "(a tuned model must also be trained)",
             )
     for model, space in (hpo.get("space") or {}).items():
@@ -339,17 +318,17 @@ def _check_hpo(config: dict[str, Any]) -> None:
 
 def _check_blend(config: dict[str, Any], schema: dict[str, Any]) -> None:
     """A blend's members are trained and mapped models."""
-    if "blend" not in config["models"]:
+    if "blend" not in (config.get("models") or []):
         return
     given = (config.get("blend") or {}).get("members")
     members = given or schema["properties"]["blend"]["properties"]["members"]["default"]
     for i, model in enumerate(members):
-        if model not in config["models"]:
+        if model not in (config.get("models") or []):
             key = ("blend", "members", i) if given else ("models",)
             raise BadValue(
                 key,
                 f"blend.members[{i}] = {model!r}{'' if given else ' (by default)'} is not one of models "
-                f"{config['models']} (a blend averages the maps of trained models)",
+                f"{config.get('models') or []} (a blend averages the maps of trained models)",
             )
 
 

@@ -14,13 +14,15 @@ log = logging.getLogger("lcflow")
 
 
 def nomenclature_of(args: argparse.Namespace, own_codes: bool = False):
-    """The nomenclature of --level / --mapping; ``own_codes``: the mapping maps the codes of the user's
-    reference data, not CLC codes."""
+    """The nomenclature of --level / --mapping; ``own_codes`` (or --own-codes): the mapping maps the codes
+    of the user's reference data, not CLC codes."""
     from lcflow.labels import nomenclature
 
+    own_codes = own_codes or bool(getattr(args, "own_codes", False))
     if own_codes and not args.mapping:
         raise LcflowError(
-            "--reference needs --mapping: the nomenclature file that maps its codes to classes"
+            f"{'--reference' if getattr(args, 'reference', None) else '--own-codes'} needs --mapping: "
+            "the nomenclature file that maps its codes to classes"
         )
     return nomenclature.load(args.level, args.mapping, clc_codes=not own_codes)
 
@@ -39,6 +41,11 @@ def nomenclature_options(p: argparse.ArgumentParser) -> None:
         type=path_guard.input_file,
         help="custom nomenclature, CSV (clc_code or code, class_code or 'ignore', class_name"
         "[, red, green, blue]) or YAML (classes, ignore), instead of a level",
+    )
+    p.add_argument(
+        "--own-codes",
+        action="store_true",
+        help="--mapping maps the codes of your own reference data (labels.reference), not CLC codes",
     )
 
 

@@ -19,6 +19,7 @@ import rasterio
 from rasterio.windows import Window
 from scipy import ndimage
 
+from lcflow.common import evidence
 from lcflow.common.raster import Grid, read_tag, read_with_halo
 from lcflow.errors import LcflowError
 from lcflow.labels import cleaning as label_noise
@@ -152,10 +153,26 @@ def run(
     frame = frame[keep].reset_index(drop=True)
     patches = patches[keep] if patches is not None else None
     _log_kept(frame["label"].value_counts(), len(keep), checks, where, settings.min_per_class)
+    _warn_thin_test(frame, where, fractions)
     samples_table.write(
         frame, out, _metadata(cube, labels, grid, checks, patch_px, names), patches=patches
     )
     return frame
+
+
+def _warn_thin_test(frame: pd.DataFrame, where: str, fractions: dict[str, float]) -> None:
+    """A test split that cannot back an agreement figure on its own (too few rows, or one class): said at
+    sampling, where a larger area or larger blocks mend it, not when the figure is missing."""
+    if "test" not in fractions:
+        return
+    short = evidence.shortfall(frame.loc[frame["split"] == "test", "label"].to_numpy(), "test rows")
+    if short:
+        log.warning(
+            "%s: the test split holds %s: its agreement figure will be withheld; a larger area (aoi) "
+            "or smaller split blocks (sample.block_px) give it more",
+            where,
+            short,
+        )
 
 
 def _metadata(cube, labels, grid: Grid, checks: dict, patch_px: int, names: list[str]) -> dict:

@@ -92,6 +92,7 @@ class AssetReader:
         self.max_open = max_open or open_files_allowed()
         self._open: OrderedDict[str, tuple[Any, float]] = OrderedDict()
         self._lock = threading.Lock()
+        self._file_locks: dict[str, threading.Lock] = {}
         self._messages = _GdalMessages()
         logging.getLogger("rasterio._env").addHandler(self._messages)
 
@@ -136,8 +137,12 @@ class AssetReader:
 
     def _guarded(self, href: str, action: Callable, *args):
         self._messages.local.messages = []
+        with self._lock:
+            # a GDAL dataset serves one thread at a time: the bands of a multi-band file are read in turn
+            lock = self._file_locks.setdefault(href, threading.Lock())
         try:
-            return action(*args)
+            with lock:
+                return action(*args)
         except LcflowError:
             raise
         except Exception as exc:

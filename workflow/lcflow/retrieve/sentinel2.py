@@ -84,7 +84,11 @@ def check_bands(bands: list[str]) -> list[str]:
 def asset_keys(band: str) -> tuple[str, ...]:
     """The asset keys ``band`` goes by: band-named (``B02``, Planetary Computer), Earth Search v1
     (``blue``), lower case, and at its native resolution (``B02_10m``, Copernicus Data Space)."""
-    return (band, EARTH_SEARCH_KEYS[band], band.lower(), f"{band}_{BAND_RESOLUTION[band]}m")
+    return tuple(
+        dict.fromkeys(
+            (band, EARTH_SEARCH_KEYS[band], band.lower(), f"{band}_{BAND_RESOLUTION[band]}m")
+        )
+    )
 
 
 def asset_key(assets: Mapping[str, Any], band: str, item_id: str = "") -> str:
