@@ -13,7 +13,10 @@ seconds of each process (with its threads) are printed too, and ``--json`` write
 ``--against REV`` the cube of that git revision of lcflow runs too, in turns with this one on the same
 scenes, and the two cubes are compared pixel for pixel: the speed-up is a ratio of one run.
 
-    python benchmarks/cube_whole_tile.py [--size 2048] [--dates 24] [--sources local] [--threads 1] [--against HEAD~1]
+With ``--odc-stac`` the cube whose every asset odc-stac reads (``odc.stac.load`` of each window, GDAL's warper)
+runs too, side by side: the figure behind reading the assets as stored.
+
+    python benchmarks/cube_whole_tile.py [--size 2048] [--dates 24] [--sources local] [--threads 1] [--against HEAD~1] [--odc-stac]
 """
 
 import argparse
@@ -113,6 +116,16 @@ def cube_child(catalog: str, work: str, threads: int, size: int, cache_mb: int) 
     return {}
 
 
+def odc_stac_child(catalog: str, work: str, threads: int, size: int, cache_mb: int) -> dict:
+    """The cube with every asset read by odc-stac (``odc.stac.load`` of each window, GDAL's warper), as
+    lcflow reads the assets that are not on a grid of the tile's CRS: the reader lcflow would have if it
+    used odc-stac alone."""
+    from lcflow.retrieve import scene_files
+
+    scene_files._native_grids = lambda *args: {}
+    return cube_child(catalog, work, threads, size, cache_mb)
+
+
 def plain_child(catalog: str, work: str, threads: int, size: int, cache_mb: int) -> dict:
     """The same assets and windows as the cube reads (the bands exactly, SCL with the mask's 1 px halo, each
     cut to the file),
@@ -151,7 +164,8 @@ def plain_child(catalog: str, work: str, threads: int, size: int, cache_mb: int)
 
 
 def child(variant: str, catalog: str, work: str, threads: int, size: int, cache_mb: int) -> None:
-    {"cube": cube_child, "plain": plain_child}[variant](catalog, work, threads, size, cache_mb)
+    {"cube": cube_child, "odc-stac": odc_stac_child, "plain": plain_child}[variant](catalog, work, threads, size,
+                                                                                 cache_mb)
     print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
@@ -165,7 +179,7 @@ def measure(variant: str, catalog: str, threads: int, size: int, cache_mb: int, 
         done, cpu_s = run_cpu_s([sys.executable, __file__, "--child", variant, catalog, work, str(threads), str(size),
                                  str(cache_mb)], capture_output=True, text=True, env=env)
         wall = time.perf_counter() - start
-        digest = raster_digest([Path(work) / "cube.tif", Path(work) / "valid.tif"]) if variant == "cube" else None
+        digest = raster_digest([Path(work) / "cube.tif", Path(work) / "valid.tif"]) if variant != "plain" else None
     return {"wall_s": wall, "cpu_s": cpu_s, "px_s": size * size / wall, "digest": digest,
             **json.loads(done.stdout.strip().splitlines()[-1])}
 
@@ -189,6 +203,8 @@ def main() -> None:
                     "--cube-figures)")
     ap.add_argument("--against", help="a git revision of lcflow whose cube runs side by side, in turns (compared)")
     ap.add_argument("--rounds", type=int, default=1, help="turns of each variant (the median is printed)")
+    ap.add_argument("--odc-stac", action="store_true", help="also the cube with every asset read by odc-stac "
+                    "(odc.stac.load of each window), side by side: why lcflow reads the assets as stored")
     ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -212,11 +228,21 @@ def main() -> None:
             for where, cat in (sources[s] for s in args.sources.split(",")):
                 for n in threads:
                     runs = {"plain": [], **{name: [] for name in versions}}
+                    odc: list[dict] = []
                     for _ in range(args.rounds):
                         runs["plain"].append(measure("plain", cat, n, args.size, args.cache_mb, tmp))
                         for name, workflow in versions.items():
                             runs[name].append(measure("cube", cat, n, args.size, args.cache_mb, tmp, workflow))
+                        if args.odc_stac:
+                            odc.append(measure("odc-stac", cat, n, args.size, args.cache_mb, tmp))
                     plain, cubes = median_of(runs.pop("plain")), {name: median_of(r) for name, r in runs.items()}
+                    if odc:
+                        warped, ours = median_of(odc), cubes["this"]
+                        print(f"  {where:13s} {n} thread(s) odc-stac: cube {warped['wall_s']:7.1f} s "
+                              f"({warped['px_s']:8.0f} px/s, {warped['cpu_s']:.1f} CPU s, peak RSS "
+                              f"{warped['peak_rss_mb']:5.0f} MB); lcflow's reader {warped['wall_s'] / ours['wall_s']:.2f}x "
+                              f"as fast (CPU {warped['cpu_s'] / ours['cpu_s']:.2f}x); cubes "
+                              f"{'identical' if warped['digest'] == ours['digest'] else 'DIFFERENT'}", flush=True)
                     rows.append((where, n, cubes["this"], plain))
                     for name, built in cubes.items():
                         print(f"  {where:13s} {n} thread(s) {name:>8}: cube {built['wall_s']:7.1f} s "

@@ -79,7 +79,7 @@ def from_config(config: dict, results: Path, scenes: float, classes: int) -> Wor
     found_scenes, found_samples = _scenes_and_samples(
         config.get("demo") or {}, tile_years, results, (scenes, sample.per_class, classes), said
     )
-    models = list(config["models"])
+    models = list(config.get("models") or [])
     deep = [m for m in models if m in DEEP]
     given = config.get("model_params") or {}
     params = {
@@ -121,7 +121,7 @@ def from_config(config: dict, results: Path, scenes: float, classes: int) -> Wor
         models,
         deep,
         len(cube.bands) + len(cube.indices),
-        cube.time_steps,
+        cube.steps(),
         float(sample.fractions["train"]),
         rf,
         training,
