@@ -1,5 +1,5 @@
 """The whole workflow on a user's own products: monthly composites already masked (no SCL, nodata 65535, no
-offset recorded), labelled polygons and reference points of the user's own codes (100/200). The cubes have
+offset recorded), labelled polygons and reference points of the user's own codes (100/200, or 1/2). The cubes have
 each month in its own step, and accuracy.tsv quotes the reference sample's overall accuracy with its interval."""
 
 import json
@@ -17,9 +17,9 @@ from ..conftest import SMALL_AOI, snakemake
 pytestmark = pytest.mark.integration
 
 
-def _labelled_points(demo, path, n: int = 80, seed: int = 1):
-    """``n`` random points of 31UFT's area labelled from the demo's truth of 2018 in the user's codes
-    (CORINE's forests 100, the rest 200), as a person labelling the design would."""
+def _labelled_points(demo, path, codes, n: int = 80, seed: int = 1):
+    """``n`` random points of 31UFT's area labelled from the demo's truth of 2018 in the user's ``codes``
+    (CORINE's forests the first, the rest the second), as a person labelling the design would."""
     import geopandas as gpd
     from shapely.geometry import Point
 
@@ -27,18 +27,19 @@ def _labelled_points(demo, path, n: int = 80, seed: int = 1):
     xmin, ymin, xmax, ymax = SMALL_AOI["31UFT"]
     xs, ys = rng.uniform(xmin + 10, xmax - 10, n), rng.uniform(ymin + 10, ymax - 10, n)
     with rasterio.open(demo / "truth" / "31UFT_2018.tif") as truth:
-        codes = np.array([v[0] for v in truth.sample(zip(xs, ys))])
-    own = np.where((codes >= 300) & (codes < 400), 100, 200)
+        found = np.array([v[0] for v in truth.sample(zip(xs, ys))])
+    own = np.where((found >= 300) & (found < 400), *codes)
     gpd.GeoDataFrame({"reference": own}, geometry=[Point(x, y) for x, y in zip(xs, ys)],
                      crs="EPSG:32631").to_file(path)
     return path
 
 
-def test_monthly_composites_and_own_codes_run_end_to_end(demo, tmp_path):
+@pytest.mark.parametrize("codes", [(100, 200), (1, 2)])
+def test_monthly_composites_and_own_codes_run_end_to_end(codes, demo, tmp_path):
     catalogue = write_composites(demo, tmp_path / "composites")
-    polygons, mapping = own_labels(demo, tmp_path)
+    polygons, mapping = own_labels(demo, tmp_path, codes)
     (tmp_path / "reference").mkdir()
-    _labelled_points(demo, tmp_path / "reference" / "31UFT_2018.gpkg")
+    _labelled_points(demo, tmp_path / "reference" / "31UFT_2018.gpkg", codes)
     cfg = {
         "tiles": ["31UFT"], "years": [2018, 2019], "aoi": {"31UFT": SMALL_AOI["31UFT"]},
         "stac": {"catalog": str(catalogue)},
@@ -64,4 +65,4 @@ def test_monthly_composites_and_own_codes_run_end_to_end(demo, tmp_path):
                             "points, 95 % CI)"), row.to_dict()
     assert np.isnan(accuracy.loc["31UFT_2019_rf", "reference_OA"])  # not labelled yet
     with rasterio.open(tmp_path / "results" / "maps" / "31UFT_2018_rf.tif") as ds:
-        assert set(np.unique(ds.read(1))) - {ds.nodata} <= {100, 200}
+        assert set(np.unique(ds.read(1))) - {ds.nodata} <= set(codes)
