@@ -11,8 +11,10 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 #: what a file's next request may meet (Server.faults): 429 with Retry-After, an HTML page with status 200,
-#: a body that ends halfway (the connection closed), a body that stops halfway and stalls
-FAULTS = ("429", "html", "truncate", "stall")
+#: a body that ends halfway (the connection closed), a body that stops halfway and stalls, a ranged answer
+#: whose header is right and whose bytes are another file's (``other``: the file's ``.other`` twin), a body
+#: gzip-encoded whatever the request accepts
+FAULTS = ("429", "html", "truncate", "stall", "other", "gzip")
 
 
 class Handler(SimpleHTTPRequestHandler):
@@ -20,7 +22,9 @@ class Handler(SimpleHTTPRequestHandler):
     each .tif file, and to every .tif request once ``down_after`` of them were served (the server goes down);
     401 to a request without the server's ``password`` (an Authorization header), where it has one; a
     file's next GET meets the first of its ``faults`` (FAULTS). Every answer waits ``delay_s`` first, and
-    each connection sends at most ``rate`` bytes a second; ``sent`` counts the body bytes sent."""
+    each connection sends at most ``rate`` bytes a second; ``sent`` counts the body bytes sent. Each file has
+    an ETag and a Last-Modified (unless ``validators`` is off), which ``If-Range`` is compared with (the whole
+    file where it differs); ``head`` off answers HEAD with 405, ``lengths`` off sends no Content-Length."""
 
     server: "Server"
 
@@ -55,6 +59,7 @@ class Handler(SimpleHTTPRequestHandler):
         with self.server.lock:
             self.server.requests[name] += 1
             self.server.authorizations[name] = self.headers.get("Authorization")
+            self.server.headers_seen.append(dict(self.headers))
             tif = name.endswith(".tif")
             self.server.tif_requests += tif
             down = self.server.down_after is not None and self.server.tif_requests > self.server.down_after
@@ -70,12 +75,39 @@ class Handler(SimpleHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
+        if name in self.server.redirects:
+            self.send_response(HTTPStatus.FOUND)
+            self.send_header("Location", self.server.redirects[name])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if not path.is_file():
             self.send_error(HTTPStatus.NOT_FOUND)
             return
-        size = path.stat().st_size
+        if not body and not self.server.head:
+            self.send_response(HTTPStatus.METHOD_NOT_ALLOWED)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if fault == "gzip":
+            import gzip
+
+            packed = gzip.compress(path.read_bytes())
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "image/tiff")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(packed)))
+            self.end_headers()
+            self.wfile.write(packed)
+            return
+        size, stat = path.stat().st_size, path.stat()
+        etag = f'"{stat.st_ino:x}-{stat.st_size:x}-{stat.st_mtime_ns:x}"'
+        modified = self.date_time_string(int(stat.st_mtime))
         start, end, status = 0, size - 1, HTTPStatus.OK
         spec = self.headers.get("Range")
+        condition = self.headers.get("If-Range")
+        if condition is not None and condition not in (etag, modified):
+            spec = None  # changed since: the whole file (RFC 9110, 13.1.5)
         if spec and spec.startswith("bytes=") and "," not in spec:
             first, _, last = spec[6:].partition("-")
             start = int(first) if first else max(0, size - int(last))
@@ -91,12 +123,20 @@ class Handler(SimpleHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json" if name.endswith(".json") else "image/tiff")
         self.send_header("Accept-Ranges", "bytes")
-        self.send_header("Content-Length", str(end - start + 1))
+        if self.server.lengths:
+            self.send_header("Content-Length", str(end - start + 1))
+        if self.server.validators:
+            self.send_header("ETag", etag)
+            self.send_header("Last-Modified", modified)
         if status == HTTPStatus.PARTIAL_CONTENT:
             self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
         self.end_headers()
+        if fault == "other" and status == HTTPStatus.PARTIAL_CONTENT:
+            path = path.with_name(path.name + ".other")
         if body:
             self._body(path, start, end + 1 - start, fault)
+        if not self.server.lengths:
+            self.close_connection = True
 
     def _body(self, path: Path, start: int, length: int, fault: str | None) -> None:
         """``length`` bytes of ``path`` from ``start`` (only the range: a whole-tile band is hundreds of MB), at
@@ -147,6 +187,11 @@ class Server(ThreadingHTTPServer):
         self.delay_s = 0.0  # the wait before every answer
         self.rate: float | None = None  # bytes a second each connection sends at most
         self.sent = 0  # body bytes sent
+        self.validators = True  # ETag and Last-Modified sent
+        self.head = True  # HEAD answered (else 405)
+        self.lengths = True  # Content-Length sent
+        self.headers_seen: list[dict[str, str]] = []  # every request's headers, in order
+        self.redirects: dict[str, str] = {}  # path -> the URL a request for it is redirected to (302)
 
     @property
     def url(self) -> str:

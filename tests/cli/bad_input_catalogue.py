@@ -377,6 +377,20 @@ def _cube(ctx: Ctx, manifest: Path, *extra) -> tuple[int, list[str]]:
                       ctx.out / "valid.tif", *extra)
 
 
+def _stage(ctx: Ctx, manifest: Path, folder: Path, mode: str = "fetch") -> tuple[int, list[str]]:
+    """``lcflow stage`` of 31UFT 2018's bands B04 and B08 into ``folder``; local assets copied (``fetch``)."""
+    return ctx.lcflow("stage", "--items", manifest, "--tile", "31UFT", "--year", 2018, "--bands", "B04,B08",
+                      "--dir", folder, "--mode", mode, "--out", ctx.out / "staged.json")
+
+
+def _users_scenes(ctx: Ctx, folder: Path) -> None:
+    """The demo's first scene of 31UFT 2018 copied by hand to where the stage-in would put it."""
+    item = json.loads(ctx.stages["items2018"].read_text())["features"][0]
+    own = folder / "31UFT" / "2018" / item["id"]
+    own.mkdir(parents=True)
+    shutil.copy(item["assets"]["red"]["href"], own / "red.tif")
+
+
 def _sample(ctx: Ctx, *extra, year: int = 2018) -> tuple[int, list[str]]:
     """lcflow sample of the demo's 31UFT ``year`` from its 2018 cube and the tile's labels, with ``extra``."""
     return ctx.lcflow("sample", "--cube", ctx.stages["cube2018"], "--valid", ctx.stages["valid2018"], "--labels",
@@ -579,6 +593,23 @@ COMMAND_CASES = [
         "stage", "--items", x.stages["items2018"], "--tile", "31UFT", "--year", 2018, "--out", x.out / "staged.json",
         "--settings", '{"connection": 8}'),
         "lcflow stage: error: unknown key 'connection' in stage"),
+    Case("stage: a folder that holds the user's own scenes laid out as staged ones",
+         lambda x: _stage(x, x.stages["items2018"], x.out / "scenes"),
+         "is there already, and lcflow stage did not write it (it is not in", state="unchanged",
+         setup=lambda x: _users_scenes(x, x.out / "scenes")),
+    Case("stage: a stage.dir around the catalogue's own files",
+         lambda x: _stage(x, x.stages["items2018"], x.demo, mode="auto"),
+         "holds the catalogue's own files (its catalogue: "),
+    Case("stage: a file:size that is no number of bytes",
+         lambda x: _stage(x, _manifest(x, lambda f, c: f[0]["assets"]["red"].update({"file:size": float("nan")})),
+                          x.out / "scenes"),
+         "asset red: its file:size nan is not a number of bytes"),
+    Case("stage: a stage.dir that links to nothing",
+         lambda x: ((x.tmp / "scenes").symlink_to(x.tmp / "gone"), _stage(x, x.stages["items2018"], x.tmp / "scenes"))[1],
+         "is a link to {tmp}/gone, which does not exist"),
+    Case("stage: an item listed twice",
+         lambda x: _stage(x, _manifest(x, lambda f, c: f.append(f[0])), x.out / "scenes"),
+         "asset red would be staged to one file ("),
     Case("cube: settings with a value out of bounds",
          lambda x: _cube(x, x.stages["items2018"], "--settings", '{"dilation_px": 60}'),
          "lcflow cube: error: cube.dilation_px = 60 is outside [0, 50]"),

@@ -46,6 +46,14 @@ def duration(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
+def amount(n_bytes: float) -> str:
+    """``25.0 kB``, ``3.4 MB``, ``1.20 GB``, ``0.51 TB`` (SI units, as file sizes and quotas are given)."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n_bytes) >= size:
+            return f"{n_bytes / size:.2f} {unit}" if size >= 1e9 else f"{n_bytes / size:.1f} {unit}"
+    return f"{int(n_bytes)} B"
+
+
 def training_round(row: dict, rounds: int, seconds: float, done: int) -> str:
     """The log line of a training round: how far, the training loss and accuracy, the validation accuracy,
     the rate and the time left at the pace of the ``done`` rounds that took ``seconds``."""

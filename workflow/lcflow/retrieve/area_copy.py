@@ -58,6 +58,7 @@ def copy_area(
     sign: Callable[[str], str] | None,
     what: str,
     fields: dict | None = None,
+    record: Callable[[Path, Path], None] | None = None,
 ) -> tuple[list[int], list[float]]:
     """Write the internal tiles of ``href`` over ``bounds`` to ``dest`` (atomically, checked whole);
     its ``proj:shape`` and ``proj:transform``. A source its item's fields do not describe is cut on its own
@@ -71,6 +72,7 @@ def copy_area(
         sign: signs ``href`` before it is opened (None: read as it is).
         what: the item and asset, named in every message.
         fields: the asset's STAC fields (``proj:shape``, ``proj:transform``), checked against the source.
+        record: called with the checked copy and ``dest`` just before the rename (the stage-in's ledger).
     """
     import rasterio
     from rasterio.windows import Window
@@ -137,6 +139,8 @@ def copy_area(
         why = raster.why_incomplete(tmp)
         if why:
             raise LcflowError(f"{what}: the copy of its tiles over the area is not whole ({why})")
+        if record:
+            record(tmp, dest)
     return [height, width], list(transform)[:6]
 
 

@@ -2,28 +2,35 @@
 
 Transfers go through urllib3 (the HTTP client under requests and pystac-client): its ``Retry`` backs off
 and honours ``Retry-After`` on 429 and 503, its read timeout ends a stalled connection, and a partial file
-continues with an HTTP Range request. A file is written under a staging name of lcflow's own and renamed
-into place only once its size, its checksum (STAC's ``file:size`` / ``file:checksum`` where the item gives
-them) and its raster structure are checked: a finished file is never fetched again, and nothing truncated
-or corrupt reaches a cube. Why urllib3 and not fsspec or GDAL's copy: benchmarks/stage_in.py.
+continues with an HTTP Range request sent with ``If-Range`` (the first answer's ETag or Last-Modified) and
+overlapping what was received: a file changed on the server, or a server that sends other bytes, starts the
+file over. A file is written under a staging name of lcflow's own and renamed into place only once
+:mod:`lcflow.retrieve.staged_file` has checked it: a finished file is never fetched again, and nothing
+truncated or corrupt reaches a cube. Why urllib3 and not fsspec or GDAL's copy: benchmarks/stage_in.py.
 """
 
+import contextlib
+import errno
 import functools
-import hashlib
+import json
 import logging
 import os
 import re
 import shutil
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from lcflow.common.progress import duration
+from lcflow.common.progress import amount, duration
 from lcflow.errors import LcflowError
 from lcflow.retrieve import remote
+from lcflow.retrieve.staged_file import NotTheFile, verify
+from lcflow.retrieve.transfer_rate import Rate
+
+if TYPE_CHECKING:
+    from lcflow.retrieve.stage_ledger import Ledger
 
 log = logging.getLogger("lcflow")
 
@@ -34,28 +41,11 @@ CHUNK = 1 << 20
 LONGEST_WAIT_S = 600
 #: a staged file's name while it is written (a prefix and suffix no product of lcflow or a user has)
 PART_SUFFIX = ".lcflow-part"
-#: the first bytes of the rasters a scene asset may be: TIFF (classic and BigTIFF, both byte orders), JPEG 2000
-RASTER_MAGIC = (
-    b"II*\x00",
-    b"MM\x00*",
-    b"II+\x00",
-    b"MM\x00+",
-    b"\x00\x00\x00\x0cjP  \r\n\x87\n",
-    b"\xffO\xffQ",
-)
-#: multihash function codes (multiformats' table) -> hashlib constructor
-MULTIHASH: dict[int, Callable[[], Any]] = {
-    0x11: hashlib.sha1,
-    0x12: hashlib.sha256,
-    0x13: hashlib.sha512,
-    0x14: hashlib.sha3_512,
-    0x15: hashlib.sha3_384,
-    0x16: hashlib.sha3_256,
-    0x17: hashlib.sha3_224,
-    0xD5: hashlib.md5,
-    0xB220: lambda: hashlib.blake2b(digest_size=32),
-    0xB240: hashlib.blake2b,
-}
+#: beside a partial file, the first answer's validators (what a resume sends as If-Range)
+RESUME_SUFFIX = ".lcflow-resume"
+#: bytes of what was received that a resume asks for again, and compares (a server that sends other bytes
+#: under the right Content-Range, or a file changed on the server, differs there)
+OVERLAP = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -67,10 +57,16 @@ class Asset:
     dest: Path
     size: int | None = None  # STAC file:size, bytes
     checksum: str | None = None  # STAC file:checksum, a multihash in hex
+    shape: tuple[int, int] | None = None  # STAC proj:shape of the asset, rows and columns
 
     @property
     def part(self) -> Path:
         return self.dest.with_name(f".{self.dest.name}{PART_SUFFIX}")
+
+    @property
+    def validator(self) -> Path:
+        """Where the first answer's ETag and Last-Modified are kept while the part file grows."""
+        return self.dest.with_name(f".{self.dest.name}{RESUME_SUFFIX}")
 
 
 class Failed(Exception):
@@ -79,71 +75,6 @@ class Failed(Exception):
     def __init__(self, reason: str, restart: bool = False):
         super().__init__(reason)
         self.restart = restart  # what was received is wrong: start over
-
-
-def parse_multihash(text: str) -> tuple[Callable[[], "hashlib._Hash"], bytes] | None:
-    """(hash constructor, digest) of a hex multihash, None for a function this module does not know."""
-    data = bytes.fromhex(text)
-
-    def varint(at: int) -> tuple[int, int]:
-        value = shift = 0
-        while True:
-            byte = data[at]
-            value |= (byte & 0x7F) << shift
-            at, shift = at + 1, shift + 7
-            if not byte & 0x80:
-                return value, at
-
-    code, at = varint(0)
-    length, at = varint(at)
-    digest = data[at : at + length]
-    if len(digest) != length:
-        raise ValueError(
-            f"multihash {text[:16]}...: its digest has {len(digest)} bytes, {length} said"
-        )
-    return (MULTIHASH[code], digest) if code in MULTIHASH else None
-
-
-class Rate:
-    """Files and bytes staged so far, logged every ``every`` seconds and at the end: rate and time left."""
-
-    def __init__(self, what: str, files: int, total_bytes: int, every: float = 30.0):
-        self.what, self.files, self.total, self.every = what, files, total_bytes, every
-        self.started = self.last = time.monotonic()
-        self.done_files = self.done_bytes = self.received = 0
-        self._lock = threading.Lock()
-
-    def add(self, received: int, finished: int = 0, counted: int = 0) -> None:
-        """``received`` bytes more over the network; ``finished`` files done, ``counted`` bytes of them
-        already on disk before this run."""
-        with self._lock:
-            self.received += received
-            self.done_bytes += received + counted
-            self.done_files += finished
-            now = time.monotonic()
-            if now - self.last >= self.every or self.done_files >= self.files:
-                self.last = now
-                self.log(now)
-
-    def log(self, now: float) -> None:
-        elapsed = max(now - self.started, 1e-9)
-        rate = self.received / elapsed
-        left = (
-            0.0
-            if self.done_files >= self.files
-            else (max(0, self.total - self.done_bytes) / rate if rate > 0 else float("inf"))
-        )
-        log.info(
-            "%s: %d/%d files, %.2f/%.2f GB, %.1f MB/s, %s elapsed, %s left",
-            self.what,
-            self.done_files,
-            self.files,
-            self.done_bytes / 1e9,
-            self.total / 1e9,
-            rate / 1e6,
-            duration(elapsed),
-            duration(left),
-        )
 
 
 class _WithoutQueries(logging.Filter):
@@ -184,10 +115,33 @@ def _retry_class():
     return Retry
 
 
+def _why_no_answer(exc: Exception) -> str:
+    """One line for a request urllib3 gave up on: the redirects, the refused or unreachable host, the
+    timeout, without urllib3's object reprs."""
+    import urllib3
+
+    reason = getattr(exc, "reason", None) or exc
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and isinstance(
+        reason, urllib3.exceptions.ResponseError
+    ):
+        return (
+            f"the server answered with errors or redirects too often ({remote.redact(str(reason))})"
+        )
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        why = str(reason).rpartition("] ")[2] or "no connection"
+        return f"no connection to the server ({why})"
+    if isinstance(reason, urllib3.exceptions.NameResolutionError):
+        return "the server's name does not resolve"
+    if isinstance(reason, urllib3.exceptions.TimeoutError):
+        return "the server did not answer in time"
+    return f"no answer ({type(reason).__name__}: {remote.redact(str(reason))})"
+
+
 class Fetcher:
     """Fetches assets over up to ``connections`` connections a host, signing each URL as it is requested
     (signatures expire while a queue waits) and sending credentials (remote.request_headers) to their own
-    host only."""
+    host only: on a redirect to another host every credential header is dropped (urllib3 drops only
+    Authorization and cookies). ``stop`` (set on Ctrl-C) ends every transfer within a chunk."""
 
     def __init__(
         self, network: remote.Network, connections: int, sign: Callable[[str], str] | None = None
@@ -195,8 +149,13 @@ class Fetcher:
         import urllib3
 
         self.network, self.sign = network, sign
-        retry = _retry_class()(
-            total=network.retries,
+        self.stop = threading.Event()
+        retry = _retry_class()(  # a redirect is not a retry: the retries count failures alone
+            total=None,
+            connect=network.retries,
+            read=network.retries,
+            status=network.retries,
+            other=network.retries,
             backoff_factor=network.retry_delay_s,
             backoff_max=LONGEST_WAIT_S,
             status_forcelist=(429, 500, 502, 503, 504),
@@ -204,6 +163,7 @@ class Fetcher:
             respect_retry_after_header=True,
             raise_on_status=False,
             redirect=5,
+            remove_headers_on_redirect=remote.secret_header_names(),
         )
         self.pool = urllib3.PoolManager(
             num_pools=8,
@@ -214,28 +174,38 @@ class Fetcher:
         )
 
     def size(self, asset: Asset) -> int:
-        """The asset's size: STAC's ``file:size``, else the server's (a HEAD request), else the local file's."""
+        """The asset's size: STAC's ``file:size``, else the server's (a HEAD request, else the
+        ``Content-Range`` of a one-byte GET for servers that refuse HEAD or give no length), else the
+        local file's."""
         if asset.size is not None:
             return asset.size
         if not remote.is_url(asset.href):
             return _local(asset).stat().st_size
         try:
             answer = self._request("HEAD", asset, {})
+            answer.release_conn()
+            length = answer.headers.get("Content-Length", "")
+            if answer.status == 200 and length.isdigit():
+                return int(length)
+            answer = self._request("GET", asset, {"Range": "bytes=0-0"}, stream=True)
+            answer.release_conn()
         except Failed as exc:  # urllib3 retried already: no host, no route, no answer
             raise LcflowError(
                 f"{asset.what} ({remote.redact(asset.href)}): its size cannot be asked for: {exc} "
                 "(the stage-in runs where the network is: docs/slurm.md)"
             ) from None
-        answer.release_conn()
-        if answer.status != 200 or answer.headers.get("Content-Length") is None:
-            raise LcflowError(
-                f"{asset.what} ({remote.redact(asset.href)}): the server gives no size "
-                f"(HEAD answered {answer.status})"
-            )
-        return int(answer.headers["Content-Length"])
+        whole = answer.headers.get("Content-Range", "").rpartition("/")[2]
+        if answer.status == 206 and whole.isdigit():
+            return int(whole)
+        raise LcflowError(
+            f"{asset.what} ({remote.redact(asset.href)}): the server gives no size (HEAD answered "
+            f"{answer.status} without a length, a one-byte GET {answer.status}): set file:size in its "
+            "item, or stage.mode: remote"
+        )
 
-    def fetch(self, asset: Asset, rate: Rate | None = None) -> int:
-        """Stage ``asset`` at ``asset.dest`` unless it is there already; the bytes received."""
+    def fetch(self, asset: Asset, rate: Rate | None = None, ledger: "Ledger | None" = None) -> int:
+        """Stage ``asset`` at ``asset.dest`` unless it is there already; the bytes received. ``ledger``
+        records the file as the stage-in's own before it is renamed into place."""
         if asset.dest.exists():
             if rate:
                 rate.add(0, 1, asset.dest.stat().st_size)
@@ -253,23 +223,38 @@ class Fetcher:
                     self.network.retries + 1,
                     duration(delay),
                 )
-                time.sleep(delay)
+                if self.stop.wait(delay):
+                    break
             try:
                 received += self._attempt(asset, rate)
-                verify(asset.part, asset)
+                verify(asset.part, asset.what, asset.size, asset.checksum, asset.shape)
+            except NotTheFile as wrong:
+                reason = str(wrong)
+                self._start_over(asset)
+                continue
             except Failed as failure:
                 reason = str(failure)
                 if failure.restart:
-                    asset.part.unlink(missing_ok=True)
+                    self._start_over(asset)
                 continue
+            if ledger is not None:
+                ledger.record(asset.part, asset.dest)
             os.replace(asset.part, asset.dest)
+            asset.validator.unlink(missing_ok=True)
             if rate:
                 rate.add(0, 1)
             return received
+        if self.stop.is_set():
+            raise LcflowError(f"{asset.what}: stopped; a rerun resumes it")
         raise LcflowError(
             f"{asset.what} ({remote.redact(asset.href)}): {reason}, {self.network.retries + 1} "
             "attempts; nothing of it reaches a cube, and a rerun resumes it"
         )
+
+    @staticmethod
+    def _start_over(asset: Asset) -> None:
+        asset.part.unlink(missing_ok=True)
+        asset.validator.unlink(missing_ok=True)
 
     def _attempt(self, asset: Asset, rate: Rate | None) -> int:
         """One request, appended to the partial file; the bytes received."""
@@ -281,18 +266,45 @@ class Fetcher:
                 rate.add(got)
             return got
         have = asset.part.stat().st_size if asset.part.exists() else 0
-        answer = self._request(
-            "GET", asset, {"Range": f"bytes={have}-"} if have else {}, stream=True
-        )
+        condition = _read_validator(asset) if have else None
+        if have and condition is None:  # nothing says the server's file is still the one begun
+            log.info(
+                "%s: the server gave no ETag or Last-Modified for the %s received: starting over",
+                asset.what,
+                amount(have),
+            )
+            self._start_over(asset)
+            have = 0
+        overlap = min(have, OVERLAP)
+        headers = {"Accept-Encoding": "identity"}
+        if have:
+            headers |= {"Range": f"bytes={have - overlap}-", "If-Range": condition or ""}
+        answer = self._request("GET", asset, headers, stream=True)
         try:
-            total = self._expected(answer, asset, have)
+            total = self._expected(answer, asset, have - overlap)
             if total is None:  # the partial file is whole already (416)
                 return 0
-            if answer.status == 200:
-                have = 0
+            if answer.status == 200:  # the whole file: changed since, or ranges not served
+                have = overlap = 0
+                _write_validator(asset, answer.headers)
+            if overlap:
+                self._check_overlap(answer, asset, have, overlap)
             return self._receive(answer, asset, have, total, rate)
         finally:
             answer.release_conn()
+
+    def _check_overlap(self, answer, asset: Asset, have: int, overlap: int) -> None:
+        """The first ``overlap`` bytes of a resumed answer must be the last ones received."""
+        sent = answer.read(overlap)
+        with asset.part.open("rb") as part:
+            part.seek(have - overlap)
+            kept = part.read(overlap)
+        if sent != kept:
+            raise Failed(
+                f"the server's bytes {have - overlap}-{have - 1} are not those it sent before (the file "
+                "changed, or the server sends other bytes): starting the file over",
+                restart=True,
+            )
 
     def _request(self, method: str, asset: Asset, headers: dict[str, str], stream: bool = False):
         import urllib3
@@ -313,18 +325,18 @@ class Fetcher:
                 "lcflow waits; run again later, and the files staged so far are kept"
             ) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise Failed(f"no answer ({type(exc).__name__}: {remote.redact(str(exc))})") from None
+            raise Failed(_why_no_answer(exc)) from None
 
-    def _expected(self, answer, asset: Asset, have: int) -> int | None:
-        """The file's whole size from a GET's answer; None where a Range past the end says the partial
-        file is whole. Answers that cannot be the file end the attempt."""
+    def _expected(self, answer, asset: Asset, start: int) -> int | None:
+        """The file's whole size from a GET's answer to a request from byte ``start``; None where a Range
+        past the end says the partial file is whole. Answers that cannot be the file end the attempt."""
         status, headers = answer.status, answer.headers
-        if status == 416 and have:
+        if status == 416 and start:
             whole = headers.get("Content-Range", "").rpartition("/")[2]
-            if whole.isdigit() and int(whole) == have:
+            if whole.isdigit() and int(whole) == start:
                 return None
             raise Failed(
-                f"the partial file's {have} bytes are more than the server's {whole or '?'}",
+                f"the partial file's {start} bytes are more than the server's {whole or '?'}",
                 restart=True,
             )
         if status in (401, 403, 404, 410):
@@ -342,11 +354,19 @@ class Fetcher:
             raise Failed(
                 f"the server sent an HTML page (status {status}), not the raster", restart=True
             )
+        encoding = headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise LcflowError(
+                f"{asset.what} ({remote.redact(asset.href)}): the server sent it {encoding}-encoded "
+                "(Content-Encoding) though asked for the file as it is (Accept-Encoding: identity); a "
+                "transfer that resumes needs the file's own bytes: fetch it another way, or set "
+                "stage.mode: remote"
+            )
         if status == 206:
-            start, _, whole = headers.get("Content-Range", "").removeprefix("bytes ").partition("/")
-            if not start.startswith(f"{have}-") or not whole.isdigit():
+            got, _, whole = headers.get("Content-Range", "").removeprefix("bytes ").partition("/")
+            if not got.startswith(f"{start}-") or not whole.isdigit():
                 raise Failed(
-                    f"the server answered bytes {start or '?'} of a request for bytes {have}-",
+                    f"the server answered bytes {got or '?'} of a request for bytes {start}-",
                     restart=True,
                 )
             return int(whole)
@@ -366,7 +386,18 @@ class Fetcher:
                     got += len(chunk)
                     if rate:
                         rate.add(len(chunk))
+                    if self.stop.is_set():
+                        raise Failed(f"stopped after {have + got} of {total} bytes")
+                out.flush()
             except (urllib3.exceptions.HTTPError, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    out.close()
+                    self._start_over(asset)
+                    raise LcflowError(
+                        f"{asset.what}: the file system of {asset.dest.parent} is full after "
+                        f"{amount(have + got)} of it ({os.strerror(exc.errno)}); its partial file is "
+                        "removed: free space, or set stage.dir to a larger file system"
+                    ) from None
                 if isinstance(exc, OSError) and not isinstance(exc, ConnectionError | TimeoutError):
                     raise  # the disk, not the network
                 why = "stalled" if "timed out" in str(exc).lower() else "broke off"
@@ -378,46 +409,28 @@ class Fetcher:
         return got
 
 
+def _write_validator(asset: Asset, headers) -> None:
+    """Keep the answer's ETag (a strong one) and Last-Modified, which a resume sends as ``If-Range``."""
+    etag = headers.get("ETag", "")
+    kept = {
+        "etag": etag if etag.startswith('"') else None,  # If-Range takes a strong ETag only
+        "last_modified": headers.get("Last-Modified"),
+    }
+    asset.validator.write_text(json.dumps(kept))
+
+
+def _read_validator(asset: Asset) -> str | None:
+    """The ``If-Range`` of a resume: the first answer's strong ETag, else its Last-Modified; None where the
+    server gave neither (or the record is lost)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        kept = json.loads(asset.validator.read_text())
+        return kept.get("etag") or kept.get("last_modified")
+    return None
+
+
 def _local(asset: Asset) -> Path:
     """The local file an asset names; refused, naming the asset, where there is none."""
     path = Path(asset.href[len("file://") :] if asset.href.startswith("file://") else asset.href)
     if not path.is_file():
         raise LcflowError(f"{asset.what}: {path} is not a file")
     return path
-
-
-def verify(path: Path, asset: Asset) -> None:
-    """Refuse (as a failed attempt that starts over) a file that is not the asset: a size other than STAC's,
-    a checksum other than STAC's, or not a whole raster (an error page, a truncated file)."""
-    from lcflow.common import raster
-
-    size = path.stat().st_size
-    if asset.size is not None and size != asset.size:
-        raise Failed(f"{size} bytes received, the item says {asset.size} (file:size)", restart=True)
-    if asset.checksum:
-        try:
-            known = parse_multihash(asset.checksum)
-        except ValueError as exc:
-            raise LcflowError(
-                f"{asset.what}: its file:checksum {asset.checksum!r} is no multihash ({exc})"
-            ) from None
-        if known is None:
-            log.warning(
-                "%s: file:checksum uses a hash function lcflow does not know; only its size is checked",
-                asset.what,
-            )
-        else:
-            digest = known[0]()
-            with path.open("rb") as src:
-                while block := src.read(CHUNK):
-                    digest.update(block)
-            if digest.digest() != known[1]:
-                raise Failed("its checksum is not the item's file:checksum", restart=True)
-    with path.open("rb") as src:
-        head = src.read(12)
-    if not any(head.startswith(m) for m in RASTER_MAGIC):
-        shown = head.decode("ascii", "replace").strip() or "nothing"
-        raise Failed(f"what was received is not a raster (it starts {shown!r})", restart=True)
-    why = raster.why_incomplete(path) if head[:2] in (b"II", b"MM") else None
-    if why:
-        raise Failed(f"what was received is not a whole raster ({why})", restart=True)

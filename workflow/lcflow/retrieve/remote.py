@@ -227,11 +227,7 @@ def request_headers(url: str, env: Mapping[str, str] | None = None) -> dict[str,
     import os
 
     env = os.environ if env is None else env
-    headers: dict[str, str] = {}
-    for line in re.split(r"\r?\n", env.get("GDAL_HTTP_HEADERS", "")):
-        name, sep, value = line.partition(":")
-        if sep and name.strip():
-            headers[name.strip()] = value.strip()
+    headers = _header_lines(env)
     if "Authorization" not in headers and env.get("GDAL_HTTP_USERPWD"):
         token = base64.b64encode(env["GDAL_HTTP_USERPWD"].encode()).decode()
         headers["Authorization"] = f"Basic {token}"
@@ -256,19 +252,43 @@ def request_headers(url: str, env: Mapping[str, str] | None = None) -> dict[str,
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+#: GDAL_HTTP_HEADERS lines that are no credential (what a client says of itself, and what it accepts): every
+#: other line is taken for a secret (an API key, a subscription key, a token), whatever its name
+NOT_SECRET_HEADERS = frozenset({"user-agent", "accept", "accept-language"})
+
+
+def _header_lines(env: Mapping[str, str]) -> dict[str, str]:
+    """GDAL_HTTP_HEADERS as name -> value (header lines separated by CRLF or LF)."""
+    headers: dict[str, str] = {}
+    for line in re.split(r"\r?\n", env.get("GDAL_HTTP_HEADERS", "")):
+        name, sep, value = line.partition(":")
+        if sep and name.strip():
+            headers[name.strip()] = value.strip()
+    return headers
+
+
+def secret_header_names(env: Mapping[str, str] | None = None) -> list[str]:
+    """The request headers no redirect to another host may carry: Authorization, cookies, and every
+    GDAL_HTTP_HEADERS line but NOT_SECRET_HEADERS."""
+    import os
+
+    env = os.environ if env is None else env
+    names = {"Authorization", "Cookie", "Proxy-Authorization"}
+    names |= {n for n in _header_lines(env) if n.lower() not in NOT_SECRET_HEADERS}
+    return sorted(names)
+
+
 def credentials_in_env(env: Mapping[str, str] | None = None) -> str | None:
     """The variable holding credentials that GDAL sends with every request it makes, to every host
-    (GDAL_HTTP_USERPWD, or an Authorization line of GDAL_HTTP_HEADERS), None where neither does.
-    ~/.netrc is not one: GDAL sends a netrc entry to its own host only."""
+    (GDAL_HTTP_USERPWD, or any GDAL_HTTP_HEADERS line but NOT_SECRET_HEADERS: an ``X-Api-Key`` is as
+    secret as an Authorization), None where neither does. ~/.netrc is not one: GDAL sends a netrc entry
+    to its own host only."""
     import os
 
     env = os.environ if env is None else env
     if env.get("GDAL_HTTP_USERPWD"):
         return "GDAL_HTTP_USERPWD"
-    if any(
-        line.partition(":")[0].strip().lower() == "authorization"
-        for line in re.split(r"\r?\n", env.get("GDAL_HTTP_HEADERS", ""))
-    ):
+    if any(n.lower() not in NOT_SECRET_HEADERS for n in _header_lines(env)):
         return "GDAL_HTTP_HEADERS"
     return None
 
@@ -307,6 +327,25 @@ def check_credentials_reach(
             )
 
 
+def _read_url(href: str, headers: dict[str, str]) -> str:
+    """The text at ``href``, as pystac reads it (urllib3), but with every credential header dropped on a
+    redirect to another host (urllib3 drops only Authorization and cookies)."""
+    from email.message import Message
+    from urllib.error import HTTPError
+
+    import urllib3
+
+    retry = urllib3.Retry(total=3, redirect=5, remove_headers_on_redirect=secret_header_names())
+    with urllib3.PoolManager(retries=retry).request(
+        "GET", href, headers={"User-Agent": "lcflow", **headers}, preload_content=False
+    ) as answer:
+        if answer.status >= 400:  # as pystac says it, which stac_sources turns into one line
+            raise Exception(f"Could not read uri {redact(href)}") from HTTPError(
+                redact(href), answer.status, answer.reason or "", Message(), None
+            )
+        return answer.read().decode("utf-8")
+
+
 def catalogue_io(root: str):
     """pystac's reader for the catalogue at ``root``: credentials (:func:`request_headers`) go to its own
     host only, and a remote catalogue may not link to local files (it could make lcflow read any file).
@@ -336,7 +375,9 @@ def catalogue_io(root: str):
                     f"STAC catalog {redact(root)}: reading {redact(href)} would send credentials over "
                     "plain http, where anyone on the way reads them: use its https URL"
                 )
-            return super().read_text_from_href(href)
+            if not is_url(href):
+                return super().read_text_from_href(href)
+            return _read_url(href, self.headers)
 
     reader = CatalogueIO()
     reader.files = []

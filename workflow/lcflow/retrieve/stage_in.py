@@ -8,6 +8,7 @@ referenced where they are (``stage.mode: fetch`` copies them too). The disk budg
 is fetched.
 """
 
+import hashlib
 import json
 import logging
 import re
@@ -19,11 +20,22 @@ from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
 
 from lcflow.common.atomic import write_text, writer_lock
+from lcflow.common.progress import amount
 from lcflow.errors import LcflowError
 from lcflow.retrieve import area_copy, remote
-from lcflow.retrieve.download import Asset, Fetcher, Rate
+from lcflow.retrieve.download import Asset, Fetcher
 from lcflow.retrieve.search import manifest_source, read_manifest
+from lcflow.retrieve.stage_checks import (
+    check_apart,
+    check_own,
+    check_unique,
+    file_size,
+    layout_shape,
+    stage_dir,
+)
+from lcflow.retrieve.stage_ledger import Ledger, ledger_of
 from lcflow.retrieve.stage_settings import StageSettings
+from lcflow.retrieve.transfer_rate import Rate
 
 if TYPE_CHECKING:
     from lcflow.retrieve.cube_settings import CubeSettings
@@ -32,16 +44,23 @@ log = logging.getLogger("lcflow")
 
 #: free bytes kept beyond what a stage-in stores (other jobs write to the same file system)
 MARGIN_BYTES = 1 << 30
-#: the field of a staged manifest's asset that lcflow stage copied (the only files it may remove)
+#: the field of a staged manifest's asset that lcflow stage copied (what the files are is the ledger's word:
+#: :mod:`lcflow.retrieve.stage_ledger`)
 STAGED = "lcflow:staged"
 #: characters of an item id or asset key kept as they are in a staged file's name
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: the longest item id or asset key kept whole in a file name (file systems allow 255 bytes a name)
+_LONGEST_NAME = 100
 
 
 def safe_name(text: str) -> str:
-    """``text`` as one file name: no separator, no ``..``, no leading dot."""
+    """``text`` as one file name: no separator, no ``..``, no leading dot; a name changed or shortened
+    ends in a hash of ``text``, so two ids never share one (``a:b`` and ``a_b`` stay apart)."""
     name = _SAFE.sub("_", text).lstrip(".")
-    return name or "_"
+    if name == text and 0 < len(name) <= _LONGEST_NAME:
+        return name
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"{name[: _LONGEST_NAME - 13] or '_'}-{digest}"
 
 
 def suffix(href: str) -> str:
@@ -100,7 +119,6 @@ def plan(
                 )
             if not copy_local and not remote.is_url(href):
                 continue
-            size = asset.extra_fields.get("file:size")
             assets.append(
                 Staged(
                     item.id,
@@ -114,11 +132,15 @@ def plan(
                         / str(year)
                         / safe_name(item.id)
                         / f"{safe_name(key)}{suffix(href)}",
-                        size=int(size) if isinstance(size, int | float) else None,
+                        size=file_size(
+                            asset.extra_fields, f"tile {tile} {year}: item {item.id} asset {key}"
+                        ),
                         checksum=asset.extra_fields.get("file:checksum"),
+                        shape=layout_shape(asset.extra_fields),
                     ),
                 )
             )
+    check_unique([(s.item_id, s.key, s.asset.dest) for s in assets], tile, year)
     return assets
 
 
@@ -162,18 +184,18 @@ def budget(
     needed = total - sum(min(_present(a), s) for a, s in zip(assets, sizes))
     free = _free_bytes(folder)
     log.info(
-        "%s: %d files, %.2f GB, %.2f GB of them to fetch; %.2f GB free in %s",
+        "%s: %d files, %s, %s of them to fetch; %s free in %s",
         what,
         len(assets),
-        total / 1e9,
-        needed / 1e9,
-        free / 1e9,
+        amount(total),
+        amount(needed),
+        amount(free),
         folder,
     )
     if needed + MARGIN_BYTES > free:
         raise LcflowError(
-            f"{what}: staging needs {needed / 1e9:.2f} GB more (and {MARGIN_BYTES / 1e9:.1f} GB to spare) "
-            f"in {folder}, whose file system has {free / 1e9:.2f} GB free: free space or set stage.dir "
+            f"{what}: staging needs {amount(needed)} more (and {amount(MARGIN_BYTES)} to spare) "
+            f"in {folder}, whose file system has {amount(free)} free: free space or set stage.dir "
             "to a larger file system"
         )
     return total
@@ -204,12 +226,14 @@ def _planned(
         raise LcflowError(
             "stage.mode is remote: nothing is staged (the cube's jobs read the scenes over the network)"
         )
-    folder = Path(settings.dir).absolute()
+    folder = stage_dir(settings.dir)
     what = f"stage {tile} {year}"
     items = read_manifest(manifest)
     if not items:
         raise LcflowError(f"manifest {manifest} lists no items")
+    check_apart(items, manifest, folder)
     staged = plan(items, tile, year, cube, folder, copy_local=settings.mode == "fetch")
+    check_own([s.asset.dest for s in staged], Ledger(folder / tile / str(year)), what)
     assets = [s.asset for s in staged]
     remote.check_credentials_reach(((a.what, a.href) for a in assets), manifest_source(manifest))
     fetcher = Fetcher(network, settings.connections, remote.signer(network.signing, items))
@@ -251,10 +275,10 @@ def dry_run(
         bounds,
     )
     log.info(
-        "%s: dry run: %d files, %.2f GB in %s; nothing fetched",
+        "%s: dry run: %d files, %s in %s; nothing fetched",
         planned.what,
         len(planned.staged),
-        planned.total / 1e9,
+        amount(planned.total),
         planned.folder / tile / str(year),
     )
     return len(planned.staged)
@@ -291,13 +315,14 @@ def run(
     planned = _planned(manifest, tile, year, cube, settings, network, bounds)
     staged, fetcher, folder, what = planned.staged, planned.fetcher, planned.folder, planned.what
     rate = Rate(what, len(staged), planned.total)
+    ledger = Ledger(folder / tile / str(year))
     errors: list[LcflowError] = []
     grids: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
 
     def one(s: Staged) -> None:
         try:
             if bounds is None:
-                fetcher.fetch(s.asset, rate)
+                fetcher.fetch(s.asset, rate, ledger)
                 return
             if not s.asset.dest.exists():
                 area_copy.copy_area(
@@ -308,6 +333,7 @@ def run(
                     fetcher.sign,
                     s.asset.what,
                     s.fields,
+                    ledger.record,
                 )
             grids[(s.item_id, s.key)] = area_copy.grid_of(s.asset.dest)
             rate.add(s.asset.dest.stat().st_size, 1)
@@ -317,17 +343,23 @@ def run(
 
     # one stage-in a tile-year at a time: two would append to the same partial files
     with writer_lock(folder / tile / str(year)), ThreadPoolExecutor(settings.connections) as pool:
-        list(pool.map(one, staged))
+        try:
+            list(pool.map(one, staged))
+        except KeyboardInterrupt:
+            fetcher.stop.set()  # the transfers in flight end within a chunk, their partial files kept
+            pool.shutdown(wait=True, cancel_futures=True)
+            log.error("%s: interrupted; the partial files are kept, and a rerun resumes them", what)
+            raise
     if errors:
         more = f" ({len(errors) - 1} more above)" if len(errors) > 1 else ""
         raise LcflowError(f"{errors[0]}{more}")
     write_text(out, json.dumps(staged_manifest(manifest, staged, grids), indent=1))
     log.info(
-        "%s: %d files in %s (%.2f GB received this run) -> %s",
+        "%s: %d files in %s (%s received this run) -> %s",
         what,
         len(staged),
         folder / tile / str(year),
-        rate.received / 1e9,
+        amount(rate.received),
         out,
     )
     return len(staged)
@@ -347,7 +379,7 @@ def staged_manifest(
 
     def copied(item_id: str, key: str, asset: dict) -> dict:
         if (item_id, key) not in local:  # a local asset read where it is: the user's file
-            return asset
+            return {k: v for k, v in asset.items() if k != STAGED}
         asset = {**asset, "href": local[(item_id, key)], STAGED: True}
         if (item_id, key) in grids:
             asset["proj:shape"], asset["proj:transform"] = grids[(item_id, key)]
@@ -364,23 +396,29 @@ def staged_manifest(
 
 
 def remove_staged(manifest: str | Path, folder: str | Path) -> int:
-    """Remove the files a stage-in copied (marked STAGED in its manifest) that lie in ``folder``, and the
-    folders left empty; the number removed. A local asset read in place is never touched, wherever it is."""
+    """Remove the files of ``manifest`` that a stage-in into ``folder`` wrote (its ledgers say which), and the
+    folders left empty; the number removed. Any other file, a local asset read in place or a user's file
+    where a staged one would be, is never touched, whatever the manifest's fields say."""
     folder = Path(folder).absolute()
-    removed = 0
+    removed: dict[Path, tuple[Ledger, list[Path]]] = {}
     for item in read_manifest(manifest):
         for asset in item.assets.values():
             path = Path(str(asset.href)).absolute()
-            if (
-                asset.extra_fields.get(STAGED) is True
-                and path.is_relative_to(folder)
-                and path.is_file()
-            ):
-                path.unlink()
-                removed += 1
-                for parent in path.parents:
-                    if parent == folder or any(parent.iterdir()):
-                        break
-                    parent.rmdir()
-    log.info("removed %d staged files of %s from %s", removed, manifest, folder)
-    return removed
+            ledger = ledger_of(path, folder)
+            if ledger is None or not ledger.wrote(path):
+                continue
+            path.unlink()
+            removed.setdefault(ledger.path, (ledger, []))[1].append(path)
+            for parent in path.parents:
+                if parent == ledger.folder or any(parent.iterdir()):
+                    break
+                parent.rmdir()
+    for ledger, paths in removed.values():
+        ledger.forget(paths)
+        for parent in [ledger.folder, *ledger.folder.parents]:
+            if parent == folder or not parent.is_relative_to(folder) or any(parent.iterdir()):
+                break
+            parent.rmdir()
+    count = sum(len(paths) for _, paths in removed.values())
+    log.info("removed %d staged files of %s from %s", count, manifest, folder)
+    return count
