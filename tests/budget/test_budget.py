@@ -3,6 +3,7 @@ makes as Snakemake plans them, and the seed study's figures as benchmarks/seed_s
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +79,36 @@ def test_a_profile_without_a_config_and_a_rates_file_without_its_parts_are_refus
     (tmp_path / "rates.json").write_text(json.dumps({"jobs": {}}))
     done = budget("--configfile", "config/config.yaml", "--rates", str(tmp_path / "rates.json"))
     assert done.returncode == 2 and "no assumed, deep_cpu, forests; benchmarks/seed_study.py --rates" in done.stderr
+
+
+@pytest.mark.parametrize("option, value, said", [
+    ("--cpu-nodes", "0", "argument --cpu-nodes: 0 is outside [1, 100000]"),
+    ("--cpu-nodes", "-5", "argument --cpu-nodes: -5 is outside [1, 100000]"),
+    ("--gpu-nodes", "0", "argument --gpu-nodes: 0 is outside [1, 100000]"),
+    ("--stage-gbit", "-1", "argument --stage-gbit: -1 is outside (0, 10000]"),
+    ("--scaling", "nan", "argument --scaling: nan is outside (0, 1]"),
+    ("--scenes", "inf", "argument --scenes: inf is outside (0, 100000]"),
+    ("--classes", "0", "argument --classes: 0 is outside [2, 1000]"),
+    ("--classes", "2.5", "argument --classes: '2.5' is not a whole number"),
+])
+def test_a_budget_option_out_of_its_range_is_refused_in_one_line(option, value, said):
+    done = budget("--configfile", "config/config.yaml", option, value)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == f"lcflow budget: error: {said} (see lcflow budget --help)", \
+        done.stderr
+
+
+@pytest.mark.parametrize("where, value", [("assumed.stage_gbit", 0), ("assumed.scaling", float("nan")),
+                                          ("jobs.cube.cpu_s_per_unit", -1.0), ("forests[0].rows", 0)])
+def test_a_rates_file_with_a_rate_no_budget_can_use_is_refused_naming_it(where, value, tmp_path):
+    data = json.loads(rates.RATES.read_text())
+    node, *keys = where.replace("[0]", ".0").split(".")
+    target = data[node]
+    for key in keys[:-1]:
+        target = target[int(key)] if key.isdigit() else target[key]
+    target[keys[-1]] = value
+    (tmp_path / "rates.json").write_text(json.dumps(data))
+    with pytest.raises(LcflowError, match=rf"rates .*: {re.escape(where)} = {re.escape(repr(value))} is not a finite"):
+        rates.load(tmp_path / "rates.json")
 
 
 def test_the_consistent_maps_jobs_that_start_together_each_compile_the_kernels(tmp_path):

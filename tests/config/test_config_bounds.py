@@ -170,3 +170,44 @@ def test_a_command_takes_what_the_config_takes_and_refuses_what_it_refuses():
         # a settings option (lcflow.common.settings) has no default of its own: the settings' is the schema's
         if action.default not in (None, argparse.SUPPRESS) and spec.get("default") is not None:
             assert action.default == default(key), (command, option)
+
+
+@pytest.mark.parametrize("path, value, said", [
+    (("cube", "min_clear_fraction"), float("nan"), "config: cube.min_clear_fraction = nan is not a number"),
+    (("cube", "resolution"), float("nan"), "config: cube.resolution = nan is not a number"),
+    (("sample", "per_class"), float("inf"), "config: sample.per_class = inf is not a number"),
+    (("model_params", "rf", "n_estimators"), float("-inf"), "config: model_params.rf.n_estimators = -inf is not a number"),
+    (("years",), [2018.0], "config: years[0] = 2018.0 is not a whole number (write it without a decimal point)"),
+])
+def test_nan_infinities_and_whole_numbers_written_as_floats_are_refused(path, value, said):
+    with pytest.raises(LcflowError) as refused:
+        config.check(with_value(path, value), SCHEMA)
+    assert str(refused.value).startswith(said), str(refused.value)
+
+
+#: nine levels of nine aliases: 557 bytes of YAML that expand to 9^9 (387 million) values
+BOMB = "".join(f"  - &{c} [{', '.join([f'*{p}' if p else '31UFT'] * 9)}]\n"
+               for p, c in zip(["", *"abcdefgh"], "abcdefghi"))
+
+
+@pytest.mark.parametrize("key", ["tiles", "model_params.rf.n_estimators"])
+def test_a_yaml_alias_bomb_under_a_known_key_is_refused_at_once(key, tmp_path, capsys):
+    import time
+
+    from lcflow.cli import main
+
+    text = (ROOT / "config" / "config.yaml").read_text()
+    if key == "tiles":
+        text = text.replace("tiles: [31UFT, 32ULC]", "tiles:\n" + BOMB)
+    else:
+        text = text.replace("  rf: {n_estimators: 300}\n", "  rf:\n    n_estimators:\n"
+                            + BOMB.replace("  - ", "      - "), 1)
+    assert "&i" in text and len(BOMB) < 600
+    (tmp_path / "c.yaml").write_text(text)
+    began = time.monotonic()
+    code = main(["check-config", "--configfile", str(tmp_path / "c.yaml"), "--directory", str(tmp_path)])
+    took = time.monotonic() - began
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and took < 10, (took, err)
+    assert err[0].startswith(f"lcflow check-config: error: config: {key.split('.')[0]}") and \
+        "expands to more than 100,000 values (YAML aliases nested in aliases): write the values out" in err[0], err

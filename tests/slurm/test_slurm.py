@@ -372,6 +372,24 @@ def _cancelled_run(workdir: Path, env: dict) -> tuple[Path, int, str, str | None
     return workdir, proc.returncode, (workdir / "snakemake.out").read_text(), job
 
 
+@pytest.mark.parametrize("name, value", [("SBATCH_EXTRA", "--comment=$(touch {mark})"),
+                                         ("CONTAINER", "env `touch {mark}`"),
+                                         ("JOB_SETUP", "touch {mark}; if then")])
+def test_site_values_with_shell_text_are_refused_before_any_job_is_queued(name, value, slurm, tmp_path):
+    """A real run (not a dry run) on the test cluster: Snakemake ends in one line naming the value, no job
+    reaches Slurm, and the shell text never ran (its file is not there)."""
+    mark = tmp_path / "ran"
+    shutil.copy(ROOT / "tests" / "slurm" / "retry.smk", tmp_path / "Snakefile")
+    proc = _small(tmp_path, {**slurm, f"LCFLOW_SLURM_{name}": value.format(mark=mark)})
+    proc.wait(timeout=300)
+    out = (tmp_path / "snakemake.out").read_text()
+    said = [line for line in out.splitlines() if line.startswith("profiles/slurm: ")]
+    assert proc.returncode != 0 and len(said) == 1, out[-3000:]
+    assert said[0].startswith(f"profiles/slurm: site value {name}="), said
+    # no job submitted (the plugin logs each submission), none ran (its rule appends to attempts.txt)
+    assert not mark.exists() and "has been submitted" not in out and not (tmp_path / "attempts.txt").exists()
+
+
 def test_a_failing_job_is_retried_with_more_memory(side_runs):
     workdir, returncode, out = side_runs["retried"].result(timeout=1500)
     assert returncode == 0, out[-3000:]

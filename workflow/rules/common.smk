@@ -6,7 +6,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
-from lcflow import launch
+from lcflow import launch, site_values
 from lcflow.train import models
 from lcflow.train.parallel import backend_check
 from lcflow.retrieve.remote import is_url
@@ -67,6 +67,12 @@ OWN_TOOLS = "" if IN_CONDA else f'export PATH={QUOTED_TOOLS}:"$PATH"; '
 shell.prefix(f'set -euo pipefail; {JOB_SETUP}{OWN_TOOLS}{IN_CONTAINER}')
 
 LAUNCHERS = launch.configured_launchers(workflow.resource_settings.overwrite_resources, BACKEND)
+# what reaches a shell line from the profile (the container, the job set-up, the launchers, the extra sbatch
+# options) is data: shell text in it is refused before any job is queued (lcflow/site_values.py)
+try:
+    site_values.check_job_values(os.environ, LAUNCHERS, site_values.slurm_extras(workflow.resource_settings))
+except LcflowError as exc:
+    raise SystemExit(f"lcflow: {exc}") from None
 MISSING = [] if IN_CONDA else launch.missing_programs(["lcflow", *LAUNCHERS, *([CONTAINER] if CONTAINER else [])],
                                                        JOB_PATH)
 # a deep model's ranks load the backend: a missing one is named now, in a dry run too, not once a job has

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lcflow.errors import LcflowError
+from lcflow.site_values import check
 
 _SITE = re.compile(r'^\s*-\s*(\w+)\s*=\s*(?:int\()?site\("(\w+)",\s*"([^"]*)"\)')
 
@@ -58,12 +59,10 @@ def from_profile(profile: Path, cpu_nodes: int, gpu_nodes: int) -> Cluster:
     site = site_values(profile)
 
     def number(name: str, fallback: int) -> int:
-        try:
-            return int(site.get(name, fallback))
-        except ValueError:
-            raise LcflowError(
-                f"site value {name}={site[name]!r} of {profile}: not a whole number"
-            ) from None
+        try:  # the bounds the profile itself holds them to
+            return int(check(name, str(site.get(name, fallback))))
+        except LcflowError as exc:
+            raise LcflowError(f"{profile}: {exc}") from None
 
     gpus = number("GPUS_PER_NODE", 4)
     return Cluster(

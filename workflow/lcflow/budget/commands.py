@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lcflow.common import path_guard
+from lcflow.common.cli_args import number_in
 
 
 def cmd_budget(a) -> None:
@@ -130,10 +131,16 @@ def register(command) -> None:
         "this machine as profiles/local runs it",
     )
     p.add_argument(
-        "--cpu-nodes", type=int, default=8, help="CPU-partition nodes the run holds at once"
+        "--cpu-nodes",
+        type=number_in(1, 100_000, integer=True),
+        default=8,
+        help="CPU-partition nodes the run holds at once",
     )
     p.add_argument(
-        "--gpu-nodes", type=int, default=4, help="GPU-partition nodes the run holds at once"
+        "--gpu-nodes",
+        type=number_in(1, 100_000, integer=True),
+        default=4,
+        help="GPU-partition nodes the run holds at once",
     )
     p.add_argument(
         "--results",
@@ -151,13 +158,23 @@ def register(command) -> None:
     )
     g = p.add_argument_group("assumptions (the rates file's unless given)")
     g.add_argument(
-        "--scenes", type=float, help="L2A scenes a tile-year, where no search has counted them"
+        "--scenes",
+        type=number_in(0, 100_000, low_open=True),
+        help="L2A scenes a tile-year, where no search has counted them",
     )
     g.add_argument(
-        "--classes", type=int, help="classes a tile-year's table holds, where no table exists yet"
+        "--classes",
+        type=number_in(2, 1000, integer=True),
+        help="classes a tile-year's table holds, where no table exists yet",
     )
-    g.add_argument("--stage-gbit", type=float, help="the stage-in's link to the archive, Gbit/s")
     g.add_argument(
-        "--scaling", type=float, help="data-parallel efficiency of a multi-node training"
+        "--stage-gbit",
+        type=number_in(0, 10_000, low_open=True),
+        help="the stage-in's link to the archive, Gbit/s",
+    )
+    g.add_argument(
+        "--scaling",
+        type=number_in(0, 1, low_open=True),
+        help="data-parallel efficiency of a multi-node training",
     )
     p.set_defaults(func=cmd_budget)

@@ -32,7 +32,33 @@ def load(path: Path | None = None) -> dict[str, Any]:
         raise LcflowError(
             f"rates {path}: no {', '.join(sorted(missing))}; benchmarks/seed_study.py --rates writes them"
         )
+    _check_numbers(rates, path)
     return rates
+
+
+#: rates a projection divides by, or multiplies into every job: zero is no rate
+_POSITIVE = ("samples_per_s_per_rank", "rows", "trees", "fit_cpu_s_per_tree")
+
+
+def _check_numbers(node: Any, path: Path, where: str = "") -> None:
+    """Refuse, naming the key, a rate that is not a finite number at least 0 (or above 0: the assumptions,
+    and what a projection divides by), which would end in a ZeroDivisionError or a negative budget."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _check_numbers(value, path, f"{where}.{key}" if where else str(key))
+        return
+    if isinstance(node, list):
+        for i, value in enumerate(node):
+            _check_numbers(value, path, f"{where}[{i}]")
+        return
+    if isinstance(node, bool) or not isinstance(node, int | float):
+        return
+    positive = where.startswith("assumed.") or where.rpartition(".")[2] in _POSITIVE
+    if not math.isfinite(node) or node < 0 or (positive and node == 0):
+        raise LcflowError(
+            f"rates {path}: {where} = {node!r} is not a finite number "
+            f"{'above' if positive else 'at least'} 0; benchmarks/seed_study.py --rates writes them"
+        )
 
 
 def job_cpu_s(rates: dict, stage: str, units: float = 0.0) -> float:

@@ -82,6 +82,28 @@ def worker_id(text: str) -> str:
     return text
 
 
+def number_in(low: float, high: float, integer: bool = False, low_open: bool = False):
+    """The argparse type of a number in ``[low, high]`` (``(low, high]`` with ``low_open``): finite, and a
+    whole number where ``integer``; anything else refused in one line with the interval."""
+    shown = f"{'(' if low_open else '['}{low:g}, {high:g}]"
+
+    def parse(text: str):
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'a whole number' if integer else 'a number'}"
+            ) from None
+        if not (
+            math.isfinite(value) and (low < value if low_open else low <= value) and value <= high
+        ):
+            raise argparse.ArgumentTypeError(f"{text} is outside {shown}")
+        return value
+
+    parse.__name__ = f"number in {shown}"
+    return parse
+
+
 def config_value(key: str, null_as: str | None = None):
     """The argparse type of an option that sets the config key ``key``: the schema's type and bounds, so a
     command refuses what the config refuses (``null_as``: the text that stands for the config's null)."""

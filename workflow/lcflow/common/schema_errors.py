@@ -78,4 +78,10 @@ def message(error: jsonschema.ValidationError, prefix: Sequence[str | int] = ())
         return f"{where}: give exactly one of its alternatives ({error.message})"
     if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         return f"{where} = {value!r} is outside {interval(error.schema)}"
+    if (
+        error.validator == "type"
+        and error.validator_value == "integer"
+        and isinstance(value, float)
+    ):
+        return f"{where} = {value!r} is not a whole number (write it without a decimal point)"
     return f"{where} = {value!r}: {error.message}"

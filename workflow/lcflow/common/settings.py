@@ -256,6 +256,6 @@ def _items(key: str, kind: type, text: str) -> list[Any]:
 
 @functools.cache
 def _validator(section: str):
-    import jsonschema  # here: every lcflow command imports this module, and a check is needed once a command
+    from lcflow.common.strict_schema import validator
 
-    return jsonschema.Draft202012Validator(node(section))
+    return validator(node(section))

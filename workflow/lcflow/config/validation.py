@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,9 +65,41 @@ def check(
 def _validator(schema_path: Path, version: int) -> jsonschema.Draft202012Validator:
     """The schema's validator, parsed once for each ``version`` (modification time) of its file: checking
     many configs (a test's examples, a workflow's includes) then costs a validation each, not a parse."""
-    import jsonschema  # here, not at the top: every lcflow command imports this module (cli), few check a config
+    from lcflow.common.strict_schema import validator
 
-    return jsonschema.Draft202012Validator(yaml.load(schema_path.read_text(), Loader=SafeLoader))
+    return validator(yaml.load(schema_path.read_text(), Loader=SafeLoader))
+
+
+#: the most values a config may expand to, its YAML aliases written out (the demo's: a few hundred)
+MOST_VALUES = 100_000
+
+
+def _check_shape(config: Any) -> None:
+    """Refuse a config whose aliases expand to more than MOST_VALUES values (a few hundred bytes of nested
+    aliases expand to billions, which a schema check would walk), and any number that is NaN or infinite,
+    naming its key. The expanded size is counted once a shared node, so the count itself stays cheap."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any, path: tuple) -> int:
+        if isinstance(node, float) and not math.isfinite(node):
+            raise BadValue(path, f"{key_path(path)} = {node} is not a number")
+        if not isinstance(node, (Mapping, list)):
+            return 1
+        if id(node) not in sizes:
+            items = node.items() if isinstance(node, Mapping) else enumerate(node)
+            total = 1
+            for k, v in items:
+                total += size(v, path + (k,))
+                if total > MOST_VALUES:
+                    raise BadValue(
+                        path,
+                        f"{key_path(path) if path else 'the config'} expands to more than {MOST_VALUES:,} values "
+                        "(YAML aliases nested in aliases): write the values out",
+                    )
+            sizes[id(node)] = total
+        return sizes[id(node)]
+
+    size(config, ())
 
 
 def _refuse_secrets(node: Any, path: tuple = (), seen: set[int] | None = None) -> None:
@@ -94,10 +127,16 @@ def _check(
     today: dt.date | None,
     files: bool = True,
 ) -> None:
-    """Every check, in the order their messages take precedence: secrets, the schema, then lcflow's own."""
-    _refuse_secrets(config)
+    """Every check, in the order their messages take precedence: its size, secrets, the schema, then
+    lcflow's own."""
     schema_path = Path(schema_path).resolve()
     validator = _validator(schema_path, schema_path.stat().st_mtime_ns)
+    known = validator.schema.get("properties", {})
+    unknown = [k for k in config if k not in known] if isinstance(config, Mapping) else []
+    if unknown:  # said before its values are walked: a misspelt key is the likelier fault
+        raise BadValue((), f"unknown key {unknown[0]!r} in (top level)")
+    _check_shape(config)
+    _refuse_secrets(config)
     errors = sorted(
         validator.iter_errors(config),
         key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))),
