@@ -33,7 +33,7 @@ setup: $(STAMP)
 
 demo: setup
 	snakemake --profile profiles/local
-	snakemake --profile profiles/local --report $(RESULTS)/report.html
+	$(BIN)/lcflow report --out $(RESULTS)/report.html -- --profile profiles/local
 	@echo
 	@echo "Maps (class and confidence COGs, consistent across years): $(CURDIR)/$(RESULTS)/maps/ (independent annual maps in maps/raw/, change maps in changes/)"
 	@echo "Accuracy per map: $(CURDIR)/$(RESULTS)/accuracy.tsv (details in $(RESULTS)/assessment/)"

@@ -21,7 +21,7 @@ LAYERS = [
     {"lcflow.maps"},
     {"lcflow.assess"},
     {"lcflow.synth"},
-    {"lcflow.job_resources", "lcflow.launch", "lcflow.site_values", "lcflow.config", "lcflow.budget"},
+    {"lcflow.job_resources", "lcflow.launch", "lcflow.site_values", "lcflow.report_file", "lcflow.config", "lcflow.budget"},
     {"lcflow.cli"},
 ]
 

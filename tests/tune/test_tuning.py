@@ -233,6 +233,25 @@ def test_a_killed_worker_leaves_a_readable_study_that_a_rerun_finishes(table, tm
     assert not list((study_dir / study.HEARTBEAT_DIR).iterdir())
 
 
+def test_a_second_worker_of_the_same_id_is_refused_while_the_first_runs_and_the_first_finishes(table, tmp_path):
+    study_dir = tmp_path / "study"
+    log = tmp_path / "w.log"
+    first = subprocess.Popen(tune_cmd(table, study_dir, 2, "w0"), env=ENV, stdout=log.open("w"),
+                             stderr=subprocess.STDOUT)
+    deadline = time.time() + 300
+    while "round 1/" not in log.read_text():  # the first worker is inside its first trial
+        assert first.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+        time.sleep(0.05)
+    second = subprocess.run(tune_cmd(table, study_dir, 2, "w0"), env=ENV, capture_output=True, text=True, timeout=300)
+    lines = [line for line in second.stderr.splitlines() if line and not line[:4].isdigit()]
+    assert second.returncode == 2 and lines == [
+        f"lcflow tune: error: study {study_dir}: worker w0 is running already, in another process; give each "
+        "worker an id of its own (--worker), or wait for that one to end"], second.stderr[-3000:]
+    assert first.wait(timeout=600) == 0, log.read_text()[-3000:]
+    s, c = finished(study_dir)
+    assert c["complete"] + c["pruned"] == 2 and c["fail"] == 0, c  # the first's trials were left alone
+
+
 def test_a_trial_whose_heartbeat_went_stale_is_failed_by_another_worker(tmp_path):
     store = tmp_path / "study"
     s = study.open_study(store, "lstm-x", optuna.samplers.RandomSampler(seed=0), optuna.pruners.NopPruner())

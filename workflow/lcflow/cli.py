@@ -11,7 +11,7 @@ import logging
 import signal
 import sys
 
-from lcflow import config, job_resources
+from lcflow import config, job_resources, report_file
 from lcflow.assess import commands as assess_commands
 from lcflow.budget import commands as budget_commands
 from lcflow.common import atomic, path_guard, termination
@@ -37,6 +37,7 @@ STAGES = (
     maps_commands,
     assess_commands,
     job_resources,
+    report_file,
     config,
     budget_commands,
 )

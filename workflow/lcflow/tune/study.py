@@ -28,7 +28,7 @@ from optuna.trial import TrialState
 
 from lcflow.errors import LcflowError
 from lcflow.train.parallel.distributed import node_name
-from lcflow.tune.study_files import CLAIM, HEARTBEAT_DIR, JOURNAL
+from lcflow.tune.study_files import CLAIM, HEARTBEAT_DIR, JOURNAL, WORKERS_DIR
 
 log = logging.getLogger("lcflow.tune")
 
@@ -180,6 +180,24 @@ def _claim_lock(study_dir: Path) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+@contextlib.contextmanager
+def worker_lock(study_dir: Path, worker: str) -> Iterator[None]:
+    """Hold worker id ``worker`` of the study in ``study_dir`` while the block runs; refused in one line
+    where a live process holds it (a second worker started with the same ``--worker``)."""
+    from lcflow.common.atomic import writer_lock
+
+    try:
+        with writer_lock(study_dir / WORKERS_DIR / f"worker-{worker}"):
+            yield
+    except LcflowError as exc:
+        if "another process is writing" not in str(exc):
+            raise
+        raise LcflowError(
+            f"study {study_dir}: worker {worker} is running already, in another process; give each "
+            "worker an id of its own (--worker), or wait for that one to end"
+        ) from None
 
 
 def _heartbeat(study_dir: Path, number: int) -> Path:

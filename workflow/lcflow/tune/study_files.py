@@ -8,10 +8,20 @@ JOURNAL = "journal.log"
 CLAIM = "claim"
 #: one file a running trial, touched while it runs
 HEARTBEAT_DIR = "heartbeats"
+#: one lock a worker id, held while that worker runs (two workers of one id would fail each other's trials)
+WORKERS_DIR = "workers"
 #: the deep trials' checkpoints, the best complete one kept for the final training
 CHECKPOINTS = "checkpoints"
 #: what the workers read and write in a study directory (outputs such as best_params.yaml may sit beside)
-MEMBERS = (JOURNAL, f"{JOURNAL}.lock", CLAIM, f"{CLAIM}.lock", HEARTBEAT_DIR, CHECKPOINTS)
+MEMBERS = (
+    JOURNAL,
+    f"{JOURNAL}.lock",
+    CLAIM,
+    f"{CLAIM}.lock",
+    HEARTBEAT_DIR,
+    WORKERS_DIR,
+    CHECKPOINTS,
+)
 
 
 def trial_checkpoint(study_dir: Path, study_name: str, number: int) -> Path:

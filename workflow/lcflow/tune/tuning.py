@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lcflow.common.atomic import write_text
 from lcflow.common.metrics import scores
@@ -87,6 +87,30 @@ def tune(
     comm = connect(backend)
     if comm.rank != 0 and not deep_model:
         return {}
+    # a worker id runs once at a time: a second one would fail the first's live trial as abandoned
+    with studies.worker_lock(study_dir, worker) if comm.rank == 0 else contextlib.nullcontext():
+        asked = _Worker(model, cls, list(sample_paths), study_dir, settings, base, worker, out)
+        return _work(asked, comm, dims)
+
+
+class _Worker(NamedTuple):
+    """What :func:`tune` was asked: the model, its samples, the study and this worker."""
+
+    model: str
+    cls: type
+    sample_paths: list[str]
+    study_dir: Path
+    settings: HpoSettings
+    base: dict[str, Any]
+    worker: str
+    out: str | Path | None
+
+
+def _work(asked: _Worker, comm: Any, dims: list) -> dict[str, Any]:
+    """:func:`tune`'s trials, one after another, once the worker holds its id (``comm``: its ranks;
+    ``dims``: the search space)."""
+    model, cls, sample_paths, study_dir, settings, base, worker, out = asked
+    deep_model = issubclass(cls, TorchModel)
     data = prepare_data(cls, model, sample_paths, base, carve=True)
     job = _Job(model, cls, base, data, list(sample_paths), settings.metric)
     metric, trials = settings.metric, settings.trials
