@@ -848,7 +848,7 @@ COMMAND_CASES = [
         "consistent-maps", "--probabilities", x.tmp / "p2018.tif", x.tmp / "p2018.tif", "--years", 2018, 2019,
         "--out", x.out / "m18.tif", x.out / "m19.tif", "--confidence", x.out / "c18.tif", x.out / "c19.tif",
         "--changes", x.out / "ch.tif", "--summary", x.out / "s.json"),
-        "probability raster {tmp}/p2018.tif is given for 2018 and for 2019: each year needs its own"),
+        "probability raster {tmp}/p2018.tif (2019) is {tmp}/p2018.tif (2018) or a copy of it: each year needs"),
     Case("consistent-maps: a year not predicted", lambda x: x.lcflow(
         "consistent-maps", "--probabilities", x.tmp / "p2018.tif", x.tmp / "p2019.tif", "--years", 2018, 2019,
         "--out", x.out / "m18.tif", x.out / "m19.tif", "--confidence", x.out / "c18.tif", x.out / "c19.tif",

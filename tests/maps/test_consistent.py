@@ -127,6 +127,26 @@ def test_years_of_different_models_are_refused_before_writing(tmp_path):
         _run(tmp_path, [paths[0], tmp_path / "missing.tif"])
 
 
+def test_a_copy_of_one_year_s_probabilities_and_another_grid_are_refused_naming_what_differs(tmp_path):
+    import shutil
+
+    paths, truth, grid, classes = _series(tmp_path)
+    copy = tmp_path / "p2019_copy.tif"
+    shutil.copy(paths[0], copy)
+    with pytest.raises(LcflowError, match=r"p2019_copy.tif \(2019\) is .* \(2018\) or a copy of it: each year"):
+        _run(tmp_path, [paths[0], copy])
+    from lcflow.common.raster import Grid
+
+    shifted = Grid(grid.crs, grid.transform * rasterio.Affine.translation(64, 0), grid.width, grid.height)
+    elsewhere = tmp_path / "elsewhere.tif"
+    _write_probabilities(elsewhere, np.full((len(classes), 64, 64), 1 / len(classes)), shifted, classes)
+    with pytest.raises(LcflowError) as refused:
+        _run(tmp_path, [paths[0], elsewhere])
+    said = str(refused.value)
+    assert "are not on one grid (64 x 64 px of " in said and "classes" not in said, said
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 def test_the_change_figure_shows_the_map_and_matrix_of_its_pair(tmp_path):
     from lcflow.maps import quicklook
 
@@ -166,8 +186,9 @@ def test_class_codes_beyond_a_byte_make_uint16_maps(tmp_path):
     empty = np.zeros((32, 32), bool)
     empty[0, 0] = True
     paths = [tmp_path / "a.tif", tmp_path / "b.tif"]
-    for p in paths:
-        _write_probabilities(p, proba, grid, classes, empty)
+    other = np.stack([np.full((32, 32), 0.1), np.full((32, 32), 0.1), np.full((32, 32), 0.8)])
+    for p, year in zip(paths, (proba, other)):  # the years' maps alike, their files not copies
+        _write_probabilities(p, year, grid, classes, empty)
     _, d = _run(tmp_path, paths)
     with rasterio.open(d / "m18.tif") as m:
         codes = m.read(1)

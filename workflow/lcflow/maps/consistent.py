@@ -73,10 +73,15 @@ def _classes_of(paths: list[Path]) -> dict:
                 raise LcflowError(f"{path} has {ds.count} bands for {len(info['classes'])} classes")
         if first is None:
             first = {**info, "path": path}
-        elif info["classes"] != first["classes"] or info["grid"] != first["grid"]:
+        elif info["classes"] != first["classes"]:
             raise LcflowError(
-                f"{path} and {first['path']} are not of one model and grid (classes "
-                f"{info['classes']} vs {first['classes']}): predict every year with the same model"
+                f"{path} and {first['path']} are not of one model (classes {info['classes']} vs "
+                f"{first['classes']}): predict every year with the same model"
+            )
+        elif info["grid"] != first["grid"]:
+            raise LcflowError(
+                f"{path} and {first['path']} are not on one grid ({_grid_text(info['grid'])} vs "
+                f"{_grid_text(first['grid'])}): predict every year of a tile on its cubes' grid"
             )
     if first is None:
         raise LcflowError("no probability rasters given: one a year is needed")
@@ -399,12 +404,38 @@ def _check_series(
     if truths is not None and (len(truths) != n or nomenclature is None):
         raise LcflowError("truth rasters need one per year and the nomenclature of the labels")
     for i, p in enumerate(probabilities):
-        earlier = next((j for j in range(i) if probabilities[j].resolve() == p.resolve()), None)
+        earlier = next((j for j in range(i) if _same_file(probabilities[j], p)), None)
         if earlier is not None:
             raise LcflowError(
-                f"probability raster {p} is given for {years[earlier]} and for {years[i]}: each year "
-                "needs its own (lcflow predict --probabilities of that year's cube)"
+                f"probability raster {p} ({years[i]}) is {probabilities[earlier]} ({years[earlier]}) or a "
+                "copy of it: each year needs its own (lcflow predict --probabilities of that year's cube)"
             )
+
+
+def _grid_text(grid: Grid) -> str:
+    """A grid as the message names it: size, pixel, corner and CRS."""
+    x0, _, _, y1 = grid.bounds
+    return f"{grid.width} x {grid.height} px of {grid.resolution:g} from ({x0:g}, {y1:g}) in {grid.crs}"
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file or byte-for-byte copies (hashed only where their sizes agree:
+    two maps of different years almost never do)."""
+    import hashlib
+
+    if a.resolve() == b.resolve():
+        return True
+    if not (a.is_file() and b.is_file()) or a.stat().st_size != b.stat().st_size:
+        return False
+
+    def digest(path: Path) -> bytes:
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+        return h.digest()
+
+    return digest(a) == digest(b)
 
 
 def _log_pairs(pairs: list[dict]) -> None:
