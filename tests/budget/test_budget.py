@@ -37,7 +37,7 @@ def test_the_cluster_is_the_profile_s_site_values_or_their_overrides(monkeypatch
     c = cluster.from_profile(ROOT / "profiles" / "slurm", 8, 4)
     assert (c.cpu_job_cores, c.gpus_per_node, c.slots(16)) == (16, 0, 8 * 3)
     monkeypatch.setenv("LCFLOW_SLURM_NODE_CORES", "lots")
-    with pytest.raises(LcflowError, match="site value NODE_CORES='lots' of .*profiles/slurm: not a whole number"):
+    with pytest.raises(LcflowError, match=r"profiles/slurm: site value NODE_CORES='lots' .*: not a whole number in \[1, 4096\]"):
         cluster.from_profile(ROOT / "profiles" / "slurm", 8, 4)
 
 

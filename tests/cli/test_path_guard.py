@@ -150,6 +150,7 @@ ROLES = {
     "compare-models": {"--assessments": "input file", "--models": "input directory", "--timings": "input file",
                        "--out": "output file", "--figure": "output file"},
     "job-resources": {"--benchmarks": "input directory", "--out": "output file", "--figure": "output file"},
+    "report": {"--out": "output file"},
     "check-config": {"--configfile": "input file"},
     "budget": {"--configfile": "input file", "--rates": "input file", "--json": "output file"},
 }

@@ -54,6 +54,11 @@ class Grid:
     def resolution(self) -> float:
         return self.transform.a
 
+    def describe(self) -> str:
+        """The grid as a message names it: size, pixel, corner and CRS."""
+        x0, _, _, y1 = self.bounds
+        return f"{self.width} x {self.height} px of {self.resolution:g} from ({x0:g}, {y1:g}) in {self.crs}"
+
     def profile(self) -> dict[str, Any]:
         return {
             "crs": self.crs,

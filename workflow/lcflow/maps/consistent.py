@@ -34,6 +34,7 @@ from lcflow.maps.consistency_settings import ConsistencySettings
 from lcflow.maps.hmm import CodedEvidence, smooth_coded
 from lcflow.maps.map_windows import PROBABILITY_NODATA, PROBABILITY_SCALE, map_type
 from lcflow.maps.series_tally import SeriesTally
+from lcflow.train.model_dirs.model_dir import sha256
 
 log = logging.getLogger("lcflow.maps.consistent")
 
@@ -80,8 +81,8 @@ def _classes_of(paths: list[Path]) -> dict:
             )
         elif info["grid"] != first["grid"]:
             raise LcflowError(
-                f"{path} and {first['path']} are not on one grid ({_grid_text(info['grid'])} vs "
-                f"{_grid_text(first['grid'])}): predict every year of a tile on its cubes' grid"
+                f"{path} and {first['path']} are not on one grid ({info['grid'].describe()} vs "
+                f"{first['grid'].describe()}): predict every year of a tile on its cubes' grid"
             )
     if first is None:
         raise LcflowError("no probability rasters given: one a year is needed")
@@ -412,30 +413,14 @@ def _check_series(
             )
 
 
-def _grid_text(grid: Grid) -> str:
-    """A grid as the message names it: size, pixel, corner and CRS."""
-    x0, _, _, y1 = grid.bounds
-    return f"{grid.width} x {grid.height} px of {grid.resolution:g} from ({x0:g}, {y1:g}) in {grid.crs}"
-
-
 def _same_file(a: Path, b: Path) -> bool:
     """Whether ``a`` and ``b`` are one file or byte-for-byte copies (hashed only where their sizes agree:
     two maps of different years almost never do)."""
-    import hashlib
-
     if a.resolve() == b.resolve():
         return True
     if not (a.is_file() and b.is_file()) or a.stat().st_size != b.stat().st_size:
         return False
-
-    def digest(path: Path) -> bytes:
-        h = hashlib.sha256()
-        with path.open("rb") as fh:
-            while block := fh.read(1 << 20):
-                h.update(block)
-        return h.digest()
-
-    return digest(a) == digest(b)
+    return sha256(a) == sha256(b)
 
 
 def _log_pairs(pairs: list[dict]) -> None:

@@ -9,7 +9,7 @@ CLAIM = "claim"
 #: one file a running trial, touched while it runs
 HEARTBEAT_DIR = "heartbeats"
 #: one lock a worker id, held while that worker runs (two workers of one id would fail each other's trials)
-WORKERS_DIR = "workers"
+WORKERS_DIR = "worker_locks"
 #: the deep trials' checkpoints, the best complete one kept for the final training
 CHECKPOINTS = "checkpoints"
 #: what the workers read and write in a study directory (outputs such as best_params.yaml may sit beside)
