@@ -464,3 +464,30 @@ def test_a_study_may_search_how_much_a_forest_teaches(table, tmp_path, caplog, m
     taught = sorted(float(m.split(" take ")[1].split()[0]) for m in caplog.messages if m.startswith("distill: a forest's"))
     assert len(shares) == 2 and taught == shares
     assert len(fits) == 1, fits
+
+
+def test_a_full_disk_under_the_journal_ends_in_one_line_and_the_study_goes_on_once_there_is_room(table, tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24k", "tmpfs", str(small)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        space = _hpo(200, "rf", {"n_estimators": {"low": 5, "high": 10}})
+        with pytest.raises(Exception) as full:
+            tuning.tune("rf", [table], small / "rf", space, base={"n_jobs": 1})
+        said = str(full.value)
+        assert type(full.value).__name__ == "LcflowError" and said == (
+            f"study {small / 'rf'}: its file system is full (No space left on device); the journal keeps every "
+            "trial told before: free space, and the same command goes on from there"), said
+        import shutil
+
+        shutil.copytree(small / "rf", tmp_path / "rf")  # room again
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+    s, c = finished(tmp_path / "rf")  # the journal loads (a torn last record mended): what was told is kept
+    told = c["complete"] + c["pruned"]
+    assert told > 0, c
+    summary = tuning.tune("rf", [table], tmp_path / "rf", _hpo(told + 2, "rf", {"n_estimators": {"low": 5, "high": 10}}),
+                          base={"n_jobs": 1})
+    s, c = finished(tmp_path / "rf")
+    assert c["complete"] + c["pruned"] == told + 2 and len(summary["trials"]) == 2, c

@@ -9,9 +9,11 @@ pruner stops the trial, so all ranks stop together.
 """
 
 import contextlib
+import errno
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any, NamedTuple
 from lcflow.common.atomic import write_text
 from lcflow.common.metrics import scores
 from lcflow.defaults import default
+from lcflow.errors import LcflowError
 from lcflow.train.data.training_data import prepare_data
 from lcflow.train.models import hyperparameters, model_class
 from lcflow.train.models.torch_model import TorchModel
@@ -90,7 +93,15 @@ def tune(
     # a worker id runs once at a time: a second one would fail the first's live trial as abandoned
     with studies.worker_lock(study_dir, worker) if comm.rank == 0 else contextlib.nullcontext():
         asked = _Worker(model, cls, list(sample_paths), study_dir, settings, base, worker, out)
-        return _work(asked, comm, dims)
+        try:
+            return _work(asked, comm, dims)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise LcflowError(
+                f"study {study_dir}: its file system is full ({os.strerror(exc.errno)}); the journal "
+                "keeps every trial told before: free space, and the same command goes on from there"
+            ) from None
 
 
 class _Worker(NamedTuple):
