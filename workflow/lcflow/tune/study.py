@@ -188,6 +188,8 @@ def worker_lock(study_dir: Path, worker: str) -> Iterator[None]:
     where a live process holds it (a second worker started with the same ``--worker``)."""
     from lcflow.common.atomic import writer_lock
 
+    # made here, so it stays whichever worker ends last (a study folder's members are the same every run)
+    (study_dir / WORKERS_DIR).mkdir(parents=True, exist_ok=True)
     try:
         with writer_lock(study_dir / WORKERS_DIR / f"worker-{worker}"):
             yield
