@@ -1,5 +1,6 @@
 """Shared fixtures: real catalogue responses and CORINE, and a small synthetic demo built once."""
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -199,6 +200,20 @@ def snakemake(workdir: Path, *args: str, timeout: int = 1500, **how) -> subproce
     cmd, env = snakemake_command(workdir, *args, **how)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """A file system of ``size`` (tmpfs: ``64k``, ``4m``) of its own at ``path`` for the block, to fill;
+    the test is skipped where this process may not mount (not root)."""
+    path.mkdir(exist_ok=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                      capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
 
 #: directory names that a shell would split or run if a rule did not quote them
 HOSTILE_RESULTS = "rés ults'$(touch FILE);x"

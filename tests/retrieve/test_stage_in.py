@@ -22,7 +22,7 @@ from lcflow.retrieve.cube_settings import CubeSettings
 from lcflow.retrieve.stage_ledger import Ledger
 from lcflow.retrieve.stage_settings import StageSettings
 
-from ..conftest import BANDS, SMALL_AOI
+from ..conftest import BANDS, SMALL_AOI, tmpfs
 from ..http_server import serve
 
 LCFLOW = str(Path(sys.executable).parent / "lcflow")
@@ -228,11 +228,7 @@ def test_a_bad_transfer_ends_in_one_line_naming_the_asset_and_a_rerun_finishes(c
 
 
 def test_a_file_system_too_small_is_refused_before_any_download(demo, tmp_path, capsys):
-    small = tmp_path / "small"
-    small.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)], capture_output=True).returncode:
-        pytest.skip("mounting a tmpfs needs root")
-    try:
+    with tmpfs(tmp_path / "small", "4m") as small:
         served = tmp_path / "served"
         served.mkdir()
         _raster(served / "a.tif", 1024)
@@ -246,8 +242,6 @@ def test_a_file_system_too_small_is_refused_before_any_download(demo, tmp_path, 
         assert "staging needs 4.2 MB more (and 1.07 GB to spare) in " \
             f"{small}/scenes, whose file system has 4.2 MB free" in lines[0], lines
         assert sent == 0 and not list(small.iterdir())
-    finally:
-        subprocess.run(["umount", str(small)], check=True)
 
 
 def test_a_retried_request_is_logged_without_its_query(demo, tmp_path, caplog):

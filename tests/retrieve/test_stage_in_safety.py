@@ -17,6 +17,7 @@ import rasterio
 from lcflow.cli import main
 from lcflow.retrieve import download, remote, stage_in
 
+from ..conftest import tmpfs
 from ..http_server import serve
 from .test_stage_in import LCFLOW, _errors, _one_item, _raster, _stage
 
@@ -231,11 +232,7 @@ def test_a_full_file_system_mid_transfer_ends_in_one_line_and_frees_its_partial_
                                                                                      monkeypatch):
     """A server whose sizes lie (file:size says little) passes the disk budget; the full disk is said, naming
     the asset, and the partial file removed (a full shared file system stops every job on it)."""
-    small = tmp_path / "small"
-    small.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], capture_output=True).returncode:
-        pytest.skip("mounting a tmpfs needs root")
-    try:
+    with tmpfs(tmp_path / "small", "1m") as small:
         monkeypatch.setattr(stage_in, "MARGIN_BYTES", 0)
         served, a, b = _served(tmp_path, 1024)  # 2 MB
         with serve(served) as server:
@@ -246,8 +243,6 @@ def test_a_full_file_system_mid_transfer_ends_in_one_line_and_frees_its_partial_
         assert code == 2 and len(lines) == 1, lines
         assert "asset blue: the file system of " in lines[0] and "is full after" in lines[0], lines
         assert not list(small.rglob(f"*{download.PART_SUFFIX}"))
-    finally:
-        subprocess.run(["umount", str(small)], check=True)
 
 
 def test_a_staged_raster_is_decoded_whole_where_its_item_has_no_checksum(tmp_path):

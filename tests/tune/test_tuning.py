@@ -23,6 +23,7 @@ from lcflow.tune import space as search_space
 from lcflow.tune import study, study_files, study_summary, tuning
 from lcflow.tune.hpo_settings import HpoSettings
 
+from ..conftest import tmpfs
 from ..train.test_recipe import seasonal_table, write
 
 BIN = Path(sys.executable).parent
@@ -467,11 +468,7 @@ def test_a_study_may_search_how_much_a_forest_teaches(table, tmp_path, caplog, m
 
 
 def test_a_full_disk_under_the_journal_ends_in_one_line_and_the_study_goes_on_once_there_is_room(table, tmp_path):
-    small = tmp_path / "small"
-    small.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24k", "tmpfs", str(small)], capture_output=True).returncode:
-        pytest.skip("mounting a tmpfs needs root")
-    try:
+    with tmpfs(tmp_path / "small", "24k") as small:
         space = _hpo(200, "rf", {"n_estimators": {"low": 5, "high": 10}})
         with pytest.raises(Exception) as full:
             tuning.tune("rf", [table], small / "rf", space, base={"n_jobs": 1})
@@ -482,8 +479,6 @@ def test_a_full_disk_under_the_journal_ends_in_one_line_and_the_study_goes_on_on
         import shutil
 
         shutil.copytree(small / "rf", tmp_path / "rf")  # room again
-    finally:
-        subprocess.run(["umount", str(small)], check=True)
     s, c = finished(tmp_path / "rf")  # the journal loads (a torn last record mended): what was told is kept
     told = c["complete"] + c["pruned"]
     assert told > 0, c

@@ -10,6 +10,8 @@ import pytest
 from lcflow import report_file
 from lcflow.cli import main
 
+from ..conftest import tmpfs
+
 SNAKEFILE = 'rule all:\n    output: "a.txt"\n    log: "a.log"\n    shell: "echo a > {output} 2> {log}"\n'
 
 
@@ -36,11 +38,7 @@ def test_a_report_is_published_whole(run_dir, tmp_path):
 
 
 def test_a_full_disk_leaves_the_earlier_report_as_it_was(run_dir, tmp_path, capsys):
-    small = tmp_path / "small"
-    small.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)], capture_output=True).returncode:
-        pytest.skip("mounting a tmpfs needs root")
-    try:
+    with tmpfs(tmp_path / "small", "64k") as small:
         old = small / "report.html"
         old.write_text("<html>the earlier report</html>\n")
         assert _report(run_dir, old) == 2
@@ -49,8 +47,6 @@ def test_a_full_disk_leaves_the_earlier_report_as_it_was(run_dir, tmp_path, caps
                          "left as it was"], lines
         assert old.read_text() == "<html>the earlier report</html>\n" and [p.name for p in small.iterdir()] == [
             "report.html"]
-    finally:
-        subprocess.run(["umount", str(small)], check=True)
 
 
 def test_a_report_cut_short_is_not_published(tmp_path, capsys):
