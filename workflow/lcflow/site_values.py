@@ -8,6 +8,7 @@ every job on its node): it is parsed with ``bash -n``, so a syntax error is said
 in every job. Numbers are whole and within their bounds. A refusal is one line naming the value.
 """
 
+import functools
 import os
 import re
 import shlex
@@ -80,9 +81,18 @@ def check(name: str, text: str) -> int | str:
 
 def _check_shell(text: str, where: str) -> None:
     """Refuse a JOB_SETUP that bash cannot parse."""
+    why = _bash_syntax_error(text)
+    if why:
+        raise LcflowError(f"{where}: not shell bash can parse ({why})")
+
+
+@functools.lru_cache(maxsize=8)
+def _bash_syntax_error(text: str) -> str | None:
+    """What ``bash -n`` says of ``text``, None where it parses (or there is no bash). Kept per text: the
+    profile and the workflow check the same JOB_SETUP as Snakemake starts."""
     bash = shutil.which("bash")
     if not text.strip() or bash is None:
-        return
+        return None
     done = subprocess.run(
         [bash, "-n", "-c", text],
         capture_output=True,
@@ -90,11 +100,11 @@ def _check_shell(text: str, where: str) -> None:
         timeout=30,
         stdin=subprocess.DEVNULL,
     )
-    if done.returncode:
-        said = done.stderr.strip().splitlines()
-        told = next((line for line in said if "syntax error" in line), said[-1] if said else "")
-        why = told.split(": ", 2)[-1] if told else f"bash -n exit {done.returncode}"
-        raise LcflowError(f"{where}: not shell bash can parse ({why})")
+    if not done.returncode:
+        return None
+    said = done.stderr.strip().splitlines()
+    told = next((line for line in said if "syntax error" in line), said[-1] if said else "")
+    return told.split(": ", 2)[-1] if told else f"bash -n exit {done.returncode}"
 
 
 def site(name: str, default: str) -> int | str:

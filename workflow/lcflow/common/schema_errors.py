@@ -3,7 +3,7 @@ or choice it misses (``cube.dilation_px = 60 is outside [0, 50]``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,12 +42,17 @@ def interval(node: dict[str, Any]) -> str:
     return f"{low}, {high}"
 
 
+def unknown_key(extra: Iterable[str], where: str) -> str:
+    """The line for keys a schema does not know: the first of them by name, and where."""
+    return f"unknown key {sorted(extra)[0]!r} in {where}"
+
+
 def message(error: jsonschema.ValidationError, prefix: Sequence[str | int] = ()) -> str:
     """One line for a schema error; ``prefix``: the key path of the part of the config that was checked."""
     where, value = key_path([*prefix, *error.absolute_path]), error.instance
     if error.validator == "additionalProperties":
-        extra = sorted(set(value) - set(error.schema.get("properties", {})))
-        return f"unknown key {extra[0]!r} in {where}" if extra else error.message
+        extra = set(value) - set(error.schema.get("properties", {}))
+        return unknown_key(extra, where) if extra else error.message
     if "propertyNames" in error.absolute_schema_path:
         return f"{where}: key {value!r} is not a valid MGRS tile id"
     if error.validator == "pattern":

@@ -132,9 +132,9 @@ def _check(
     schema_path = Path(schema_path).resolve()
     validator = _validator(schema_path, schema_path.stat().st_mtime_ns)
     known = validator.schema.get("properties", {})
-    unknown = [k for k in config if k not in known] if isinstance(config, Mapping) else []
+    unknown = set(config) - set(known) if isinstance(config, Mapping) else set()
     if unknown:  # said before its values are walked: a misspelt key is the likelier fault
-        raise BadValue((), f"unknown key {unknown[0]!r} in (top level)")
+        raise BadValue((), schema_errors.unknown_key(unknown, key_path(())))
     _check_shape(config)
     _refuse_secrets(config)
     errors = sorted(

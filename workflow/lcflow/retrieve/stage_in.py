@@ -400,12 +400,16 @@ def remove_staged(manifest: str | Path, folder: str | Path) -> int:
     folders left empty; the number removed. Any other file, a local asset read in place or a user's file
     where a staged one would be, is never touched, whatever the manifest's fields say."""
     folder = Path(folder).absolute()
+    ledgers: dict[Path, Ledger] = {}  # each read once, however many of its files the manifest names
     removed: dict[Path, tuple[Ledger, list[Path]]] = {}
     for item in read_manifest(manifest):
         for asset in item.assets.values():
             path = Path(str(asset.href)).absolute()
             ledger = ledger_of(path, folder)
-            if ledger is None or not ledger.wrote(path):
+            if ledger is None:
+                continue
+            ledger = ledgers.setdefault(ledger.path, ledger)
+            if not ledger.wrote(path):
                 continue
             path.unlink()
             removed.setdefault(ledger.path, (ledger, []))[1].append(path)
