@@ -190,3 +190,39 @@ def test_the_budget_counts_the_jobs_snakemake_plans(tmp_path, profile):
     assert counted == {rule: planned[rule] for rule in counted}
     assert {"search", "stage", "cube", "labels", "sample", "hpo", "hpo_rf", "train", "train_rf", "predict",
             "predict_rf", "consistent_maps", "assess"} <= set(counted)
+
+
+def test_the_forest_s_memory_figures_reproduce_the_fits_they_were_fitted_to():
+    """rates.json's forest_memory is benchmarks/forest_fit_memory.py's least squares over its measured fits:
+    each fit's peak, as the budget models it, within 10 % of the peak measured."""
+    m = rates.load()["forest_memory"]
+    fits = json.loads((ROOT / "benchmarks" / "measured" / "forest_fit_memory_2core.json").read_text())["fits"]
+    assert len(fits) >= 8 and {f["jobs"] for f in fits} == set(m["threads_measured"])
+    for f in fits:
+        modelled = (f["before_mb"] + m["fixed_mb"] + m["per_held_byte"] * f["held_mb"]
+                    + (m["bytes_per_row"] + m["bytes_per_row_thread"] * f["jobs"]) * f["rows"] / 1e6)
+        assert modelled == pytest.approx(f["peak_mb"], rel=0.1), f
+
+
+def test_a_forest_fit_needing_more_than_a_node_holds_is_warned_about(tmp_path):
+    """The seed study's forest training on a whole node: its peak memory, its buffers growing with the node's
+    cores, and a WARNING naming NODE_MEM_MB where a node holds less (none where it holds more)."""
+    def run(**site: str) -> tuple[str, dict]:
+        out = tmp_path / f"{len(list(tmp_path.iterdir()))}.json"
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("LCFLOW_SLURM_")},
+               **{f"LCFLOW_SLURM_{k}": v for k, v in site.items()}}
+        done = subprocess.run([str(LCFLOW), "budget", "--configfile", "config/netherlands.yaml", "--json", str(out)],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout, json.loads(out.read_text())["memory_mb"]
+
+    said, mb = run()
+    assert "WARNING" not in said and set(mb) == {"train rf", "predict rf"}  # netherlands.yaml runs no forest study
+    assert mb["train rf"] > mb["predict rf"] > 1000
+    m, rows = rates.load()["forest_memory"], int(re.search(r"([\d,]+) training rows", said)[1].replace(",", ""))
+    _, doubled = run(NODE_CORES="96")
+    assert doubled["train rf"] - mb["train rf"] == pytest.approx(m["bytes_per_row_thread"] * rows * 48 / 1e6)
+    small, _ = run(NODE_MEM_MB=str(int(mb["train rf"] // 2)))
+    (warning,) = [line for line in small.splitlines() if line.startswith("WARNING")]
+    assert f"train rf needs about {mb['train rf'] / 1000:.1f} GB" in warning and "(NODE_MEM_MB)" in warning
+    assert "predict rf" not in warning

@@ -28,6 +28,7 @@ NUMBERS: dict[str, tuple[int, int]] = {
     "CPUS_PER_TASK": (1, 4096),
     "CPU_CORES": (1, 4096),
     "NODE_CORES": (1, 4096),
+    "NODE_MEM_MB": (1, 100_000_000),
     "TRAIN_MINUTES": (1, 525_600),
     "STAGE_JOBS": (1, 1000),
     "FOREST_MAP_GPUS": (0, 64),

@@ -28,6 +28,7 @@ class Cluster:
     cores_per_rank: int
     train_nodes: int  # nodes of a training (or study worker) job
     predict_nodes: int  # nodes of a deep model's map job
+    node_mem_mb: int  # memory of a CPU node
 
     @property
     def gpu_node_cores(self) -> int:
@@ -76,6 +77,7 @@ def from_profile(profile: Path, cpu_nodes: int, gpu_nodes: int) -> Cluster:
         number("CPUS_PER_TASK", 12),
         number("TRAIN_NODES", 2),
         number("PREDICT_NODES", 1),
+        number("NODE_MEM_MB", 96000),
     )
 
 
@@ -84,4 +86,17 @@ def this_machine(ranks: int = 2) -> Cluster:
     cores = (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     )
-    return Cluster(f"this machine ({cores} cores, no GPU)", 1, 1, cores, cores, 0, ranks, 1, 1, 1)
+    mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 1_000_000
+    return Cluster(
+        f"this machine ({cores} cores, {mem_mb / 1000:.0f} GB, no GPU)",
+        1,
+        1,
+        cores,
+        cores,
+        0,
+        ranks,
+        1,
+        1,
+        1,
+        mem_mb,
+    )

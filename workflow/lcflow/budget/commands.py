@@ -10,7 +10,7 @@ from lcflow.common.cli_args import number_in
 
 
 def cmd_budget(a) -> None:
-    from lcflow.budget import cluster, projection, rates, work
+    from lcflow.budget import cluster, memory, projection, rates, work
     from lcflow.config.loading import Origins, merge, unset_nulls
     from lcflow.config.validation import check
     from lcflow.defaults import SCHEMA
@@ -41,9 +41,13 @@ def cmd_budget(a) -> None:
         else cluster.from_profile(Path(a.profile), a.cpu_nodes, a.gpu_nodes)
     )
     rows = projection.project(todo, measured, where)
+    needs = memory.needs(
+        todo, measured, where.node_cores, where.cpu_job_cores, int(assumed["classes"])
+    )
     _print_budget(a, todo, where, measured, rows)
+    _print_memory(needs, where)
     if a.json:
-        _write_json(a.json, rows)
+        _write_json(a.json, rows, needs)
 
 
 def _print_budget(a, todo, where, measured: dict, rows: list) -> None:
@@ -74,7 +78,26 @@ def _print_budget(a, todo, where, measured: dict, rows: list) -> None:
     print(projection.table(rows))
 
 
-def _write_json(out: str, rows: list) -> None:
+def _print_memory(needs: list, where) -> None:
+    """The forest's jobs' peak memory, each with a WARNING where it is more than a CPU node holds."""
+    if not needs:
+        return
+    print(
+        f"\nmemory a job holds at its peak (benchmarks/forest_fit_memory.py); a CPU node {where.node_mem_mb / 1000:.0f} GB:"
+    )
+    for need in needs:
+        print(f"{need.stage:22s} {need.mb / 1000:8.2f} GB  {need.parts}")
+    for need in needs:
+        if need.mb > where.node_mem_mb:
+            print(
+                f"WARNING: {need.stage} needs about {need.mb / 1000:.1f} GB, more than a CPU node's "
+                f"{where.node_mem_mb / 1000:.0f} GB (NODE_MEM_MB): Slurm would end it out of memory; fewer "
+                "training rows (sample.per_class, sample.fractions), a larger "
+                "model_params.rf.min_samples_leaf, or a partition of larger nodes"
+            )
+
+
+def _write_json(out: str, rows: list, needs: list) -> None:
     """Every row and total, as JSON."""
     import dataclasses
     import json
@@ -101,6 +124,7 @@ def _write_json(out: str, rows: list) -> None:
                 "core_h": sum(r.core_h for r in rows),
                 "gpu_h": sum(r.gpu_h for r in rows),
                 "cpu_s_by_stage": projection.by_stage(rows),
+                "memory_mb": {n.stage: n.mb for n in needs},
             },
             indent=1,
         )
