@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import pytest
 import rasterio
 import yaml
 
-from ..conftest import HOSTILE_RESOURCES, ROOT, job_counts, missing, snakemake
+from ..conftest import HOSTILE_RESOURCES, ROOT, job_counts, missing, snakemake, snakemake_command
 from ..http_server import serve
 
 #: the models of the demo DAG under Slurm: the demo's forest and one of its deep models, the one it tunes
@@ -445,6 +446,70 @@ def test_with_remote_reading_the_cube_job_reads_the_scenes_over_http(slurm_run, 
     assert tif > 0 and "staged.json" not in output
     with rasterio.open(cube) as a, rasterio.open(staged) as b:
         np.testing.assert_array_equal(a.read(), b.read())
+
+
+MODEL = f"results/models/{DEEP[0]}/model.json"
+
+
+def _queue(slurm: dict) -> list[str]:
+    return _slurm(slurm, "squeue", "-h", "-o", "%i").split()
+
+
+def _controller_killed_while_training(slurm_run: Path, slurm: dict, work: Path) -> float:
+    """The Slurm run's folder copied to ``work`` without its deep model, a controller making that model
+    started and killed with SIGKILL once its training job trains; the time of the kill."""
+    shutil.copytree(slurm_run, work, symlinks=True, ignore=shutil.ignore_patterns(".snakemake"))
+    shutil.rmtree(work / "results" / "models" / DEEP[0])
+    cmd, env = snakemake_command(work, *FAST, MODEL, profile="slurm", program=SNAKEMAKE, env=slurm,
+                                 configfile=configs(work))
+    log = work / "results" / "logs" / "train" / f"{DEEP[0]}.log"
+    log.unlink(missing_ok=True)
+    with (work / "controller.out").open("w") as out:
+        controller = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline and controller.poll() is None and not (
+                log.exists() and "round 1/" in log.read_text(errors="replace")):
+            time.sleep(0.5)
+    finally:
+        os.killpg(controller.pid, signal.SIGKILL)
+        controller.wait()
+    assert "round 1/" in log.read_text(errors="replace"), (work / "controller.out").read_text()[-3000:]
+    assert _queue(slurm), "the training job ended with its controller"
+    return time.time()
+
+
+def _restart(work: Path, slurm: dict) -> subprocess.CompletedProcess:
+    """The restart of docs/slurm.md, 'After the controller died': --unlock, then the same command."""
+    unlocked = on_slurm(work, MODEL, "--unlock", env=slurm, configfile=configs(work), timeout=300)
+    assert unlocked.returncode == 0, unlocked.stderr[-3000:]
+    return on_slurm(work, MODEL, env=slurm, configfile=configs(work), timeout=900)
+
+
+@pytest.mark.parametrize("when", ["while the orphan trains", "after the orphan finished"])
+def test_a_restarted_controller_keeps_the_model_its_killed_predecessor_s_job_made(when, slurm_run, slurm,
+                                                                                    tmp_path):
+    """SIGKILL to the controller while its training job trains; restarted as docs/slurm.md says, at once or
+    once that orphaned job has finished: the model it made is kept, and no training runs again."""
+    work = tmp_path / "work"
+    killed = _controller_killed_while_training(slurm_run, slurm, work)
+    if when == "after the orphan finished":
+        deadline = time.time() + 600
+        while _queue(slurm) and time.time() < deadline:
+            time.sleep(1)
+        assert (work / MODEL).exists()
+    done = _restart(work, slurm)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-4000:]
+    model = work / MODEL
+    assert model.exists() and model.stat().st_mtime >= killed  # the orphan's: it finished after the kill
+    log = (work / "results" / "logs" / "train" / f"{DEEP[0]}.log").read_text(errors="replace")
+    if job_counts(said).get("train"):
+        # its train job waited for the orphan and found the model complete
+        assert "nothing to do, nothing written" in log, log[-3000:]
+    assert "Removing output files of failed job" not in said
+    plan = snakemake(work, MODEL, "-n", profile="slurm", env=slurm, configfile=configs(work), timeout=300)
+    assert plan.returncode == 0 and "train" not in job_counts(plan.stdout), plan.stdout[-3000:]
 
 
 def _submit_controller(slurm: dict, workdir: Path, options: list[str], target: str,

@@ -46,10 +46,10 @@ def horovodrun(np_: int, *args: str, log: Path, wait: bool = True, command: str 
     return proc
 
 
-def torchrun(np_: int, *args: str, log: Path, command: str = "train") -> None:
+def torchrun(np_: int, *args: str, log: Path, command: str = "train", env: dict[str, str] | None = None) -> None:
     cmd = [*launcher("torch", np_), str(BIN / "lcflow"), "-v", command, *args, "--backend", "torch"]
     with log.open("w") as fh:
-        done = subprocess.run(cmd, env=ENV, stdout=fh, stderr=subprocess.STDOUT, timeout=600)
+        done = subprocess.run(cmd, env={**ENV, **(env or {})}, stdout=fh, stderr=subprocess.STDOUT, timeout=600)
     assert done.returncode == 0, log.read_text()[-3000:]
 
 
@@ -85,6 +85,39 @@ def lstm_on_two_ranks(backend: str, samples: list[str], tmp_path_factory) -> tup
 @pytest.fixture(scope="module")
 def two_ranks(samples, tmp_path_factory):
     return lstm_on_two_ranks("horovod", samples, tmp_path_factory)
+
+
+#: another writer of a model folder (argv[1]): holds its lock argv[3] seconds, then publishes argv[2]'s copy
+OTHER_WRITER = """
+import shutil, sys, time
+from lcflow.common.atomic import writer_lock
+with writer_lock(sys.argv[1]):
+    print("holding", flush=True)
+    time.sleep(float(sys.argv[3]))
+    shutil.copytree(sys.argv[2], sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("backend", ["horovod", "torch"])
+def test_ranks_that_find_their_model_being_written_wait_and_keep_it(backend, two_ranks, samples, tmp_path):
+    """A training restarted while a stopped controller's job still trains the same model: its two ranks
+    wait for that writer (rank 0 looks, the others learn in a broadcast), find the model complete and end 0
+    without writing a byte of it."""
+    out, made = tmp_path / "lstm", two_ranks[0]
+    other = subprocess.Popen([sys.executable, "-c", OTHER_WRITER, str(out), str(made), "15"], env=ENV,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "holding"
+        LAUNCHERS[backend](2, "--model", "lstm", "--samples", *samples, "--out", str(out), *PARAMS,
+                           log=tmp_path / "train.log", env={"LCFLOW_WRITER_WAIT_MINUTES": "2"})
+    finally:
+        other.kill()
+        other.wait()
+    said = (tmp_path / "train.log").read_text()
+    assert "waiting for it, at most 2 min" in said and "nothing to do, nothing written" in said, said[-3000:]
+    assert "epoch" not in said.lower().split("nothing to do")[-1]
+    for name in ("model.json", "model.pt", "metrics.json"):
+        assert (out / name).read_bytes() == (made / name).read_bytes(), name
 
 
 def test_two_ranks_end_with_identical_weights(two_ranks):

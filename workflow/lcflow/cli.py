@@ -10,11 +10,12 @@ import contextlib
 import logging
 import signal
 import sys
+from pathlib import Path
 
 from lcflow import config, job_resources, report_file
 from lcflow.assess import commands as assess_commands
 from lcflow.budget import commands as budget_commands
-from lcflow.common import atomic, path_guard, termination
+from lcflow.common import path_guard, termination, writer_wait
 from lcflow.errors import LcflowError
 from lcflow.labels import commands as labels_commands
 from lcflow.maps import commands as maps_commands
@@ -104,11 +105,17 @@ def _guarded(args: argparse.Namespace) -> None:
     lock of every output it declares (rank 0 of a parallel job: the ranks name the same outputs)."""
     paths = path_guard.declared(args.commands[args.command], args)
     path_guard.check(paths)
+    local = [named for named in paths if not path_guard.is_remote(named.path)]
+    outputs = [Path(named.path) for named in local if named.role.output]
+    inputs = [Path(named.path) for named in local if not named.role.output]
     with contextlib.ExitStack() as held:
-        if path_guard.this_rank() == 0:
-            for named in paths:
-                if named.role.output and not path_guard.is_remote(named.path):
-                    held.enter_context(atomic.writer_lock(named.path))
+        # another live writer of an output (a stopped controller's job) is waited for (writer_wait)
+        if path_guard.world_size() > 1:
+            writer_wait.defer(
+                outputs, inputs, held
+            )  # rank 0 takes them once the ranks are connected
+        elif writer_wait.hold(outputs, inputs, held):
+            return
         args.func(args)
 
 
@@ -123,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with termination.ended_by_sigterm(args.command):  # unwinds like an error: staging files go
             _guarded(args)
+    except writer_wait.Made:
+        return 0
     except LcflowError as exc:
         log.debug("%s failed", args.command, exc_info=True)
         print(f"lcflow {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)

@@ -4,9 +4,9 @@ import shlex
 import sys
 
 from snakemake.exceptions import WorkflowError
-from snakemake.settings.types import DeploymentMethod
+from snakemake.settings.types import DeploymentMethod, ExecMode
 
-from lcflow import launch, site_values
+from lcflow import launch, run_lock, site_values
 from lcflow.train import models
 from lcflow.train.parallel import backend_check
 from lcflow.retrieve.remote import is_url
@@ -79,6 +79,10 @@ MISSING = [] if IN_CONDA else launch.missing_programs(["lcflow", *LAUNCHERS, *([
 # waited in a GPU queue (a profile that starts no ranks runs every model as one process, which loads neither)
 if DEEP_MODELS and LAUNCHERS and not IN_CONDA and (BACKEND_PROBLEM := backend_check.problem(BACKEND, container=CONTAINER)):
     raise SystemExit(f"lcflow: {BACKEND_PROBLEM}")
+# a killed controller's lock, said by the controller (its dry run, or before a real run's LockException), not
+# by its jobs, and not by the --unlock that clears it
+if workflow.exec_mode == ExecMode.DEFAULT and "--unlock" not in sys.argv and (STALE_LOCK := run_lock.stale_lock()):
+    print(STALE_LOCK, file=sys.stderr)
 if launch.account_of(workflow.resource_settings.default_resources) == launch.PLACEHOLDER_ACCOUNT:
     print(f"lcflow: warning: the Slurm profile's account is the placeholder {launch.PLACEHOLDER_ACCOUNT!r}; a real "
           "run refuses it (set ACCOUNT in profiles/slurm/config.yaml or LCFLOW_SLURM_ACCOUNT)", file=sys.stderr)

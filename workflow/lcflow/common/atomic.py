@@ -25,6 +25,10 @@ STAGING_MARK = ".lcflow-"
 _SUFFIX_BYTES = 16
 
 
+class WriterBusy(LcflowError):
+    """Another live process holds the writer lock of an output."""
+
+
 def umask() -> int:
     """The process umask, read without changing it where Linux allows."""
     with contextlib.suppress(OSError, ValueError):
@@ -146,7 +150,7 @@ def _acquire(lock: Path, final: Path) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise LcflowError(
+            raise WriterBusy(
                 f"another process is writing {final} (it holds {lock}): wait for it to finish, or "
                 "stop it and run again"
             ) from None

@@ -174,6 +174,21 @@ def launched_rank() -> int | None:
     return None
 
 
+def world_size() -> int:
+    """The processes a parallel launcher started with this one (1 where none did)."""
+    for variable in ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"):
+        value = os.environ.get(variable, "").strip()
+        if value.isdigit():
+            return int(value)
+    if (
+        "SLURM_PROCID" in os.environ and "PMIX_RANK" in os.environ
+    ):  # srun --mpi=pmix sets no size of its own
+        value = os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", "")).strip()
+        if value.isdigit():
+            return int(value)
+    return 1
+
+
 def this_rank() -> int:
     """This process's rank where a parallel launcher started it (0 otherwise): the ranks of one job all
     name the same outputs, and rank 0 writes them."""

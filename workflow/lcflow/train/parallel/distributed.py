@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lcflow.common import writer_wait
 from lcflow.errors import LcflowError
 
 if TYPE_CHECKING:  # torch is imported where a collective needs it: a single process (a forest's
@@ -381,7 +382,14 @@ def launched() -> bool:
 
 
 def connect(backend: str = "horovod") -> Single | Horovod | TorchDistributed:
-    """The backend's process group when a launcher started several processes, else a single process."""
+    """The backend's process group when a launcher started several processes, else a single process; its
+    rank 0 then holds the command's writer locks (lcflow.common.writer_wait.settle)."""
+    comm = _connect(backend)
+    writer_wait.settle(comm)
+    return comm
+
+
+def _connect(backend: str) -> Single | Horovod | TorchDistributed:
     if backend not in BACKENDS:
         raise LcflowError(f"distributed backend {backend!r}: expected one of {', '.join(BACKENDS)}")
     if backend == "torch":
