@@ -234,7 +234,9 @@ def demo_config(path: Path, results: str = HOSTILE_RESULTS, resources: str = HOS
 
 
 def job_counts(output: str) -> dict[str, int]:
-    """Jobs per rule from Snakemake's "Job stats" table."""
+    """Jobs per rule from Snakemake's "Job stats" table (none where it says there is nothing to be done)."""
+    if "Job stats:" not in output and "Nothing to be done" in output:
+        return {}
     table = output.split("Job stats:", 1)[1]
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
 
