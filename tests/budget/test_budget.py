@@ -226,3 +226,48 @@ def test_a_forest_fit_needing_more_than_a_node_holds_is_warned_about(tmp_path):
     (warning,) = [line for line in small.splitlines() if line.startswith("WARNING")]
     assert f"train rf needs about {mb['train rf'] / 1000:.1f} GB" in warning and "(NODE_MEM_MB)" in warning
     assert "predict rf" not in warning
+
+
+def _site_budget(tmp_path: Path, *args: str, **site: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """lcflow budget of config/netherlands.yaml on the profile with ``site`` values; its output and rows."""
+    out = tmp_path / f"{len(list(tmp_path.iterdir()))}.json"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LCFLOW_SLURM_")},
+           **{f"LCFLOW_SLURM_{k}": v for k, v in site.items()}}
+    done = subprocess.run([str(LCFLOW), "budget", "--configfile", "config/netherlands.yaml", "--json", str(out),
+                           *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return done, (_rows(out) if done.returncode == 0 else {})
+
+
+def test_a_gpu_type_never_measured_is_refused_or_scaled_by_a_stated_ratio(tmp_path):
+    measured = rates.load()["gpu"]["device"]
+    done, _ = _site_budget(tmp_path, GPU_TYPE="a100")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert f"site value GPU_TYPE='a100': the rates measure an {measured} alone; give --gpu-speed" in done.stderr
+    _, plain = _site_budget(tmp_path)
+    same, typed = _site_budget(tmp_path, GPU_TYPE="h100")  # the type measured: its figures as they are
+    assert same.returncode == 0 and typed == plain
+    slower, half = _site_budget(tmp_path, "--gpu-speed", "0.5", GPU_TYPE="a100")
+    assert slower.returncode == 0, slower.stderr
+    startup = rates.load()["startup_cpu_s"]
+    for stage in ("train lstm", "predict lstm"):
+        assert f"a100 taken as 0.5 x the measured {measured} (--gpu-speed)" in half[stage]["source"]
+        assert half[stage]["job_s"] - startup == pytest.approx(2 * (plain[stage]["job_s"] - startup)), stage
+    assert half["cube"] == plain["cube"]
+
+
+def test_with_node_billing_core_hours_are_whole_nodes_x_their_cores_x_wall(tmp_path):
+    profile = cluster.from_profile(ROOT / "profiles" / "slurm", 8, 4)
+    _, by_core = _site_budget(tmp_path)
+    done, by_node = _site_budget(tmp_path, BILLING="node")
+    assert done.returncode == 0 and "whole nodes x their cores x wall (BILLING node)" in done.stdout
+    assert set(by_node) == set(by_core)
+    for stage, row in by_node.items():
+        held = by_core[stage]["cores"]
+        node = profile.gpu_node_cores if row["gpus"] else profile.node_cores
+        nodes = -(-held // node)
+        assert row["cores"] == nodes * node, stage
+        assert row["core_h"] == pytest.approx(row["jobs"] * nodes * node * row["job_s"] / 3600), stage
+        assert row["job_s"] == by_core[stage]["job_s"] and row["gpu_h"] == by_core[stage]["gpu_h"]
+    assert by_node["cube"]["core_h"] == pytest.approx(by_core["cube"]["core_h"] * 48 / 8)
+    done, _ = _site_budget(tmp_path, BILLING="nodes")
+    assert done.returncode == 2 and "site value BILLING='nodes'" in done.stderr and "one of core, node" in done.stderr

@@ -45,7 +45,7 @@ WORDS = r"[\w .,:=+@%/-]*"
 #: the value that is shell: only its syntax is checked
 SHELL = "JOB_SETUP"
 #: a profile's values that name one of a few commands
-CHOICES = {"STATUS_COMMAND": ("sacct", "squeue")}
+CHOICES = {"STATUS_COMMAND": ("sacct", "squeue"), "BILLING": ("core", "node")}
 
 
 def value(name: str, default: str, env: Mapping[str, str] | None = None) -> int | str:

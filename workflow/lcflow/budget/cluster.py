@@ -29,6 +29,8 @@ class Cluster:
     train_nodes: int  # nodes of a training (or study worker) job
     predict_nodes: int  # nodes of a deep model's map job
     node_mem_mb: int  # memory of a CPU node
+    billing: str = "core"  # core: cores held x wall; node: whole nodes x their cores x wall
+    gpu_type: str = ""  # the GPU type the profile asks for ("": any)
 
     @property
     def gpu_node_cores(self) -> int:
@@ -78,7 +80,17 @@ def from_profile(profile: Path, cpu_nodes: int, gpu_nodes: int) -> Cluster:
         number("TRAIN_NODES", 2),
         number("PREDICT_NODES", 1),
         number("NODE_MEM_MB", 96000),
+        _choice(site, "BILLING", "core", profile),
+        _choice(site, "GPU_TYPE", "", profile),
     )
+
+
+def _choice(site: dict[str, str], name: str, fallback: str, profile: Path) -> str:
+    """A site value that is text, held to the profile's own check."""
+    try:
+        return str(check(name, site.get(name, fallback)))
+    except LcflowError as exc:
+        raise LcflowError(f"{profile}: {exc}") from None
 
 
 def this_machine(ranks: int = 2) -> Cluster:

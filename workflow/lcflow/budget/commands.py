@@ -40,6 +40,8 @@ def cmd_budget(a) -> None:
         if a.profile == "local"
         else cluster.from_profile(Path(a.profile), a.cpu_nodes, a.gpu_nodes)
     )
+    if a.profile != "local":
+        measured = rates.for_gpu_type(measured, where.gpu_type, a.gpu_speed)
     rows = projection.project(todo, measured, where)
     needs = memory.needs(
         todo, measured, where.node_cores, where.cpu_job_cores, int(assumed["classes"])
@@ -72,7 +74,13 @@ def _print_budget(a, todo, where, measured: dict, rows: list) -> None:
     for line in todo.said:
         print(f"  {line}")
     print(
-        f"  assumed: {assumed['scaling']} multi-node efficiency; core h are cores held x wall, as Slurm bills; "
+        f"  assumed: {assumed['scaling']} multi-node efficiency; core h are "
+        + (
+            "whole nodes x their cores x wall (BILLING node)"
+            if where.billing == "node"
+            else "cores held x wall (BILLING core)"
+        )
+        + "; "
         "disk is uncompressed (an upper bound)\n"
     )
     print(projection.table(rows))
@@ -179,6 +187,12 @@ def register(command) -> None:
     )
     p.add_argument(
         "--json", type=path_guard.output_file, help="also write every row and total to this file"
+    )
+    p.add_argument(
+        "--gpu-speed",
+        type=number_in(0, 100, low_open=True),
+        help="the site's GPU (GPU_TYPE) against the measured one, as a ratio of their training and map "
+        "rates: needed where GPU_TYPE names another type than the rates measured",
     )
     g = p.add_argument_group("assumptions (the rates file's unless given)")
     g.add_argument(

@@ -53,7 +53,20 @@ class Job:
 
 
 class _Rows(list):
-    """The projection's rows, a stage at a time."""
+    """The projection's rows, a stage at a time, each job's cores as the site bills them."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__()
+        self.cluster = cluster
+
+    def billed(self, cores: int, gpus: int) -> int:
+        """The cores a job of ``cores`` cores (``gpus`` GPUs) is billed for: those, or with node billing
+        its nodes' cores (a GPU job's nodes are the GPU partition's; the login node's jobs bill nothing)."""
+        c = self.cluster
+        if c.billing != "node" or not cores:
+            return cores
+        node = c.gpu_node_cores if gpus else c.node_cores
+        return math.ceil(cores / node) * node
 
     def add(
         self, stage: str, jobs: int, job: Job, slots: int, source: str, disk_gb: float = 0.0
@@ -67,7 +80,7 @@ class _Rows(list):
                     stage,
                     jobs,
                     wall_s,
-                    cores,
+                    self.billed(cores, job.gpus),
                     job.gpus,
                     min(jobs, slots),
                     cpu_s * jobs,
@@ -79,7 +92,7 @@ class _Rows(list):
 
 def project(work: Work, rates: dict, cluster: Cluster) -> list[Row]:
     """The stages of ``work`` on ``cluster``."""
-    rows = _Rows()
+    rows = _Rows(cluster)
     _scenes_and_samples(work, rates, cluster, rows)
     if "rf" in work.models:
         _forest(work, rates, cluster, rows)

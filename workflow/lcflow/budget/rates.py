@@ -61,6 +61,33 @@ def _check_numbers(node: Any, path: Path, where: str = "") -> None:
         )
 
 
+def for_gpu_type(rates: dict, gpu_type: str, speed: float | None) -> dict:
+    """``rates`` for the site's GPU type (the profile's GPU_TYPE): as measured where the measured device is
+    of that type (or none is named); else scaled by ``speed``, the site's GPU against the measured one, and
+    said so in the device's name; refused in one line where no speed is given."""
+    gpu = rates.get("gpu")
+    if gpu is None or (not gpu_type and speed is None):
+        return rates
+    measured = gpu["device"]
+    if speed is None:
+        if gpu_type.lower() in measured.lower().replace("-", ""):
+            return rates
+        raise LcflowError(
+            f"site value GPU_TYPE={gpu_type!r}: the rates measure an {measured} alone; give --gpu-speed "
+            f"RATIO (a {gpu_type}'s training and map rate against the {measured}'s, e.g. from "
+            "benchmarks/gpu.py run on one), or --rates of the site's own run"
+        )
+    scaled = {
+        **gpu,
+        "device": f"{gpu_type or 'the site GPU'} taken as {speed:g} x the measured {measured} (--gpu-speed)",
+        "train_samples_per_s_per_gpu": {
+            m: v * speed for m, v in gpu["train_samples_per_s_per_gpu"].items()
+        },
+        "predict_px_s_per_gpu": {m: v * speed for m, v in gpu["predict_px_s_per_gpu"].items()},
+    }
+    return {**rates, "gpu": scaled}
+
+
 def job_cpu_s(rates: dict, stage: str, units: float = 0.0) -> float:
     """CPU seconds of one ``stage`` job of ``units`` units of work."""
     rate = rates["jobs"][stage]

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lcflow.common import atomic
@@ -37,12 +37,12 @@ class Made(Exception):
     """The outputs were made, complete, by the writer this process waited for: nothing to do."""
 
 
-def bound_minutes(env: dict[str, str] | None = None) -> float:
+def bound_minutes(env: Mapping[str, str] | None = None) -> float:
     """Minutes to wait for another writer: the variable's value, else :data:`MINUTES` in a Slurm job, else 0."""
-    env = os.environ if env is None else env
-    text = env.get(WAIT_VARIABLE)
+    given: Mapping[str, str] = os.environ if env is None else env
+    text = given.get(WAIT_VARIABLE)
     if text is None:
-        return MINUTES if "SLURM_JOB_ID" in env else 0.0
+        return MINUTES if "SLURM_JOB_ID" in given else 0.0
     try:
         minutes = float(text)
     except ValueError:
