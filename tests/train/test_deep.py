@@ -219,3 +219,18 @@ def test_the_round_kept_is_the_best_by_the_chosen_measure():
         by_accuracy = min(table, key=lambda t: (-t[1], t[2], t[0]))[0]
         assert by_loss != by_accuracy, (select_by, table)
         assert history[-1]["best_round"] == (by_loss if select_by == "loss" else by_accuracy), (select_by, table)
+
+
+def test_a_run_the_min_steps_floor_lengthens_says_so_with_the_key(caplog):
+    """240 samples at batch 32 are 8 steps a pass: 4 epochs are 32 steps, and min_steps 80 makes the run 80
+    steps, 10 passes, said in the log with the key that shortens it; a run its epochs make longer says
+    nothing of it."""
+    caplog.set_level(logging.INFO, logger="lcflow")
+    _, history = _fit(None, "", min_steps=80)
+    assert history[-1]["step"] == 80
+    (said,) = [r.getMessage() for r in caplog.records if "min_steps" in r.getMessage()]
+    assert said.startswith("epochs 4 would be 32 steps; min_steps 80 makes the run 80 steps (10.0 passes")
+    assert "model_params.<model>.min_steps" in said
+    caplog.clear()
+    _fit(None, "", min_steps=20)
+    assert not [r for r in caplog.records if "min_steps" in r.getMessage()]

@@ -234,6 +234,16 @@ def _resumed(run: _Run, path: Path | None, fingerprint: str) -> dict:
         plan.rounds,
         plan.warmup_steps,
     )
+    if plan.floored:
+        log.info(
+            "epochs %d would be %d steps; min_steps %d makes the run %d steps (%.1f passes over the samples): "
+            "set model_params.<model>.min_steps lower (0: epochs alone) for fewer",
+            cfg.epochs,
+            cfg.epochs * plan.steps_per_epoch,
+            cfg.min_steps,
+            plan.total_steps,
+            plan.total_steps / plan.steps_per_epoch,
+        )
     return progress
 
 

@@ -75,6 +75,7 @@ class Schedule:
     warmup_steps: int
     steps_per_epoch: int
     global_batch: int
+    floored: bool = False  # the run is min_steps long, more than its epochs' passes
 
     @classmethod
     def plan(
@@ -88,8 +89,14 @@ class Schedule:
             max(1, int(steps)) if steps is not None else max(cfg.epochs * per_epoch, cfg.min_steps)
         )
         round_steps = math.ceil(total / min(cfg.evaluations, total))
+        floored = steps is None and cfg.min_steps > cfg.epochs * per_epoch
         return cls(
-            total, round_steps, int(round(cfg.warmup_fraction * total)), per_epoch, global_batch
+            total,
+            round_steps,
+            int(round(cfg.warmup_fraction * total)),
+            per_epoch,
+            global_batch,
+            floored,
         )
 
     @property
