@@ -3,7 +3,9 @@ after a kill, verified, retried, within a disk budget; the cube then reads local
 
 import hashlib
 import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -377,3 +379,28 @@ def test_an_area_smaller_than_the_tile_fetches_only_the_internal_tiles_over_it(d
         with rasterio.open(asset["href"]) as copy, rasterio.open(source) as src:
             np.testing.assert_array_equal(copy.read(1), src.read(1, window=((256, 1024), (256, 1024))))
             assert (copy.crs, copy.nodata, copy.scales, copy.tags()) == (src.crs, src.nodata, src.scales, src.tags())
+
+
+def test_the_stage_in_s_progress_counts_the_bytes_of_this_run(demo, tmp_path, caplog):
+    """A first stage-in: every byte fetched, its last line the files and bytes it planned; a rerun that
+    fetches nothing says so, with no rate over bytes that never came."""
+    caplog.set_level(logging.INFO, logger="lcflow")
+    with serve(demo) as server:
+        items = tmp_path / "items.json"
+        search.run("31UFT", 2018, items, catalog=f"{server.url}/catalog/catalog.json")
+        settings = StageSettings(dir=str(tmp_path / "scenes"), connections=2)
+        n = stage_in.run(items, "31UFT", 2018, BANDS, tmp_path / "staged.json", settings)
+        first = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        stage_in.run(items, "31UFT", 2018, BANDS, tmp_path / "again.json", settings)
+        again = [r.getMessage() for r in caplog.records]
+    total = sum(p.stat().st_size for p in (tmp_path / "scenes").rglob("*.tif"))
+    (planned,) = [m for m in first if "of them to fetch" in m]
+    assert f"{n} files, {amount(total)}, {amount(total)} of them to fetch" in planned
+    progress = [m for m in first if re.search(r": \d+/\d+ files, ", m)]
+    assert progress and f"{n}/{n} files, {amount(total)} of {amount(total)}, " in progress[-1], progress
+    assert f"({amount(total)} received this run)" in first[-1]
+    (planned,) = [m for m in again if "of them to fetch" in m]
+    assert f"{n} files, {amount(total)}, 0 B of them to fetch" in planned, planned
+    assert not [m for m in again if "/s, " in m], again
+    assert "nothing received this run" in again[-1] or "(0 B received this run)" in again[-1], again[-1]

@@ -39,13 +39,13 @@ class Rate:
             else (max(0, self.total - self.done_bytes) / rate if rate > 0 else float("inf"))
         )
         log.info(
-            "%s: %d/%d files, %s of %s, %s/s, %s elapsed, %s left",
+            "%s: %d/%d files, %s of %s, %s, %s elapsed, %s left",
             self.what,
             self.done_files,
             self.files,
             amount(self.done_bytes),
             amount(self.total),
-            amount(rate),
+            f"{amount(rate)}/s" if self.received else "nothing received (on disk before this run)",
             duration(elapsed),
             duration(left),
         )
