@@ -275,6 +275,11 @@ def recommendation(rows: dict[str, ModelRow], choices: list[Choice] | None = Non
     lacking = [name for name, row in rows.items() if not row.maps]
     if lacking:
         text += f"; {', '.join(lacking)}: not enough evidence"
+    if not any(m.source == "reference sample" for row in rows.values() for m in row.maps):
+        text += (
+            "; no map has a reference sample: the choice rests on agreement with the training labels' "
+            "test samples (CORINE's where they are the labels), not on the maps' accuracy"
+        )
     return text[:1].upper() + text[1:]
 
 
@@ -301,9 +306,10 @@ def table(rows: dict[str, ModelRow]) -> str:
     ] + [f"f1_{c}" for c in classes]
     taken: dict[str, list[str]] = {}
     for c in choose(rows):
-        taken.setdefault(c.model, []).append(
-            "overall_accuracy" if c.figure == "overall accuracy" else "macro_f1"
-        )
+        figure = "overall_accuracy" if c.figure == "overall accuracy" else "macro_f1"
+        taken.setdefault(c.model, []).append(figure)
+        for level in c.level:  # the maps cannot tell it from the model taken
+            taken.setdefault(level, []).append(f"{figure}: level with {c.model}")
     bound = lambda v: "" if v is None else f"{v:.4f}"  # noqa: E731 - an interval's end, empty where none
     lines = ["\t".join(head)]
     for row in rows.values():
