@@ -62,7 +62,6 @@ localrules:
     stac_change_item,
     stac_catalog,
     job_resources,
-    synth_catalog,
 
 
 rule all:

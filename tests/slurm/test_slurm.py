@@ -210,8 +210,8 @@ def local_rules() -> set[str]:
     read the network, which run there too under the default ``stage.where``."""
     block = re.search(r"^localrules:\n((?:    \w+,?\n)+)", (ROOT / "Snakefile").read_text(), re.M)
     rules = "".join(p.read_text() for p in (ROOT / "workflow" / "rules").glob("*.smk"))
-    network = re.findall(r"^rule (\w+):\n(?:    .*\n|\n)*?    localrule: NETWORK_ON_HOST$", rules, re.M)
-    return set(re.findall(r"\w+", block.group(1))) | set(network)
+    network = re.findall(r"^( *)rule (\w+):\n(?:\1    .*\n|\n)*?\1    localrule: (?:NETWORK_ON_HOST|True)$", rules, re.M)
+    return set(re.findall(r"\w+", block.group(1))) | {name for _, name in network}
 
 
 def submitted(output: str) -> dict[str, str]:

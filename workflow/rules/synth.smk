@@ -45,7 +45,10 @@ if "demo" in config:
             "lcflow -v synth-corine --out {params.out:q} --aoi {params.aoi:q} --mmu-cells {params.mmu} {params.scenery}"
             " > {log:q} 2>&1"
 
+    # it only links the tile-years' catalogues: where Snakemake runs (a rule of the demo alone, so not in
+    # the Snakefile's localrules, which would warn of it wherever the demo is off)
     rule synth_catalog:
+        localrule: True
         input:
             expand(f"{DEMO_OUT}/catalog/{{tile}}_{{year}}/catalog.json", tile=TILES, year=YEARS),
         output:
