@@ -87,13 +87,17 @@ def two_ranks(samples, tmp_path_factory):
     return lstm_on_two_ranks("horovod", samples, tmp_path_factory)
 
 
-#: another writer of a model folder (argv[1]): holds its lock argv[3] seconds, then publishes argv[2]'s copy
+#: another writer of a model folder (argv[1]): holds its lock until the log argv[3] says a rank waits for it
+#: (at most 300 s), then publishes argv[2]'s copy
 OTHER_WRITER = """
-import shutil, sys, time
+import pathlib, shutil, sys, time
 from lcflow.common.atomic import writer_lock
 with writer_lock(sys.argv[1]):
     print("holding", flush=True)
-    time.sleep(float(sys.argv[3]))
+    log, deadline = pathlib.Path(sys.argv[3]), time.time() + 300
+    while time.time() < deadline and not (log.exists() and "waiting for it" in log.read_text()):
+        time.sleep(0.2)
+    time.sleep(1)
     shutil.copytree(sys.argv[2], sys.argv[1])
 """
 
@@ -104,7 +108,7 @@ def test_ranks_that_find_their_model_being_written_wait_and_keep_it(backend, two
     wait for that writer (rank 0 looks, the others learn in a broadcast), find the model complete and end 0
     without writing a byte of it."""
     out, made = tmp_path / "lstm", two_ranks[0]
-    other = subprocess.Popen([sys.executable, "-c", OTHER_WRITER, str(out), str(made), "15"], env=ENV,
+    other = subprocess.Popen([sys.executable, "-c", OTHER_WRITER, str(out), str(made), str(tmp_path / "train.log")], env=ENV,
                              stdout=subprocess.PIPE, text=True)
     try:
         assert other.stdout.readline().strip() == "holding"
