@@ -114,7 +114,7 @@ def _guarded(args: argparse.Namespace) -> None:
             writer_wait.defer(
                 outputs, inputs, held
             )  # rank 0 takes them once the ranks are connected
-        elif writer_wait.hold(outputs, inputs, held):
+        elif path_guard.this_rank() == 0 and writer_wait.hold(outputs, inputs, held):
             return
         args.func(args)
 

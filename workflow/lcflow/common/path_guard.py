@@ -180,10 +180,9 @@ def world_size() -> int:
         value = os.environ.get(variable, "").strip()
         if value.isdigit():
             return int(value)
-    if (
-        "SLURM_PROCID" in os.environ and "PMIX_RANK" in os.environ
-    ):  # srun --mpi=pmix sets no size of its own
-        value = os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", "")).strip()
+    # a task of an srun step, with PMIx or without (torch.distributed's ranks): the step's own tasks
+    if "SLURM_PROCID" in os.environ:
+        value = os.environ.get("SLURM_STEP_NUM_TASKS", "").strip()
         if value.isdigit():
             return int(value)
     return 1
