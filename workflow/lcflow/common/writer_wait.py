@@ -98,22 +98,20 @@ def _too_long(busy: str, minutes: float) -> LcflowError:
     )
 
 
+class _One:
+    """A process on its own: rank 0, and a broadcast that is the identity."""
+
+    rank = 0
+
+    @staticmethod
+    def broadcast_object(obj: str) -> str:
+        return obj
+
+
 def hold(outputs: list[Path], inputs: list[Path], stack: contextlib.ExitStack) -> bool:
     """Take every output's writer lock into ``stack``, waiting for a live writer as long as allowed; True
     where it was waited for and left the outputs complete (the caller then has nothing to write)."""
-    minutes = bound_minutes()
-    taking = _Taking(outputs, stack)
-    deadline = time.monotonic() + minutes * 60
-    while (busy := taking.step()) is not None:
-        if not minutes:
-            raise LcflowError(busy)
-        if not taking.waited:
-            _say_waiting(busy, minutes)
-            taking.waited = True
-        if time.monotonic() > deadline:
-            raise _too_long(busy, minutes)
-        time.sleep(POLL_S)
-    return _made(taking, outputs, inputs)
+    return _take(_One(), outputs, inputs, stack)
 
 
 def _made(taking: _Taking, outputs: list[Path], inputs: list[Path]) -> bool:
@@ -138,9 +136,13 @@ def defer(outputs: list[Path], inputs: list[Path], stack: contextlib.ExitStack) 
 def settle(comm) -> None:
     """Rank 0 takes what :func:`defer` left (waiting as :func:`hold` does, telling the other ranks at each
     look); every rank raises :class:`Made` where the writer waited for left the outputs complete."""
-    if not _pending:
-        return
-    outputs, inputs, stack = _pending.pop()
+    if _pending and _take(comm, *_pending.pop()):
+        raise Made()
+
+
+def _take(comm, outputs: list[Path], inputs: list[Path], stack: contextlib.ExitStack) -> bool:
+    """Rank 0 takes the locks, looking every POLL_S while another writer holds one (within the bound),
+    and tells every rank at each look; True on every rank where the outputs were made meanwhile."""
     minutes = bound_minutes()
     taking = _Taking(outputs, stack) if comm.rank == 0 else None
     deadline = time.monotonic() + minutes * 60
@@ -163,6 +165,4 @@ def settle(comm) -> None:
             continue
         if state.startswith("error: "):
             raise LcflowError(state.removeprefix("error: "))
-        if state == "made":
-            raise Made()
-        return
+        return state == "made"
