@@ -19,22 +19,26 @@ from ..conftest import ROOT
 
 LCFLOW = Path(sys.executable).parent / "lcflow"
 
-#: a writer of argv[1] that holds its lock for argv[2] seconds, then writes it (argv[3] == "write") or not
+#: a writer of argv[1] that holds its lock for argv[2] seconds (or, given "stdin", until it reads a line),
+#: then writes it (argv[3] == "write") or not
 WRITER = """
 import sys, time
 from lcflow.common.atomic import writer_lock
 with writer_lock(sys.argv[1]):
     print("holding", flush=True)
-    time.sleep(float(sys.argv[2]))
+    if sys.argv[2] == "stdin":
+        sys.stdin.readline()
+    else:
+        time.sleep(float(sys.argv[2]))
     if sys.argv[3] == "write":
         open(sys.argv[1], "w").write("the other writer's\\n")
 """
 
 
 @contextlib.contextmanager
-def other_writer(out: Path, seconds: float, write: bool):
+def other_writer(out: Path, seconds: float | str, write: bool):
     child = subprocess.Popen([sys.executable, "-c", WRITER, str(out), str(seconds), "write" if write else "no"],
-                             stdout=subprocess.PIPE, text=True)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "holding"
         yield child
@@ -120,9 +124,20 @@ def test_a_command_waited_out_ends_0_and_leaves_the_other_writer_s_output(tmp_pa
     out = tmp_path / "budget.json"
     env = {**os.environ, writer_wait.WAIT_VARIABLE: "1"}
     env.pop("SLURM_JOB_ID", None)
-    with other_writer(out, 2, write=True):
-        done = subprocess.run([str(LCFLOW), "budget", "--configfile", "config/config.yaml", "--profile", "local",
-                               "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    with other_writer(out, "stdin", write=True) as writer:  # it holds until the command says it waits
+        command = subprocess.Popen([str(LCFLOW), "budget", "--configfile", "config/config.yaml", "--profile",
+                                    "local", "--json", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        said = []
+        for line in command.stderr:
+            said.append(line)
+            if "waiting for it" in line:
+                break
+        writer.stdin.write("done\n")
+        writer.stdin.flush()
+        writer.wait(timeout=30)
+        stdout, rest = command.communicate(timeout=120)
+    done = subprocess.CompletedProcess(command.args, command.returncode, stdout, "".join(said) + rest)
     assert done.returncode == 0, done.stderr
     assert out.read_text() == "the other writer's\n" and "nothing to do, nothing written" in done.stderr
     assert done.stdout == ""  # the budget itself never ran
