@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import rasterio
 import yaml
@@ -194,6 +195,8 @@ def slurm_run(slurm, side_runs, local_demo, tmp_path_factory) -> Path:
     made.mkdir()
     for path in [workdir / "results" / "accuracy.tsv", *(workdir / "results" / "maps").glob("*.tif")]:
         shutil.copy2(path, made / path.name)
+    # and its trainings' benchmark files with their ranks' own (times kept: they say which run a rank's is)
+    shutil.copytree(workdir / "results" / "benchmarks" / "train", made / "benchmarks" / "train")
     return workdir
 
 
@@ -592,6 +595,23 @@ def test_demo_dag_through_the_slurm_profile_maps_like_a_local_run(slurm_run, loc
         with rasterio.open(made / f"{name}.tif") as a, rasterio.open(local_run / "maps" / f"{name}.tif") as b:
             np.testing.assert_array_equal(a.read(1), b.read(1), err_msg=name)
         assert row["truth_OA"] == local[name]["truth_OA"] and float(row["truth_OA"]) >= 0.9, (row, local[name])
+
+
+def test_a_two_rank_slurm_training_s_cpu_is_its_ranks_as_a_local_run_measures_it(slurm_run, local_run):
+    """job_resources under Slurm: srun's ranks are not the job shell's children, so the benchmark file sees
+    the launcher alone; the ranks' own measurement (lcflow.common.rank_usage) gives the job's CPU, within
+    2x of the same training's two local ranks (children of horovodrun, which the benchmark sees)."""
+    from lcflow import job_resources
+
+    here = job_resources.read(slurm_run / AS_MADE / "benchmarks").set_index("job")
+    there = job_resources.read(local_run / "benchmarks").set_index("job")
+    for model in DEEP:
+        raw = pd.read_csv(slurm_run / AS_MADE / "benchmarks" / "train" / f"{model}.tsv", sep="\t").iloc[-1]
+        said = (model, here.loc[model].to_dict(), there.loc[model].to_dict(), float(raw["cpu_time"]))
+        assert here.loc[model, "ranks"] == 2 and there.loc[model, "ranks"] == 2, said
+        if "resumed" in json.loads((local_run / "models" / model / "metrics.json").read_text()):
+            continue  # the local training did part of its work in an earlier job
+        assert 0.5 <= here.loc[model, "cpu_s"] / there.loc[model, "cpu_s"] <= 2, said
 
 
 def test_the_torch_backend_tunes_trains_and_maps_in_multi_rank_slurm_jobs(slurm_run, slurm, local_run, tmp_path):

@@ -91,3 +91,14 @@ def test_a_number_of_ranks_starts_the_backends_own_launcher(backend, expected):
 def test_an_unknown_backend_is_refused_naming_the_rule():
     with pytest.raises(LcflowError, match="rule predict: distributed backend 'mpi'; expected one of horovod, torch"):
         launch.command({"ranks": 2}, rule="predict", backend="mpi")
+
+
+def test_given_a_usage_folder_every_rank_is_started_with_it():
+    """The folder where each rank writes its own CPU time and memory (lcflow.common.rank_usage), quoted,
+    before any launcher: srun passes the environment to its ranks, horovodrun and torchrun to theirs."""
+    res = {"mpi": "env X=1 srun --mpi=pmix", "tasks": 2}
+    line = launch.command(res, usage="results/bench marks/train/lstm.ranks")
+    assert line == "env LCFLOW_RANK_USAGE='results/bench marks/train/lstm.ranks' env X=1 srun --mpi=pmix " \
+                   "--kill-on-bad-exit=1 --ntasks=2"
+    assert launch.program(line) == "srun" and launch.program(launch.command({}, usage="u")) is None
+    assert launch.command({"ranks": 2}, usage="u") == "env LCFLOW_RANK_USAGE=u horovodrun -np 2 -H localhost:2 --gloo"

@@ -15,7 +15,7 @@ from pathlib import Path
 from lcflow import config, job_resources, report_file
 from lcflow.assess import commands as assess_commands
 from lcflow.budget import commands as budget_commands
-from lcflow.common import path_guard, termination, writer_wait
+from lcflow.common import path_guard, rank_usage, termination, writer_wait
 from lcflow.errors import LcflowError
 from lcflow.labels import commands as labels_commands
 from lcflow.maps import commands as maps_commands
@@ -128,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
     # Ctrl-C: what it stopped is unwound (staging gone, nothing published)
     try:
-        with termination.ended_by_sigterm(args.command):  # unwinds like an error: staging files go
-            _guarded(args)
+        # each rank's own usage written at exit where its launcher asks (lcflow.common.rank_usage)
+        with rank_usage.recorded(args.command), termination.ended_by_sigterm(args.command):
+            _guarded(args)  # SIGTERM unwinds like an error: staging files go
     except writer_wait.Made:
         return 0
     except LcflowError as exc:

@@ -2,8 +2,11 @@
 and per stage, as a table and a figure for the report, so that Slurm requests (``runtime``, ``mem_mb``) are
 sized from measured jobs rather than guessed.
 
-The workflow writes one benchmark file per job as ``benchmarks/{stage}/{job}.tsv``. A distributed job's
-figures are those of the process Snakemake started (the launcher and the ranks on its own node).
+The workflow writes one benchmark file per job as ``benchmarks/{stage}/{job}.tsv``. A multi-rank job's
+ranks also write their own usage beside it (:mod:`lcflow.common.rank_usage`): under Slurm they are srun's
+step, which the benchmark (the process tree Snakemake started: the launcher) does not see. Such a job's CPU
+time is the larger of the two, the ranks' summed; its peak memory the larger of the benchmark's and that
+of the node whose ranks held the most.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lcflow.common import path_guard
+from lcflow.common import path_guard, rank_usage
 from lcflow.common.atomic import atomic_path, write_text
 from lcflow.errors import LcflowError
 
@@ -63,13 +66,12 @@ def read(benchmarks: str | Path) -> pd.DataFrame:
             )
         last = table.iloc[-1]  # a job benchmarked with repeats: its last run
         stage = path.parent.name if path.parent != benchmarks else path.stem
-        rows.append(
-            {
-                "stage": stage,
-                "job": path.stem,
-                **{new: float(last[old]) for old, new in COLUMNS.items()},
-            }
-        )
+        row = {
+            "stage": stage,
+            "job": path.stem,
+            **{new: float(last[old]) for old, new in COLUMNS.items()},
+        }
+        rows.append({**row, **_with_ranks(path, row)})
     if not rows:
         raise LcflowError(f"{benchmarks}: no benchmark files (benchmarks/STAGE/JOB.tsv)")
     rank = {stage: i for i, stage in enumerate(ORDER)}
@@ -77,8 +79,27 @@ def read(benchmarks: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _with_ranks(benchmark: Path, row: dict[str, Any]) -> dict[str, Any]:
+    """``row``'s CPU and memory with its ranks' own (where they wrote any), and how many ranks counted."""
+    records = rank_usage.read(benchmark, benchmark.stat().st_mtime, row["wall_s"])
+    if not records:
+        return {"ranks": 0}
+    ranks = rank_usage.summed(records)
+    return {
+        "cpu_s": _larger(ranks["cpu_s"], row["cpu_s"]),
+        "max_rss_mb": _larger(ranks["max_rss_mb"], row["max_rss_mb"]),
+        "ranks": ranks["ranks"],
+    }
+
+
+def _larger(measured: float, benchmark: float) -> float:
+    """The larger figure; the ranks' alone where the benchmark has none (NaN: a job too fast to sample)."""
+    return measured if benchmark != benchmark else max(measured, benchmark)
+
+
 def by_stage(jobs: pd.DataFrame) -> pd.DataFrame:
-    """Per stage: how many jobs, their total and longest wall time, total CPU time and highest peak memory."""
+    """Per stage: how many jobs, their total and longest wall time, total CPU time and highest peak memory, and
+    the ranks whose own measurement counted (0: the benchmark files alone)."""
     import pandas as pd
 
     grouped = jobs.groupby("stage", sort=False)
@@ -89,6 +110,7 @@ def by_stage(jobs: pd.DataFrame) -> pd.DataFrame:
             "wall_s_max": grouped["wall_s"].max(),
             "cpu_s_total": grouped["cpu_s"].sum(min_count=1),
             "max_rss_mb": grouped["max_rss_mb"].max(),
+            "ranks_measured": grouped["ranks"].sum(),
         }
     )
     return table.reset_index()

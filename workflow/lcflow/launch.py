@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lcflow.common import rank_usage
 from lcflow.errors import LcflowError
 
 #: the launcher of ``ranks`` processes on this machine, per distributed backend
@@ -22,14 +23,34 @@ LOCAL_LAUNCHERS = {
 
 
 def command(
-    resources: Mapping[str, Any], rule: str = "train", backend: str = "horovod", container: str = ""
+    resources: Mapping[str, Any],
+    rule: str = "train",
+    backend: str = "horovod",
+    container: str = "",
+    usage: str = "",
 ) -> str:
     """``{mpi} --nodes=N --ntasks-per-node=T --cpus-per-task=C`` for an MPI job (``srun`` with
     ``--kill-on-bad-exit=1``), else the
     ``launcher`` resource (``horovodrun -np 2 -H localhost:2 --gloo``, ...), else the ``backend``'s
-    launcher of ``ranks`` local processes, else ``env`` (one process). A ``container`` command (the
-    profile's CONTAINER, ``apptainer exec --nv IMAGE``) starts each rank of an MPI job in the image, and
-    wraps the launcher of any other job."""
+    launcher of ``ranks`` local processes, else ``env`` (one process).
+
+    Args:
+        resources: the rule's resources, as the profile sets them (``mpi``, ``nodes``, ``tasks_per_node``,
+            ``tasks``, ``cpus_per_task``, ``launcher``, ``ranks``).
+        rule: the rule's name, for errors.
+        backend: the distributed backend (horovod, torch): whose local launcher ``ranks`` starts.
+        container: the profile's CONTAINER (``apptainer exec --nv IMAGE``): it starts each rank of an MPI
+            job in the image, and wraps the launcher of any other job.
+        usage: a folder (:func:`lcflow.common.rank_usage.folder`) where every rank writes its CPU time and
+            peak memory at exit; empty: none.
+    """
+    launcher = _launcher(resources, rule, backend, container)
+    if not usage:
+        return launcher
+    return f"env {rank_usage.VARIABLE}={shlex.quote(usage)} {launcher}"
+
+
+def _launcher(resources: Mapping[str, Any], rule: str, backend: str, container: str) -> str:
     if backend not in LOCAL_LAUNCHERS:
         raise LcflowError(
             f"rule {rule}: distributed backend {backend!r}; expected one of {', '.join(LOCAL_LAUNCHERS)}"
@@ -81,8 +102,10 @@ def program(command_line: str) -> str | None:
     """The program a launcher or rule command line starts: its first word after ``env`` and its variable
     assignments (``env OMPI_MCA_x=1 srun --mpi=pmix`` starts ``srun``); None for a bare ``env``."""
     words = shlex.split(command_line)
-    if words and words[0] == "env":
-        words = [w for w in words[1:] if "=" not in w or w.startswith(("-", "/"))]
+    while words and words[0] == "env":  # env A=1 env B=2 srun: srun
+        words = words[1:]
+        while words and "=" in words[0] and not words[0].startswith(("-", "/")):
+            words = words[1:]
     return words[0] if words else None
 
 

@@ -7,6 +7,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod, ExecMode
 
 from lcflow import launch, run_lock, site_values
+from lcflow.common import rank_usage
 from lcflow.train import models
 from lcflow.train.parallel import backend_check
 from lcflow.retrieve.remote import is_url
@@ -106,6 +107,18 @@ wildcard_constraints:
 # Values from the config reach a job as data: paths and values in a rule's shell are quoted ({x:q}),
 # options built here are quoted with shlex; launcher strings, from the profiles, are the only command
 # lines.
+
+
+def ranks_launcher(rule_name, benchmark):
+    """The launcher of a rule's processes (lcflow.launch) from its resources; its ranks write their own
+    CPU time and memory beside the job's ``benchmark`` file (lcflow.common.rank_usage: under Slurm the
+    benchmark sees srun, not the ranks)."""
+
+    def launcher(wildcards, resources):
+        usage = rank_usage.folder(benchmark.format(**dict(wildcards.items())))
+        return launch.command(resources, rule=rule_name, backend=BACKEND, container=CONTAINER, usage=usage)
+
+    return launcher
 
 
 LABEL_SOURCE = "reference" if LABELS.get("reference") else "corine"

@@ -21,7 +21,7 @@ rule predict:
     params:
         model_dir=subpath(input.model, parent=True),
         block=config["predict"]["block_px"],
-        launcher=lambda wc, resources: launch.command(resources, rule="predict", backend=BACKEND, container=CONTAINER),
+        launcher=ranks_launcher("predict", f"{R}/benchmarks/predict/{{tile}}_{{year}}_{{model}}.tsv"),
         backend=BACKEND,
         rendezvous=RENDEZVOUS,
     resources:

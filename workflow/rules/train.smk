@@ -47,7 +47,7 @@ rule train:
         # ranks=N locally (the backend's horovodrun or torchrun), or a launcher command line;
         # mpi="srun --mpi=pmix" with nodes, tasks_per_node and cpus_per_task under Slurm; bare, one
         # process using every core
-        launcher=lambda wc, resources: launch.command(resources, backend=BACKEND, container=CONTAINER),
+        launcher=ranks_launcher("train", f"{R}/benchmarks/train/{{model}}.tsv"),
         backend=BACKEND,
         rendezvous=RENDEZVOUS,
         threads=lambda wc, resources: launch.threads_per_rank(resources),

@@ -50,7 +50,7 @@ rule hpo:
         model_params=lambda wc: model_params(wc.model),
         settings=lambda wc: HPO_SETTINGS.worker_json(wc.model),
         # started as train is (lcflow.launch): the same launcher, nodes and tasks
-        launcher=lambda wc, resources: launch.command(resources, rule="hpo", backend=BACKEND, container=CONTAINER),
+        launcher=ranks_launcher("hpo", f"{R}/benchmarks/hpo/{{model}}_{{worker}}.tsv"),
         backend=BACKEND,
         rendezvous=RENDEZVOUS,
         threads=lambda wc, resources: launch.threads_per_rank(resources),
