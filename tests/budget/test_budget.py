@@ -271,3 +271,67 @@ def test_with_node_billing_core_hours_are_whole_nodes_x_their_cores_x_wall(tmp_p
     assert by_node["cube"]["core_h"] == pytest.approx(by_core["cube"]["core_h"] * 48 / 8)
     done, _ = _site_budget(tmp_path, BILLING="nodes")
     assert done.returncode == 2 and "site value BILLING='nodes'" in done.stderr and "one of core, node" in done.stderr
+
+
+def _bench(path: Path, wall: float, cpu: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+                    f"{wall}\t0:00:01\t100\t1\t1\t1\t0\t0\t50\t{cpu}\n")
+
+
+def _small_run(results: Path, maps: bool) -> None:
+    """A finished run's results folder: one tile-year's cube of 10 x 20 px and 3 scenes, an lstm trained on
+    two A100s, and (``maps``) its map."""
+    import numpy as np
+    import rasterio
+    from rasterio.transform import from_origin
+
+    ty = results / "31UFT" / "2018"
+    ty.mkdir(parents=True)
+    with rasterio.open(ty / "cube.tif", "w", driver="GTiff", width=10, height=20, count=1, dtype="uint8",
+                       crs="EPSG:32631", transform=from_origin(600000, 5800000, 10, 10)) as ds:
+        ds.write(np.zeros((1, 20, 10), "uint8"))
+    (ty / "items.json").write_text(json.dumps({"features": [{}, {}, {}]}))
+    _bench(results / "benchmarks" / "cube" / "31UFT_2018.tsv", 8.0, 10.0)
+    _bench(results / "benchmarks" / "train" / "lstm.tsv", 100.0, 30.0)
+    if maps:
+        _bench(results / "benchmarks" / "predict" / "31UFT_2018_lstm.tsv", 11.0, 9.0)
+    (results / "models" / "lstm").mkdir(parents=True)
+    (results / "models" / "lstm" / "metrics.json").write_text(json.dumps(
+        {"params": {"epochs": 2, "batch_size": 64, "min_steps": 0}, "n_train": 1000, "world_size": 2,
+         "device": "NVIDIA A100-SXM4-40GB"}))
+
+
+def test_rates_from_a_run_price_its_stages_as_its_jobs_spent_them(tmp_path):
+    """--rates-from: the cube from its job over pixels x scenes; a training on GPUs as samples a second a
+    GPU over its wall time, its map as pixels a second a GPU; the rest as given, and the rates say so."""
+    from lcflow.budget import from_run
+
+    base = rates.load()
+    base.pop("gpu", None)
+    _small_run(tmp_path / "results", maps=True)
+    got = from_run.rates(tmp_path / "results", base)
+    startup = base["startup_cpu_s"]
+    assert got["jobs"]["cube"]["cpu_s_per_unit"] == pytest.approx((10.0 - startup) / (200 * 3))
+    assert got["jobs"]["sample"] == base["jobs"]["sample"]  # the run made none
+    gpu = got["gpu"]
+    assert gpu["device"] == "NVIDIA A100-SXM4-40GB"
+    assert gpu["train_samples_per_s_per_gpu"]["lstm"] == pytest.approx(2 * 1000 / (2 * (100.0 - startup)))
+    assert gpu["predict_px_s_per_gpu"]["lstm"] == pytest.approx(200 / (11.0 - startup))
+    assert got["measured"].startswith(f"the run at {tmp_path / 'results'} for cube, predict_lstm_cpu, train lstm; "
+                                      "the rest as ")
+    with pytest.raises(LcflowError, match="no benchmarks folder: not the results folder of a finished run"):
+        from_run.rates(tmp_path, base)
+
+
+def test_a_run_trained_on_gpus_without_a_map_and_no_gpu_rates_is_refused(tmp_path):
+    from lcflow.budget import from_run
+
+    base = rates.load()
+    base.pop("gpu", None)
+    _small_run(tmp_path / "results", maps=False)
+    with pytest.raises(LcflowError, match=r"lstm trained on NVIDIA A100-SXM4-40GB, but the run made no map of it"):
+        from_run.rates(tmp_path / "results", base)
+    done = budget("--configfile", "config/config.yaml", "--rates-from", str(tmp_path / "none"))
+    assert done.returncode == 2 and "--rates-from" in done.stderr and str(tmp_path / "none") in done.stderr, \
+        done.stderr

@@ -412,6 +412,35 @@ def test_lcflow_budget_of_the_demo_is_within_twice_its_measured_jobs(run, tmp_pa
     assert 0.5 <= total <= 2, (total, large, resumed)
 
 
+def test_lcflow_budget_from_this_run_s_own_rates_reproduces_its_stages(run, tmp_path):
+    """--rates-from the run itself (a site's own measured run): each stage priced as this run's jobs spent
+    it, so the budget of the run's config gives back every stage's CPU within 2x (a stage priced from a
+    model's rate: its study from its trainings'), no machine factor; the rates name the run."""
+    import os
+    import subprocess
+    import sys
+
+    from lcflow import job_resources
+
+    work = run.parent
+    done = subprocess.run([str(Path(sys.executable).parent / "lcflow"), "budget", "--configfile",
+                           str(work / "demo.yaml"), "--directory", str(work), "--profile", "local", "--rates-from",
+                           str(run), "--json", str(tmp_path / "b.json")], capture_output=True, text=True,
+                          timeout=300, env={k: v for k, v in os.environ.items() if not k.startswith("LCFLOW_SLURM_")})
+    assert done.returncode == 0, done.stderr
+    assert f"rates: the run at {run} for search, stage, " in done.stdout
+    budgeted = json.loads((tmp_path / "b.json").read_text())["cpu_s_by_stage"]
+    measured = job_resources.read(run / "benchmarks").groupby("stage")["cpu_s"].sum().to_dict()
+    compared = {stage: (budgeted[stage], measured[stage]) for stage in budgeted if stage in measured}
+    assert {"cube", "sample", "hpo", "train", "predict", "assess", "consistent_maps"} <= set(compared)
+    if any("resumed" in json.loads((run / "models" / m / "metrics.json").read_text()) for m in DEMO["models"]):
+        del compared["train"]  # a training resumed from a checkpoint did its work in an earlier job
+    ratios = {stage: round(b / m, 2) for stage, (b, m) in compared.items() if m >= 5}
+    assert all(0.5 <= r <= 2 for r in ratios.values()), ratios
+    # the stages priced from the run's jobs alone come back as they ran
+    assert all(abs(ratios[s] - 1) < 0.02 for s in ("cube", "sample", "predict", "assess") if s in ratios), ratios
+
+
 def test_adding_a_year_to_the_demo_makes_only_that_year_s_data(run, tmp_path):
     """A year added to a finished demo: its scenes are made, searched and composited for each tile, and no
     other tile-year's (the models and maps change, as they learn from the new year's samples too)."""

@@ -20,6 +20,10 @@ def cmd_budget(a) -> None:
     # not fetched yet
     check(config, SCHEMA, base=a.directory, origins=Origins(a.configfile), files=False)
     measured = rates.load(Path(a.rates) if a.rates else None)
+    if a.rates_from:
+        from lcflow.budget import from_run
+
+        measured = from_run.rates(Path(a.rates_from), measured)
     assumed = measured["assumed"] = {
         **measured["assumed"],
         **{
@@ -179,12 +183,7 @@ def register(command) -> None:
         help="the run's results folder, whose items and sample tables are counted where "
         "they exist (default: the config's results)",
     )
-    p.add_argument(
-        "--rates",
-        type=path_guard.input_file,
-        help="rates written by benchmarks/seed_study.py --rates (default: the "
-        "package's, measured as docs/benchmarks.md says)",
-    )
+    _rates_options(p)
     p.add_argument(
         "--json", type=path_guard.output_file, help="also write every row and total to this file"
     )
@@ -216,3 +215,20 @@ def register(command) -> None:
         help="data-parallel efficiency of a multi-node training",
     )
     p.set_defaults(func=cmd_budget)
+
+
+def _rates_options(p) -> None:
+    """Where the rates come from: a rates file, a finished run on the site."""
+    p.add_argument(
+        "--rates",
+        type=path_guard.input_file,
+        help="rates written by benchmarks/seed_study.py --rates (default: the "
+        "package's, measured as docs/benchmarks.md says)",
+    )
+    p.add_argument(
+        "--rates-from",
+        type=path_guard.input_dir,
+        metavar="RESULTS",
+        help="the results folder of a finished run on the site (the demo, or one whole tile-year): "
+        "each stage it made priced as its jobs spent (lcflow.budget.from_run), the rest as --rates",
+    )

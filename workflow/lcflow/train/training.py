@@ -113,6 +113,13 @@ def _run_metrics(model, history: list[dict], comm, tuned: dict[str, Any] | None)
         if model.run_status.get("resumed_round"):
             metrics["resumed"] = {k: v for k, v in model.run_status.items() if k != "loss_weights"}
         metrics["samples_per_s"] = float(np.mean([r["samples_per_s"] for r in history]))
+        # what it trained on: a site's own rates (lcflow budget --rates-from) are a GPU's or a CPU's
+        import torch  # loaded with the model already
+
+        device = model.device
+        metrics["device"] = (
+            torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+        )
     return metrics
 
 
