@@ -58,6 +58,11 @@ def test_the_slurm_profile_plans_without_the_cluster_s_launchers(tmp_path):
     counts = job_counts(done.stdout)
     assert counts["train"] == len([m for m in DEMO["models"] if m != "rf"])
     assert "account is the placeholder 'my-project'; a real run refuses it" in done.stderr
+    # Snakemake lists every job as "rule" in a dry run: the rules that run here are named (search and the
+    # stage-in, which read the network, under the default stage.where host), the cluster's are not
+    [local] = [line for line in done.stderr.splitlines() if line.startswith("lcflow: under Slurm these rules run here")]
+    named = set(local.rpartition(": ")[2].split(", "))
+    assert {"search", "stage", "synth_catalog", "quicklook", "all"} <= named and not {"cube", "train", "predict"} & named
     real = snakemake(tmp_path, profile="slurm", env=env, timeout=300)
     said = real.stdout + real.stderr
     assert real.returncode != 0 and "lcflow: srun, which the profile starts the distributed jobs with, is neither " \
