@@ -250,6 +250,7 @@ def test_readme_s_rerun_recipes_plan_what_they_say(run):
     def plan(*targets: str) -> dict[str, int]:
         done = snakemake(workdir, "-n", "--forcerun", *targets, configfile=config)
         assert done.returncode == 0, done.stderr[-2000:]
+        assert "holds products of tiles, years or models this config does not name" not in done.stderr
         return job_counts(done.stdout + done.stderr)
 
     deep = [m for m in DEMO["models"] if m != "rf"]
@@ -267,6 +268,23 @@ def test_readme_s_rerun_recipes_plan_what_they_say(run):
     one_cube = plan(recipes[3].replace("results/", f"{HOSTILE_RESULTS}/"))
     assert one_cube["cube"] == 1 and one_cube["sample"] >= 1 and "search" not in one_cube
     assert one_cube["train"] == len(deep)  # the models learn from that tile-year's samples too
+
+
+def test_a_dropped_tile_s_products_are_named_and_kept(run, tmp_path):
+    """A tile dropped from a finished run's config: its maps, quicklooks, assessments and change maps stay
+    where a person looks for the current ones; the controller names them by folder and removes none."""
+    over = tmp_path / "one-tile.yaml"
+    kept, dropped = DEMO["tiles"]
+    over.write_text(yaml.safe_dump({"tiles": [kept]}))
+    before = sorted(p for p in run.rglob("*") if p.name.startswith(f"{dropped}_") or p.name == dropped)
+    done = snakemake(run.parent, "-n", configfile=[run.parent / "demo.yaml", over], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [said] = [line for line in done.stderr.splitlines() if "holds products of tiles" in line]
+    for folder in ("maps", "maps/raw", "quicklooks", "assessment", "changes"):
+        n = len([p for p in (run / folder).iterdir() if p.is_file() and p.name.startswith(f"{dropped}_")])
+        assert n and (f"{folder} {n}," in said or f"{folder} {n};" in said), (folder, n, said)
+    assert f"TILE/YEAR {len(DEMO['years'])};" in said and f"/maps/{dropped}_" in said
+    assert sorted(p for p in run.rglob("*") if p.name.startswith(f"{dropped}_") or p.name == dropped) == before
 
 
 def test_a_plain_rerun_finishes_an_interrupted_one(run, tmp_path):

@@ -6,7 +6,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod, ExecMode
 
-from lcflow import launch, run_lock, site_values
+from lcflow import launch, run_lock, site_values, stale_products
 from lcflow.common import rank_usage
 from lcflow.train import models
 from lcflow.train.parallel import backend_check
@@ -84,6 +84,10 @@ if DEEP_MODELS and LAUNCHERS and not IN_CONDA and (BACKEND_PROBLEM := backend_ch
 # by its jobs, and not by the --unlock that clears it
 if workflow.exec_mode == ExecMode.DEFAULT and "--unlock" not in sys.argv and (STALE_LOCK := run_lock.stale_lock()):
     print(STALE_LOCK, file=sys.stderr)
+# a dropped tile's (year's, model's) maps stay where a person looks for the current ones: named, not removed
+if workflow.exec_mode == ExecMode.DEFAULT and (STALE := stale_products.said(
+        Path(R), stale_products.find(Path(R), config["tiles"], config["years"], config.get("models") or []))):
+    print(STALE, file=sys.stderr)
 if launch.account_of(workflow.resource_settings.default_resources) == launch.PLACEHOLDER_ACCOUNT:
     print(f"lcflow: warning: the Slurm profile's account is the placeholder {launch.PLACEHOLDER_ACCOUNT!r}; a real "
           "run refuses it (set ACCOUNT in profiles/slurm/config.yaml or LCFLOW_SLURM_ACCOUNT)", file=sys.stderr)
