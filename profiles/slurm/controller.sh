@@ -23,7 +23,24 @@ read -r -a snakemake <<< "${LCFLOW_SNAKEMAKE:-snakemake}"
 script=${LCFLOW_CONTROLLER:-$(scontrol show job "$SLURM_JOB_ID" | sed -n 's/^ *Command=\([^ ]*\).*/\1/p')}
 export LCFLOW_CONTROLLER=$script
 
+# its jobs' names start with this (squeue -o %j): those Snakemake may miss when it cancels are found by it
+prefix="lcflow-c${SLURM_JOB_ID}"
+interrupted=0
+
+# Snakemake cancels the jobs it tracks; one whose status it was checking at that moment is not in its list
+# (snakemake-interface-executor-plugins' check loop takes the list while it asks Slurm): those go too
+cancel_left() {
+  local left
+  left=$(squeue -h -u "$(id -un)" -o "%i %j" | awk -v p="${prefix}_" 'index($2, p) == 1 {print $1}')
+  if [ -n "$left" ]; then
+    echo "lcflow controller $SLURM_JOB_ID: cancelling its jobs still queued: $(echo $left)"
+    # shellcheck disable=SC2086
+    scancel $left || true
+  fi
+}
+
 handover() {
+  interrupted=1
   echo "lcflow controller $SLURM_JOB_ID: its time limit is near: the jobs it submitted are cancelled, the next controller follows"
   next=$(sbatch --parsable -A "$SLURM_JOB_ACCOUNT" -p "$SLURM_JOB_PARTITION" \
     -t "$(squeue -h -j "$SLURM_JOB_ID" -o %l)" --dependency="afterany:$SLURM_JOB_ID" "$script" "$@")
@@ -33,14 +50,17 @@ handover() {
 
 # job control on: a background command of a shell without it ignores SIGINT, which hands over
 set -m
-"${snakemake[@]}" --profile "${LCFLOW_PROFILE:-profiles/slurm}" "$@" &
+"${snakemake[@]}" --profile "${LCFLOW_PROFILE:-profiles/slurm}" --slurm-jobname-prefix "$prefix" "$@" &
 pid=$!
 trap 'handover "$@"' USR1
 # scancel of the controller: its jobs are cancelled too, and no controller follows
-trap 'kill -INT "$pid"' TERM
+trap 'interrupted=1; kill -INT "$pid"' TERM
 # wait returns early when the signal arrives: wait again until snakemake has ended
 while true; do
   status=0
   wait "$pid" || status=$?
-  kill -0 "$pid" 2>/dev/null || exit "$status"
+  if ! kill -0 "$pid" 2>/dev/null; then
+    [ "$interrupted" = 0 ] || cancel_left
+    exit "$status"
+  fi
 done

@@ -42,7 +42,7 @@ def test_netherlands_config_plans_whole_tiles_from_earth_search(tmp_path):
         budgeted[rule(row["stage"])] = budgeted.get(rule(row["stage"]), 0) + row["jobs"]
     assert budgeted == {r: int(counts[r]) for r in budgeted}
     # a deep model's map is a multi-rank MPI job on the GPU nodes, one rank a GPU; the forest's a CPU job
-    deep = re.findall(r"^Shell command: (srun --mpi=pmix [^\n]*?) lcflow -v predict ", out, re.MULTILINE)
+    deep = re.findall(r"^Shell command: env LCFLOW_RANK_USAGE=\S+ (srun --mpi=pmix [^\n]*?) lcflow -v predict ", out, re.MULTILINE)
     assert len(deep) == tile_years
     assert set(deep) == {"srun --mpi=pmix --kill-on-bad-exit=1 --nodes=1 --ntasks-per-node=4 --cpus-per-task=12"}
     predict_jobs = re.findall(r"rule predict:.*?resources: ([^\n]*)", out, re.DOTALL)

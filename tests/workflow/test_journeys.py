@@ -141,7 +141,8 @@ def test_a_site_container_runs_every_lcflow_command_and_each_rank(tmp_path):
                      timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert re.search(r"^python -c from lcflow.train.parallel.backend_check import problem", log.read_text(), re.M)
-    ranks = re.findall(r"^Shell command: (srun --mpi=pmix [^\n]*?) lcflow -v (train|predict|tune) ", done.stdout, re.M)
+    ranks = re.findall(r"^Shell command: env LCFLOW_RANK_USAGE=\S+ (srun --mpi=pmix [^\n]*?) lcflow -v (train|predict|tune) ",
+                       done.stdout, re.M)
     assert {kind for _, kind in ranks} == {"train", "predict", "tune"}
     assert all(line.endswith(f"--cpus-per-task=12 {container}") for line, _ in ranks), ranks[:2]
     log.unlink()
