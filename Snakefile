@@ -5,7 +5,7 @@ from pathlib import Path
 from snakemake.utils import min_version, validate
 
 from lcflow import config as lcflow_config
-from lcflow import dry_run as lcflow_dry_run
+from lcflow.common import dry_run as lcflow_dry_run
 from lcflow.errors import LcflowError
 
 min_version("9.0")
@@ -73,6 +73,6 @@ rule all:
 
 
 # Snakemake's dry run lists every job as "rule", local or not (it does not decide where jobs run): under a
-# Slurm profile (one that names an account) the rules that will run here are named once (lcflow.dry_run)
+# Slurm profile (one that names an account) the rules that will run here are named once (lcflow.common.dry_run)
 if lcflow_dry_run.asked(sys.argv[1:]) and launch.account_of(workflow.resource_settings.default_resources) is not None:
     print(lcflow_dry_run.local_rules_said(workflow.rules, workflow._localrules), file=sys.stderr)

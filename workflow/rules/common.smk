@@ -6,8 +6,8 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod, ExecMode
 
-from lcflow import launch, run_lock, site_values, stale_products
-from lcflow.common import rank_usage
+from lcflow import launch, run_lock, site_values
+from lcflow.common import rank_usage, stale_products
 from lcflow.train import models
 from lcflow.train.parallel import backend_check
 from lcflow.retrieve.remote import is_url

@@ -1,6 +1,6 @@
 """A dropped tile's, year's or model's products: found by their names, a kept model's suffixes kept."""
 
-from lcflow import stale_products
+from lcflow.common import stale_products
 
 
 def test_products_of_what_the_config_no_longer_names_are_found(tmp_path):

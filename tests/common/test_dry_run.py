@@ -2,7 +2,7 @@
 
 import pytest
 
-from lcflow import dry_run
+from lcflow.common import dry_run
 
 
 @pytest.mark.parametrize("argv, asked", [
