@@ -331,6 +331,8 @@ def main() -> None:
     ap.add_argument("--demo-results", type=Path, help="results/ of a finished make demo (default: run it here)")
     ap.add_argument("--rates", type=Path, help="also write the rates to this file (lcflow budget's: "
                     "workflow/lcflow/budget/rates.json)")
+    ap.add_argument("--rates-in", type=Path, help="project from these rates (written by an earlier --rates) "
+                    "instead of measuring: the projection again after a change to lcflow.budget")
     ap.add_argument("--gpu-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "gpu_h100.json")
     ap.add_argument("--forest-figures", type=Path, default=ROOT / "benchmarks" / "measured" / "forest_size_seed_sqrt_2core.json",
                     help="forest_size.py --json of a forest of the seed study's size, for the forest's map rate")
@@ -370,10 +372,15 @@ def main() -> None:
     args = ap.parse_args()
 
     demo = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    overhead = startup_cpu()
-    with tempfile.TemporaryDirectory() as tmp:
-        results = args.demo_results or run_demo(Path(tmp))
-        rates = build_rates(results, demo, overhead, args)
+    if args.rates_in:
+        rates = json.loads(args.rates_in.read_text())
+        overhead = rates["startup_cpu_s"]
+        print(f"rates from {args.rates_in} (measured {rates['measured']})")
+    else:
+        overhead = startup_cpu()
+        with tempfile.TemporaryDirectory() as tmp:
+            results = args.demo_results or run_demo(Path(tmp))
+            rates = build_rates(results, demo, overhead, args)
     if args.rates:
         args.rates.write_text(json.dumps(rates, indent=1) + "\n")
     seed = merge([args.config])
@@ -385,7 +392,7 @@ def main() -> None:
           f"{len(todo.tile_years)} tile-years, models {', '.join(todo.models)}; {todo.n_train:,} training rows")
     print(f"cluster: {where.name}; CPU jobs of {where.cpu_job_cores} cores, nodes of {where.node_cores}, "
           f"{where.gpus_per_node} GPUs a GPU node, training on {where.train_nodes} nodes")
-    print(f"\nmeasured here (a job's lcflow start-up {overhead:.2f} CPU s):")
+    print(f"\n{'measured' if args.rates_in else 'measured here'} (a job's lcflow start-up {overhead:.2f} CPU s):")
     for name, rate in rates["jobs"].items():
         demo_rate = rates["demo_per_unit"].get(name)
         print(f"  {name:18s} {rate['fixed_cpu_s']:7.2f} CPU s a job + {rate['cpu_s_per_unit']:.3e} per {rate['unit']}"
@@ -411,6 +418,13 @@ def main() -> None:
         print(f"  {line}")
     print()
     print(projection.table(rows))
+    from lcflow.budget import footprint
+    from lcflow.retrieve.stage_settings import StageSettings
+
+    print()
+    for line in footprint.of(rows, todo).lines(StageSettings.from_config(seed.get("stage")).dir, seed["results"],
+                                               where.login_node):
+        print(line)
     if not todo.hpo_models:
         from lcflow.defaults import default
 

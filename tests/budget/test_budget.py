@@ -158,7 +158,8 @@ def test_the_seed_study_s_budget_is_the_one_its_benchmark_printed(tmp_path):
     done = budget("--configfile", "config/netherlands.yaml", "--json", str(tmp_path / "b.json"))
     assert done.returncode == 0, done.stderr
     printed = (ROOT / "benchmarks" / "measured" / "seed_study_2core.txt").read_text()
-    lines = printed.split("\nstage ", 1)[1].splitlines()[1:]  # the table's rows, fixed width: the stage in 22
+    # the table's rows, fixed width (the stage in 22), up to the blank line before the jobs and storage lines
+    lines = printed.split("\nstage ", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     table = {line[:22].strip(): line[22:].split()[:7] for line in lines if line[:22].strip()
              and not line.startswith("(")}
     table["total"] = table["total"][:4]
@@ -175,6 +176,13 @@ def test_the_seed_study_s_budget_is_the_one_its_benchmark_printed(tmp_path):
     assert (wall, core, gpu) == (pytest.approx(total["critical_path_h"], rel=0.01),
                                  pytest.approx(total["core_h"], rel=0.01), pytest.approx(total["gpu_h"], rel=0.01))
     assert f"{total['core_h']:.1f}" in done.stdout and "critical path: search > stage-in > cube" in done.stdout
+    # its Slurm jobs and the login node's (search, stage-in, the local rules), the staged files (a band a file)
+    [jobs] = [line for line in printed.splitlines() if line.startswith("jobs: ")]
+    assert jobs in done.stdout and jobs.startswith("jobs: 242 Slurm jobs (211 CPU, 31 GPU); 161 on the login node")
+    spread = total["footprint"]
+    assert spread["stage_files"] == 30 * 150 * 11 and spread["login_jobs"]["search"] == 30
+    assert spread["slurm_jobs"] + sum(spread["login_jobs"].values()) == sum(r["jobs"] for r in rows.values())
+    assert all(rows[stage]["core_h"] == 0 for stage in spread["login_jobs"])  # the login node bills nothing
 
 
 @pytest.mark.parametrize("profile", ["local", "profiles/slurm"])
@@ -335,3 +343,17 @@ def test_a_run_trained_on_gpus_without_a_map_and_no_gpu_rates_is_refused(tmp_pat
     done = budget("--configfile", "config/config.yaml", "--rates-from", str(tmp_path / "none"))
     assert done.returncode == 2 and "--rates-from" in done.stderr and str(tmp_path / "none") in done.stderr, \
         done.stderr
+
+
+def test_the_login_node_s_stages_are_the_snakefile_s_local_rules(tmp_path):
+    """The stages a Slurm budget bills nothing for are the rules the Snakefile runs where Snakemake runs,
+    and every stage of such a rule is one of them."""
+    block = re.search(r"^localrules:\n((?:    \w+,?\n)+)", (ROOT / "Snakefile").read_text(), re.M).group(1)
+    local = set(re.findall(r"\w+", block))
+    assert set(projection.LOCAL_RULES) <= local
+    done = budget("--configfile", "config/config.yaml", "--json", str(tmp_path / "b.json"))
+    assert done.returncode == 0, done.stderr
+    for stage, row in _rows(tmp_path / "b.json").items():
+        assert (projection.rule(stage) in local) == (projection.rule(stage) in projection.LOCAL_RULES), stage
+        if projection.rule(stage) in local:
+            assert row["cores"] == 0 and row["core_h"] == 0, stage

@@ -31,6 +31,8 @@ class Cluster:
     node_mem_mb: int  # memory of a CPU node
     billing: str = "core"  # core: cores held x wall; node: whole nodes x their cores x wall
     gpu_type: str = ""  # the GPU type the profile asks for ("": any)
+    # a Slurm cluster: the workflow's local rules run on the login node, beside the jobs, billing nothing
+    login_node: bool = False
 
     @property
     def gpu_node_cores(self) -> int:
@@ -82,6 +84,7 @@ def from_profile(profile: Path, cpu_nodes: int, gpu_nodes: int) -> Cluster:
         number("NODE_MEM_MB", 96000),
         _choice(site, "BILLING", "core", profile),
         _choice(site, "GPU_TYPE", "", profile),
+        login_node=True,
     )
 
 

@@ -10,10 +10,11 @@ from lcflow.common.cli_args import number_in
 
 
 def cmd_budget(a) -> None:
-    from lcflow.budget import cluster, memory, projection, rates, work
+    from lcflow.budget import cluster, footprint, memory, projection, rates, work
     from lcflow.config.loading import Origins, merge, unset_nulls
     from lcflow.config.validation import check
     from lcflow.defaults import SCHEMA
+    from lcflow.retrieve.stage_settings import StageSettings
 
     config = merge(a.configfile)
     unset_nulls(config)
@@ -51,9 +52,14 @@ def cmd_budget(a) -> None:
         todo, measured, where.node_cores, where.cpu_job_cores, int(assumed["classes"])
     )
     _print_budget(a, todo, where, measured, rows)
+    print()
+    spread = footprint.of(rows, todo)
+    stage_dir = StageSettings.from_config(config.get("stage")).dir
+    for line in spread.lines(str(Path(a.directory) / stage_dir), str(results), where.login_node):
+        print(line)
     _print_memory(needs, where)
     if a.json:
-        _write_json(a.json, rows, needs)
+        _write_json(a.json, rows, needs, spread)
 
 
 def _print_budget(a, todo, where, measured: dict, rows: list) -> None:
@@ -109,7 +115,7 @@ def _print_memory(needs: list, where) -> None:
             )
 
 
-def _write_json(out: str, rows: list, needs: list) -> None:
+def _write_json(out: str, rows: list, needs: list, spread) -> None:
     """Every row and total, as JSON."""
     import dataclasses
     import json
@@ -137,6 +143,7 @@ def _write_json(out: str, rows: list, needs: list) -> None:
                 "gpu_h": sum(r.gpu_h for r in rows),
                 "cpu_s_by_stage": projection.by_stage(rows),
                 "memory_mb": {n.stage: n.mb for n in needs},
+                "footprint": dataclasses.asdict(spread),
             },
             indent=1,
         )

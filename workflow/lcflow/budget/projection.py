@@ -12,6 +12,9 @@ from lcflow.budget.work import WHOLE_TILE_PX, Work
 
 #: the stages before the models, in turn; after them, the maps' checks and figures
 BEFORE = ("search", "stage-in", "cube", "labels", "sample")
+#: the rules among the stages that the Snakefile runs where Snakemake runs (its ``localrules``): on a Slurm
+#: cluster the login node's work, billed nothing (the search and the stage-in too, as the config says)
+LOCAL_RULES = ("learning_curve", "quicklook", "change_figure")
 
 
 @dataclass
@@ -75,6 +78,8 @@ class _Rows(list):
         if jobs:
             cpu_s, cores = job.cpu_s, job.cores
             wall_s = cpu_s / max(cores, 1) if job.wall_s is None else job.wall_s
+            if self.cluster.login_node and rule(stage) in LOCAL_RULES:
+                cores = 0  # on the login node: a core's work, no job held
             self.append(
                 Row(
                     stage,

@@ -40,6 +40,8 @@ class Work:
     remote: bool  # stage.mode remote: cubes read the catalogue over the network
     stage_on_slurm: bool
     said: list[str] = field(default_factory=list)  # where each count came from
+    # files the stage-in stores a scene: one a band asset (a multi-band asset once) and the cloud mask's
+    files_a_scene: int = 11
 
     @property
     def tiles(self) -> list[str]:
@@ -132,7 +134,16 @@ def from_config(config: dict, results: Path, scenes: float, classes: int) -> Wor
         stage.mode == "remote",
         stage.where == "slurm",
         said,
+        _files_a_scene(cube),
     )
+
+
+def _files_a_scene(cube) -> int:
+    """The files a staged scene holds: an asset a band (those of one multi-band asset in one file), and the
+    cloud mask's."""
+    stacked = {b for bands in cube.asset_bands.values() for b in bands}
+    shared = sum(1 for bands in cube.asset_bands.values() if set(bands) & set(cube.bands))
+    return len(set(cube.bands) - stacked) + shared + 1
 
 
 def _scenes_and_samples(
