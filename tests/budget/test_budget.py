@@ -20,8 +20,10 @@ from ..conftest import ROOT, job_counts, snakemake
 LCFLOW = Path(sys.executable).parent / "lcflow"
 
 
-def budget(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LCFLOW_SLURM_")}
+def budget(*args: str, cwd: Path = ROOT, **site: str) -> subprocess.CompletedProcess:
+    """lcflow budget ARGS with the profile's ``site`` values (LCFLOW_SLURM_NAME) alone, none of this shell's."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LCFLOW_SLURM_")},
+           **{f"LCFLOW_SLURM_{k}": v for k, v in site.items()}}
     return subprocess.run([str(LCFLOW), "budget", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=300)
 
@@ -216,13 +218,9 @@ def test_a_forest_fit_needing_more_than_a_node_holds_is_warned_about(tmp_path):
     """The seed study's forest training on a whole node: its peak memory, its buffers growing with the node's
     cores, and a WARNING naming NODE_MEM_MB where a node holds less (none where it holds more)."""
     def run(**site: str) -> tuple[str, dict]:
-        out = tmp_path / f"{len(list(tmp_path.iterdir()))}.json"
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("LCFLOW_SLURM_")},
-               **{f"LCFLOW_SLURM_{k}": v for k, v in site.items()}}
-        done = subprocess.run([str(LCFLOW), "budget", "--configfile", "config/netherlands.yaml", "--json", str(out)],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        done, _ = _site_budget(tmp_path, **site)
         assert done.returncode == 0, done.stderr
-        return done.stdout, json.loads(out.read_text())["memory_mb"]
+        return done.stdout, json.loads(_last_json(tmp_path).read_text())["memory_mb"]
 
     said, mb = run()
     assert "WARNING" not in said and set(mb) == {"train rf", "predict rf"}  # netherlands.yaml runs no forest study
@@ -237,13 +235,15 @@ def test_a_forest_fit_needing_more_than_a_node_holds_is_warned_about(tmp_path):
 
 
 def _site_budget(tmp_path: Path, *args: str, **site: str) -> tuple[subprocess.CompletedProcess, dict]:
-    """lcflow budget of config/netherlands.yaml on the profile with ``site`` values; its output and rows."""
-    out = tmp_path / f"{len(list(tmp_path.iterdir()))}.json"
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LCFLOW_SLURM_")},
-           **{f"LCFLOW_SLURM_{k}": v for k, v in site.items()}}
-    done = subprocess.run([str(LCFLOW), "budget", "--configfile", "config/netherlands.yaml", "--json", str(out),
-                           *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    """lcflow budget of config/netherlands.yaml on the profile with ``site`` values; its output and rows (its
+    JSON: :func:`_last_json`)."""
+    out = tmp_path / f"{len(list(tmp_path.glob('*.json')))}.json"
+    done = budget("--configfile", "config/netherlands.yaml", "--json", str(out), *args, **site)
     return done, (_rows(out) if done.returncode == 0 else {})
+
+
+def _last_json(tmp_path: Path) -> Path:
+    return tmp_path / f"{len(list(tmp_path.glob('*.json'))) - 1}.json"
 
 
 def test_a_gpu_type_never_measured_is_refused_or_scaled_by_a_stated_ratio(tmp_path):
