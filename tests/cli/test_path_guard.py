@@ -152,7 +152,7 @@ ROLES = {
     "job-resources": {"--benchmarks": "input directory", "--out": "output file", "--figure": "output file"},
     "report": {"--out": "output file"},
     "check-config": {"--configfile": "input file"},
-    "budget": {"--configfile": "input file", "--rates": "input file", "--json": "output file"},
+    "budget": {"--configfile": "input file", "--rates": "input file", "--rates-from": "input directory", "--json": "output file"},
 }
 
 

@@ -8,7 +8,8 @@ def test_products_of_what_the_config_no_longer_names_are_found(tmp_path):
         "maps": ["31UFT_2018_rf.tif", "31UFT_2018_my_model.tif", "31UFT_2018_lstm.stac.json",
                  "32ULC_2018_rf.tif", "31UFT_2017_rf.qml", "31UFT_2018_tempcnn.tif", "31UFT_2018_blend.tif"],
         "maps/raw": ["31UFT_2018_rf_confidence.tif", "31UFT_2018_my_model_probabilities.tif"],
-        "changes": ["31UFT_2018_2019_rf.tif", "31UFT_2017_2018_rf.png"],
+        "changes": ["31UFT_2018_2019_rf.tif", "31UFT_2017_2018_rf.png", "31UFT_rf.json", "32ULC_rf.json",
+                    "31UFT_tempcnn.json"],
         "quicklooks": ["32ULC_2018_lstm.quicklook.png"],
         "reference": ["32ULC_2018_labelled.gpkg"],  # a person's: never listed
     }
@@ -21,11 +22,11 @@ def test_products_of_what_the_config_no_longer_names_are_found(tmp_path):
     found = stale_products.find(tmp_path, ["31UFT"], [2018, 2019], ["rf", "lstm", "my_model"])
     assert {k: sorted(p.name for p in v) for k, v in found.items()} == {
         "maps": ["31UFT_2017_rf.qml", "31UFT_2018_tempcnn.tif", "32ULC_2018_rf.tif"],
-        "changes": ["31UFT_2017_2018_rf.png"],
+        "changes": ["31UFT_2017_2018_rf.png", "31UFT_tempcnn.json", "32ULC_rf.json"],
         "quicklooks": ["32ULC_2018_lstm.quicklook.png"],
         "TILE/YEAR": ["2017", "2018"],
     }
     said = stale_products.said(tmp_path, found)
-    assert "(maps 3, quicklooks 1, changes 1, TILE/YEAR 2; e.g. " in said and "neither updates nor removes" in said
+    assert "(maps 3, quicklooks 1, changes 3, TILE/YEAR 2; e.g. " in said and "neither updates nor removes" in said
     assert stale_products.said(tmp_path, {}) is None
     assert stale_products.find(tmp_path / "none", ["31UFT"], [2018], ["rf"]) == {}

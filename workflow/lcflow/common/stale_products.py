@@ -9,10 +9,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-#: the folders of a run's per-map products, named TILE_YEAR[_...]_MODEL...
+#: the folders of a run's per-map products, named TILE_YEAR[_YEAR]_MODEL... (a tile's own: TILE_MODEL...)
 PRODUCT_FOLDERS = ("maps", "maps/raw", "quicklooks", "assessment", "changes")
 _NAME = re.compile(
-    r"^(?P<tile>\d{2}[A-Z]{3})_(?P<year>\d{4})(?:_(?P<to>\d{4}))?(?:_(?P<rest>[a-z].*))?$"
+    r"^(?P<tile>\d{2}[A-Z]{3})_(?:(?P<year>\d{4})(?:_(?P<to>\d{4}))?(?:_|$))?(?P<rest>[a-z].*)?$"
 )
 
 
@@ -31,7 +31,7 @@ def find(
             m = _NAME.match(path.name)
             if m and (
                 m["tile"] not in tiles
-                or not {int(m["year"]), int(m["to"] or m["year"])} <= years
+                or (m["year"] and not {int(m["year"]), int(m["to"] or m["year"])} <= years)
                 or (m["rest"] and _model(m["rest"], models))
             ):
                 found.setdefault(name, []).append(path)
