@@ -211,9 +211,8 @@ def _deep_training(run: _Run, model: str, out: dict, startup: float, taken: list
     )
     device = str(metrics.get("device", "cpu"))
     busy = wall - startup
-    if (
-        device == "cpu"
-    ):  # a rank shared its cores with other jobs: it trained for its CPU time, not longer
+    if device == "cpu":
+        # a rank that shared its cores with other jobs trained for its CPU time, not its wall time
         busy = min(busy, run.jobs.get("train", {}).get(model, math.inf) / ranks - startup)
     rate = seen / (ranks * max(busy, 1.0))
     if device == "cpu":
@@ -226,12 +225,13 @@ def _deep_training(run: _Run, model: str, out: dict, startup: float, taken: list
         gpu["device"], gpu["batch"] = device, int(params["batch_size"])
         gpu["train_samples_per_s_per_gpu"][model] = rate
         gpu["file"] = f"the run at {run.results}"
-        maps = [job for job in run.jobs.get("predict", {}) if run.map_px(model)(job)]
-        busy = sum(
+        of_model = run.map_px(model)
+        maps = [job for job in run.jobs.get("predict", {}) if of_model(job)]
+        gpu_s = sum(
             max(run.wall[("predict", j)] - startup, 1.0) * run.ranks[("predict", j)] for j in maps
         )
-        if busy:  # its maps: pixels a second a GPU (a rank a GPU)
-            gpu["predict_px_s_per_gpu"][model] = sum(run.map_px(model)(j) for j in maps) / busy
+        if gpu_s:  # its maps: pixels a second a GPU (a rank a GPU)
+            gpu["predict_px_s_per_gpu"][model] = sum(of_model(j) for j in maps) / gpu_s
         if not gpu["predict_px_s_per_gpu"]:
             raise LcflowError(
                 f"--rates-from {run.results}: {model} trained on {device}, but the run made no map of it "
